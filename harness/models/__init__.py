@@ -1,0 +1,1 @@
+"""Model artefacts and model runners for the benchmarks."""
