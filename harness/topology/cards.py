@@ -1,0 +1,97 @@
+"""Which PCI functions are accelerator cards, and the `--cards` spec (auto | emulate:N).
+
+A card is recognised by vendor id plus PCI class (or device id where a vendor's class is shared with
+its other products); NICs, NVMe drives, bridges and the BMC's VGA never match.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from harness.errors import ApplianceError
+from harness.topology.model import PciDevice, Topology
+
+
+@dataclass(frozen=True)
+class CardKind:
+    vendor_id: int
+    vendor: str
+    classes: frozenset[int]  # 16-bit class codes; empty: any class, but only the listed device ids
+    models: dict[int, str]
+    fallback_model: str
+    device_templates: tuple[str, ...]  # /dev nodes for `docker --device` when sysfs names none; {i}=index
+    runtime: str = "device"  # "gpus": docker's --gpus (NVIDIA container toolkit) instead of --device
+
+    def matches(self, dev: PciDevice) -> bool:
+        if dev.vendor != self.vendor_id:
+            return False
+        return dev.class_code in self.classes if self.classes else dev.device in self.models
+
+    def model(self, device: int) -> str:
+        return self.models.get(device, f"{self.fallback_model} [{self.vendor_id:04x}:{device:04x}]")
+
+
+KINDS: tuple[CardKind, ...] = (
+    CardKind(0x10DE, "NVIDIA", frozenset({0x0300, 0x0302}),
+             {0x20B0: "A100-SXM4-40GB", 0x20B2: "A100-SXM4-80GB", 0x20F1: "A100-PCIE-40GB",
+              0x20B5: "A100-PCIE-80GB", 0x2330: "H100-SXM5-80GB", 0x2331: "H100-PCIE-80GB",
+              0x26B9: "L40S", 0x27B8: "L4"},
+             "NVIDIA GPU", (), runtime="gpus"),
+    # Qualcomm's vendor id also covers Wi-Fi and modem chips: match device ids only.
+    CardKind(0x17CB, "Qualcomm", frozenset(), {0xA100: "Cloud AI 100", 0xA080: "Cloud AI 080"},
+             "Cloud AI", ("/dev/accel/accel{i}",)),
+    CardKind(0x1002, "AMD", frozenset({0x1200}),
+             {0x738C: "Instinct MI100", 0x740F: "Instinct MI210", 0x740C: "Instinct MI250X",
+              0x74A1: "Instinct MI300X"},
+             "Instinct", ("/dev/kfd", "/dev/dri/renderD{128+i}")),
+    CardKind(0x1DA3, "Intel Habana", frozenset({0x1200}), {0x1000: "Gaudi", 0x1020: "Gaudi2"},
+             "Gaudi", ("/dev/accel/accel{i}",)),
+    CardKind(0x1E52, "Tenstorrent", frozenset({0x1200}), {}, "Tenstorrent", ("/dev/tenstorrent/{i}",)),
+)
+EMULATED_VENDOR, EMULATED_MODEL = "emulated", "CPU-emulated card"
+
+
+@dataclass(frozen=True)
+class FoundCard:
+    """A card before placement: where it is and what it is; emulated cards have no PCI address."""
+
+    pci: str | None
+    vendor: str
+    model: str
+    numa_node: int | None
+    device_nodes: tuple[str, ...]
+    runtime: str = "none"
+
+
+def kind_of(dev: PciDevice) -> CardKind | None:
+    return next((kind for kind in KINDS if kind.matches(dev)), None)
+
+
+def default_device_nodes(vendor: str, index: int) -> tuple[str, ...]:
+    """The /dev nodes a vendor's driver usually creates for card `index`, when sysfs does not say."""
+    kind = next((k for k in KINDS if k.vendor == vendor), None)
+    if kind is None:
+        return ()
+    return tuple(t.replace("{128+i}", str(128 + index)).replace("{i}", str(index)) for t in kind.device_templates)
+
+
+def find_cards(topology: Topology, spec: str = "auto") -> list[FoundCard]:
+    """Cards in PCI address order for `auto`; `emulate:N` gives N cards; no card found: one per L3 domain."""
+    spec = spec.strip().lower()
+    if spec == "auto":
+        found = []
+        for dev in topology.pci_devices:  # already in PCI address order
+            kind = kind_of(dev)
+            if kind is not None:
+                found.append(FoundCard(dev.address, kind.vendor, kind.model(dev.device), dev.numa_node,
+                                       dev.device_nodes, kind.runtime))
+        return found or _emulated(len(topology.cache_domains()))
+    match = re.fullmatch(r"emulate:(\d+)", spec)
+    if not match or int(match.group(1)) < 1:
+        raise ApplianceError(f"--cards {spec!r} is not understood; use auto or emulate:N with N >= 1")
+    return _emulated(int(match.group(1)))
+
+
+def _emulated(count: int) -> list[FoundCard]:
+    return [FoundCard(None, EMULATED_VENDOR, EMULATED_MODEL, None, ()) for _ in range(count)]
