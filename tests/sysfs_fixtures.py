@@ -119,8 +119,11 @@ def write_machine(root: Path, m: Machine) -> Path:
     (root / "proc").mkdir(exist_ok=True)
     w.put("proc/cpuinfo", _cpuinfo(m, online))
     if m.cgroup_cpus is not None:
+        w.put("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0")
+        w.put("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids")
         w.put("proc/self/cgroup", "0::/appliance")
         w.put("sys/fs/cgroup/appliance/cpuset.cpus.effective", m.cgroup_cpus)
+        w.put("sys/fs/cgroup/appliance/cpuset.mems.effective", cpulist(set(range(m.sockets * m.nps))))
     return root
 
 
@@ -139,12 +142,19 @@ def _write_cpu(w: _Writer, cpu: int, online: bool) -> None:
     w.put(f"{t}/physical_package_id", str(socket))
     w.put(f"{t}/die_id", "0")
     w.put(f"{t}/core_id", str(core))
-    for old, new, cpus in (("thread_siblings", "core_cpus", thread_sibs), ("core_siblings", "package_cpus", package)):
+    for old, new, cpus in (
+        ("thread_siblings", "core_cpus", thread_sibs),
+        ("core_siblings", "package_cpus", package),
+    ):
         w.cpus(f"{t}/{old}", f"{t}/{old}_list", cpus)
         w.cpus(f"{t}/{new}", f"{t}/{new}_list", cpus)
     w.cpus(f"{t}/die_cpus", f"{t}/die_cpus_list", package)
-    caches = [(1, "Data", "32K", 8, thread_sibs), (1, "Instruction", "32K", 8, thread_sibs),
-              (2, "Unified", "512K", 8, thread_sibs), (3, "Unified", "32768K", 16, l3)]
+    caches = [
+        (1, "Data", "32K", 8, thread_sibs),
+        (1, "Instruction", "32K", 8, thread_sibs),
+        (2, "Unified", "512K", 8, thread_sibs),
+        (3, "Unified", "32768K", 16, l3),
+    ]
     if m.l3_index == 2:
         caches[2], caches[3] = caches[3], caches[2]
     for index, (level, kind, size, ways, shared) in enumerate(caches):
@@ -194,8 +204,9 @@ def _write_pci(w: _Writer, online: set[int]) -> None:
         address = f"0000:{dev.bus:02x}:00.0"
         port_dir = f"sys/devices/pci0000:{host:02x}/{port}"
         dev_dir = f"{port_dir}/{address}"
-        node_cpus = {c for c in online if m.node_of(c) == (dev.node if dev.local_cpus_node is None
-                                                          else dev.local_cpus_node)}
+        node_cpus = {
+            c for c in online if m.node_of(c) == (dev.node if dev.local_cpus_node is None else dev.local_cpus_node)
+        }
         if not node_cpus:
             node_cpus = online
         for d, vendor, device, class_code, node, sec in (
@@ -283,8 +294,9 @@ def g292_z43() -> Machine:
 
 def nvidia_box() -> Machine:
     """A small 2-socket host with 4 NVIDIA GPUs, 2 per socket (for the --gpus and numa-config paths)."""
-    gpus = [Pci(bus=_bus(i), node=i // 2, vendor=NVIDIA, device=A100_PCIE, class_code=DISPLAY_3D_CLASS)
-            for i in range(4)]
+    gpus = [
+        Pci(bus=_bus(i), node=i // 2, vendor=NVIDIA, device=A100_PCIE, class_code=DISPLAY_3D_CLASS) for i in range(4)
+    ]
     return Machine(sockets=2, cores_per_socket=8, pci=gpus + _io())
 
 
@@ -309,8 +321,27 @@ def messy() -> Machine:
     )
 
 
+def container() -> Machine:
+    """The 8-card R282 seen from a container limited to socket 0's first L3 domain."""
+    m = r282_z93(8)
+    m.cgroup_cpus = "0-7,32-39"
+    return m
+
+
 PAPER_SYSTEMS = {
     "r282-z93-5cards": lambda: r282_z93(5),
     "r282-z93-8cards": lambda: r282_z93(8),
     "g292-z43-16cards": g292_z43,
 }
+
+OTHER_SYSTEMS = {"messy": messy, "nvidia-box": nvidia_box, "container": container}
+ALL_SYSTEMS = {**PAPER_SYSTEMS, **OTHER_SYSTEMS}
+
+
+def build(name: str, parent: Path) -> Path:
+    """Write fixture `name` (a key of ALL_SYSTEMS) into parent/name and return that root."""
+    root = parent / name
+    if not root.exists():
+        root.mkdir(parents=True)
+        write_machine(root, ALL_SYSTEMS[name]())
+    return root

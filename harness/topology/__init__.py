@@ -1,6 +1,12 @@
-"""Machine topology and the card-to-core map: `detect()` reads the machine, `plan()` places the cards."""
+"""Machine topology and the card-to-core map.
 
+`detect()` reads the machine (sysfs or hwloc XML), `plan()` places the cards on its cores, and
+`load_card_map()` reads a saved map back, checked against the machine.
+"""
+
+from harness.topology.affinity import plan
 from harness.topology.detect import detect
-from harness.topology.model import Core, PciDevice, Topology
+from harness.topology.formats import load_card_map
+from harness.topology.model import Card, CardMap, Core, PciDevice, Topology
 
-__all__ = ["Core", "PciDevice", "Topology", "detect"]
+__all__ = ["Card", "CardMap", "Core", "PciDevice", "Topology", "detect", "load_card_map", "plan"]

@@ -99,8 +99,8 @@ def _place(
         per = len(node_domains) // len(cards)
         return {
             card: (
-                [core for d in node_domains[j * per:(j + 1) * per] for core in domains[d][0]],
-                tuple(node_domains[j * per:(j + 1) * per]),
+                [core for d in node_domains[j * per : (j + 1) * per] for core in domains[d][0]],
+                tuple(node_domains[j * per : (j + 1) * per]),
             )
             for j, card in enumerate(cards)
         }
@@ -112,5 +112,5 @@ def _place(
         k = min(per_domain, len(members))
         size = len(members) // k
         for j in range(k):
-            shares[next(queue)] = (members[j * size:(j + 1) * size], (d,))
+            shares[next(queue)] = (members[j * size : (j + 1) * size], (d,))
     return shares

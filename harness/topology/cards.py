@@ -33,20 +33,54 @@ class CardKind:
 
 
 KINDS: tuple[CardKind, ...] = (
-    CardKind(0x10DE, "NVIDIA", frozenset({0x0300, 0x0302}),
-             {0x20B0: "A100-SXM4-40GB", 0x20B2: "A100-SXM4-80GB", 0x20F1: "A100-PCIE-40GB",
-              0x20B5: "A100-PCIE-80GB", 0x2330: "H100-SXM5-80GB", 0x2331: "H100-PCIE-80GB",
-              0x26B9: "L40S", 0x27B8: "L4"},
-             "NVIDIA GPU", (), runtime="gpus"),
+    CardKind(
+        0x10DE,
+        "NVIDIA",
+        frozenset({0x0300, 0x0302}),
+        {
+            0x20B0: "A100-SXM4-40GB",
+            0x20B2: "A100-SXM4-80GB",
+            0x20F1: "A100-PCIE-40GB",
+            0x20B5: "A100-PCIE-80GB",
+            0x2330: "H100-SXM5-80GB",
+            0x2331: "H100-PCIE-80GB",
+            0x26B9: "L40S",
+            0x27B8: "L4",
+        },
+        "NVIDIA GPU",
+        (),
+        runtime="gpus",
+    ),
     # Qualcomm's vendor id also covers Wi-Fi and modem chips: match device ids only.
-    CardKind(0x17CB, "Qualcomm", frozenset(), {0xA100: "Cloud AI 100", 0xA080: "Cloud AI 080"},
-             "Cloud AI", ("/dev/accel/accel{i}",)),
-    CardKind(0x1002, "AMD", frozenset({0x1200}),
-             {0x738C: "Instinct MI100", 0x740F: "Instinct MI210", 0x740C: "Instinct MI250X",
-              0x74A1: "Instinct MI300X"},
-             "Instinct", ("/dev/kfd", "/dev/dri/renderD{128+i}")),
-    CardKind(0x1DA3, "Intel Habana", frozenset({0x1200}), {0x1000: "Gaudi", 0x1020: "Gaudi2"},
-             "Gaudi", ("/dev/accel/accel{i}",)),
+    CardKind(
+        0x17CB,
+        "Qualcomm",
+        frozenset(),
+        {0xA100: "Cloud AI 100", 0xA080: "Cloud AI 080"},
+        "Cloud AI",
+        ("/dev/accel/accel{i}",),
+    ),
+    CardKind(
+        0x1002,
+        "AMD",
+        frozenset({0x1200}),
+        {
+            0x738C: "Instinct MI100",
+            0x740F: "Instinct MI210",
+            0x740C: "Instinct MI250X",
+            0x74A1: "Instinct MI300X",
+        },
+        "Instinct",
+        ("/dev/kfd", "/dev/dri/renderD{128+i}"),
+    ),
+    CardKind(
+        0x1DA3,
+        "Intel Habana",
+        frozenset({0x1200}),
+        {0x1000: "Gaudi", 0x1020: "Gaudi2"},
+        "Gaudi",
+        ("/dev/accel/accel{i}",),
+    ),
     CardKind(0x1E52, "Tenstorrent", frozenset({0x1200}), {}, "Tenstorrent", ("/dev/tenstorrent/{i}",)),
 )
 EMULATED_VENDOR, EMULATED_MODEL = "emulated", "CPU-emulated card"
@@ -84,8 +118,16 @@ def find_cards(topology: Topology, spec: str = "auto") -> list[FoundCard]:
         for dev in topology.pci_devices:  # already in PCI address order
             kind = kind_of(dev)
             if kind is not None:
-                found.append(FoundCard(dev.address, kind.vendor, kind.model(dev.device), dev.numa_node,
-                                       dev.device_nodes, kind.runtime))
+                found.append(
+                    FoundCard(
+                        dev.address,
+                        kind.vendor,
+                        kind.model(dev.device),
+                        dev.numa_node,
+                        dev.device_nodes,
+                        kind.runtime,
+                    )
+                )
         return found or _emulated(len(topology.cache_domains()))
     match = re.fullmatch(r"emulate:(\d+)", spec)
     if not match or int(match.group(1)) < 1:

@@ -88,9 +88,7 @@ def _cores_and_packages(fs: Sysfs, online: set[int]) -> tuple[tuple[Core, ...], 
     return tuple(core_list), tuple(frozenset(packages[p]) for p in sorted(packages))
 
 
-def _numa_nodes(
-    fs: Sysfs, online: set[int], packages: tuple[frozenset[int], ...]
-) -> dict[int, frozenset[int]]:
+def _numa_nodes(fs: Sysfs, online: set[int], packages: tuple[frozenset[int], ...]) -> dict[int, frozenset[int]]:
     """Online NUMA nodes with their online CPUs; ids may be sparse and CPU-less nodes are kept.
 
     An online CPU that no node lists joins the node holding the rest of its package when that node
@@ -167,7 +165,11 @@ def _pci_devices(fs: Sysfs, online: set[int], nodes: dict[int, frozenset[int]]) 
     devices = []
     for address in fs.listdir(_PCI_DIR):
         base = f"{_PCI_DIR}/{address}"
-        class_code, vendor, device = fs.int(f"{base}/class"), fs.int(f"{base}/vendor"), fs.int(f"{base}/device")
+        class_code, vendor, device = (
+            fs.int(f"{base}/class"),
+            fs.int(f"{base}/vendor"),
+            fs.int(f"{base}/device"),
+        )
         if class_code is None or vendor is None or device is None:
             continue
         local = fs.cpus(f"{base}/local_cpulist", f"{base}/local_cpus")

@@ -1,0 +1,81 @@
+"""`appliance topology ...`: thin click commands over detect(), plan() and the renderers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.topology.affinity import plan
+from harness.topology.detect import detect
+from harness.topology.formats import RENDERERS, write_atomic
+
+
+@click.group()
+def topology() -> None:
+    """Inspect the machine and map accelerator cards to CPU cores.
+
+    \b
+    Examples:
+      appliance topology detect
+      appliance topology detect --format yaml -o topologies/myhost.yaml
+    """
+
+
+@topology.command("detect")
+@click.option(
+    "--sysfs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory that contains sys/ (like HWLOC_FSROOT), e.g. a copied tree: "
+    "--sysfs-root /srv/snapshots/host1. Default: / (this machine).",
+)
+@click.option(
+    "--hwloc-xml",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the layout from an hwloc XML file instead of sysfs, e.g. made on the target with "
+    "`lstopo --of xml host1.xml`: --hwloc-xml host1.xml",
+)
+@click.option(
+    "--cards",
+    default="auto",
+    show_default=True,
+    help="auto: the accelerator cards found on PCI, in PCI address order (one CPU-emulated card per L3 "
+    "domain if none); emulate:N: N CPU-emulated cards, e.g. --cards emulate:4",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(RENDERERS)),
+    default="table",
+    show_default=True,
+    help="table: for a person; yaml: a map the harness reads back; json: the same map as JSON; "
+    'numa-config: NVIDIA\'s "0-3:0-31&4-7:32-63" string; docker: `docker run` flags, '
+    "e.g. docker run $(appliance topology detect --format docker) IMAGE",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to FILE (atomically: a temporary name, then rename) instead of stdout, e.g. -o map.yaml",
+)
+def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt: str, output: Path | None) -> None:
+    """Detect packages, NUMA nodes, L3 domains and cards, and print the card-to-core map.
+
+    \b
+    Examples:
+      appliance topology detect
+      appliance topology detect --cards emulate:8 --format json
+      appliance topology detect --sysfs-root /tmp/host-copy --format numa-config
+      appliance topology detect --hwloc-xml host1.xml --format yaml -o topologies/host1.yaml
+    """
+    if sysfs_root is not None and hwloc_xml is not None:
+        raise click.UsageError("give either --sysfs-root or --hwloc-xml, not both")
+    machine = detect(sysfs_root or "/", hwloc_xml=hwloc_xml)
+    text = RENDERERS[fmt](plan(machine, cards))
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        write_atomic(output, text)

@@ -1,0 +1,190 @@
+"""Render a CardMap (json, yaml, numa-config, docker, table) and read a YAML map back, validated."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from harness.errors import ApplianceError
+from harness.topology.cards import default_device_nodes
+from harness.topology.model import Card, CardMap, Topology
+from harness.topology.sysfs import format_cpulist, parse_cpulist
+
+MAP_VERSION = 1
+SHM_SIZE = "16g"  # LoadGen sample buffers are replicated per NUMA node in shared memory
+
+
+def render_json(card_map: CardMap) -> str:
+    return json.dumps(card_map.to_json_dict(), indent=2) + "\n"
+
+
+def render_yaml(card_map: CardMap) -> str:
+    """The JSON map plus a version, as the file `load_card_map` reads back (topologies/*.yaml)."""
+    header = (
+        "# Card-to-core map written by `appliance topology detect --format yaml`.\n"
+        "# cpulists use the kernel's list format; cores = first hardware thread of each physical core.\n"
+    )
+    body = {"version": MAP_VERSION, **card_map.to_json_dict()}
+    return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
+
+
+def numa_groups(card_map: CardMap) -> list[tuple[list[int], set[int]]]:
+    """Consecutive cards sharing a NUMA node, with the CPUs they use on that node."""
+    groups: list[tuple[int | None, list[int], set[int]]] = []
+    for card in card_map.cards:
+        if groups and groups[-1][0] == card.numa_node:
+            groups[-1][1].append(card.index)
+            groups[-1][2].update(card.cpus)
+        else:
+            groups.append((card.numa_node, [card.index], set(card.cpus)))
+    result = []
+    for node, indices, cpus in groups:
+        on_node = cpus & card_map.numa_nodes.get(node, frozenset()) if node is not None else set()
+        result.append((indices, on_node or cpus))
+    return result
+
+
+def render_numa_config(card_map: CardMap) -> str:
+    """NVIDIA's `numa_config` string: "<cards>:<cpus>&<cards>:<cpus>", one group per run of a node."""
+    return "&".join(f"{format_cpulist(i)}:{format_cpulist(c)}" for i, c in numa_groups(card_map)) + "\n"
+
+
+def docker_flags(card_map: CardMap) -> list[str]:
+    """`docker run` flags that give a container the cards' CPUs, their nodes' memory and the cards."""
+    cpus = sorted({cpu for card in card_map.cards for cpu in card.cpus})
+    mems = sorted({node for node, node_cpus in card_map.numa_nodes.items() if node_cpus & set(cpus)})
+    flags = [f"--cpuset-cpus={format_cpulist(cpus)}"]
+    if mems:
+        flags.append(f"--cpuset-mems={format_cpulist(mems)}")
+    gpus = [str(card.index) for card in card_map.cards if card.runtime == "gpus"]
+    if gpus:
+        flags.append(f'--gpus="device={",".join(gpus)}"')
+    devices: list[str] = []
+    for card in card_map.cards:
+        if card.runtime == "device":
+            for node in card.device_nodes or default_device_nodes(card.vendor, card.index):
+                if node not in devices:
+                    devices.append(node)
+    flags += [f"--device={node}" for node in devices]
+    flags += [f"--shm-size={SHM_SIZE}", "--ulimit=memlock=-1", "--cap-add=SYS_NICE"]
+    return flags
+
+
+def render_docker(card_map: CardMap) -> str:
+    """One line of shell-quoted flags, to paste after `docker run`."""
+    return " ".join(shlex.quote(flag) for flag in docker_flags(card_map)) + "\n"
+
+
+def render_table(card_map: CardMap) -> str:
+    """The map for a person: the machine, then card by card with its node and L3 domain."""
+    fmt = format_cpulist
+    lines = [
+        "packages:   " + "   ".join(f"{i}: {fmt(p)}" for i, p in enumerate(card_map.packages)),
+        "NUMA nodes: " + "   ".join(f"{n}: {fmt(c) or '(no CPUs)'}" for n, c in sorted(card_map.numa_nodes.items())),
+        *(
+            line.replace("\xa0", " ")  # no break inside "i: cpulist"
+            for line in textwrap.wrap(
+                "   ".join(f"{i}:\xa0{fmt(d)}" for i, d in enumerate(card_map.l3_domains)),
+                width=100,
+                initial_indent=f"L3 domains: {len(card_map.l3_domains)}   ",
+                subsequent_indent=" " * 12,
+                break_on_hyphens=False,
+            )
+        ),
+        "",
+    ]
+    rows = [("card", "pci", "model", "node", "L3", "cores", "cpus")]
+    for card in card_map.cards:
+        rows.append(
+            (
+                str(card.index),
+                card.pci or "emulated",
+                f"{card.vendor} {card.model}",
+                "?" if card.numa_node is None else str(card.numa_node),
+                "floats" if card.floating else ",".join(map(str, card.l3)) or "-",
+                fmt(card.cores),
+                fmt(card.cpus),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    if any(card.floating for card in card_map.cards):
+        lines += ["", "floats: the card could not get cores of its own on its node and runs on every allowed core"]
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS: dict[str, Callable[[CardMap], str]] = {
+    "table": render_table,
+    "yaml": render_yaml,
+    "json": render_json,
+    "numa-config": render_numa_config,
+    "docker": render_docker,
+}
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write to a temporary name in the same directory, then rename: never a half-written file."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
+    """Read a YAML map back and check that every CPU it names exists and may be used on this machine."""
+    regenerate = f"regenerate it with `appliance topology detect --format yaml -o {path}`"
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ApplianceError(f"cannot read card map {path}: {exc}".splitlines()[0]) from exc
+    if not isinstance(data, dict) or data.get("version") != MAP_VERSION or not isinstance(data.get("cards"), list):
+        raise ApplianceError(f"{path} is not a version-{MAP_VERSION} card map; {regenerate}")
+    cards = []
+    for entry in data["cards"]:
+        try:
+            card = _card_from_yaml(entry)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApplianceError(f"{path}: bad card entry {entry!r} ({exc}); {regenerate}") from exc
+        missing = set(card.cpus) - topology.online
+        if missing:
+            raise ApplianceError(
+                f"{path}: card {card.index} names CPUs {format_cpulist(missing)} that this machine lacks "
+                f"(online: {format_cpulist(topology.online)}); {regenerate}"
+            )
+        denied = set(card.cpus) - topology.allowed
+        if denied:
+            raise ApplianceError(
+                f"{path}: card {card.index} names CPUs {format_cpulist(denied)} this process may not use "
+                f"(allowed: {format_cpulist(topology.allowed)}); widen the cpuset or {regenerate}"
+            )
+        cards.append(card)
+    return CardMap(topology.packages, dict(topology.numa_nodes), topology.l3_domains, tuple(cards))
+
+
+def _card_from_yaml(entry: dict[str, object]) -> Card:
+    cores, cpus = parse_cpulist(str(entry["cores"])), parse_cpulist(str(entry["cpus"]))
+    if not cores <= cpus:
+        raise ValueError("cores must be a subset of cpus")
+    node = entry.get("numa_node")
+    return Card(
+        index=int(str(entry["index"])),
+        pci=None if entry.get("pci") is None else str(entry["pci"]),
+        vendor=str(entry["vendor"]),
+        model=str(entry["model"]),
+        numa_node=None if node is None else int(str(node)),
+        cores=tuple(sorted(cores)),
+        cpus=tuple(sorted(cpus)),
+        runtime="gpus" if entry["vendor"] == "NVIDIA" else "none" if entry.get("pci") is None else "device",
+    )
