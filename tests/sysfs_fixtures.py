@@ -142,13 +142,9 @@ def _write_cpu(w: _Writer, cpu: int, online: bool) -> None:
     w.put(f"{t}/physical_package_id", str(socket))
     w.put(f"{t}/die_id", "0")
     w.put(f"{t}/core_id", str(core))
-    for old, new, cpus in (
-        ("thread_siblings", "core_cpus", thread_sibs),
-        ("core_siblings", "package_cpus", package),
-    ):
-        w.cpus(f"{t}/{old}", f"{t}/{old}_list", cpus)
-        w.cpus(f"{t}/{new}", f"{t}/{new}_list", cpus)
-    w.cpus(f"{t}/die_cpus", f"{t}/die_cpus_list", package)
+    # The pre-5.x names, which hwloc and we still read (newer kernels add core_cpus/package_cpus).
+    w.cpus(f"{t}/thread_siblings", f"{t}/thread_siblings_list", thread_sibs)
+    w.cpus(f"{t}/core_siblings", f"{t}/core_siblings_list", package)
     caches = [
         (1, "Data", "32K", 8, thread_sibs),
         (1, "Instruction", "32K", 8, thread_sibs),
@@ -166,9 +162,6 @@ def _write_cpu(w: _Writer, cpu: int, online: bool) -> None:
         w.put(f"{c}/size", size)
         w.put(f"{c}/coherency_line_size", "64")
         w.put(f"{c}/ways_of_associativity", str(ways))
-        w.put(f"{c}/number_of_sets", str(int(size[:-1]) * 1024 // 64 // ways))
-        w.put(f"{c}/physical_line_partition", "1")
-        w.put(f"{c}/id", str(min(shared) if level < 3 else min(shared) % 1024))
         w.cpus(f"{c}/shared_cpu_map", f"{c}/shared_cpu_list", shared)
 
 
@@ -339,9 +332,17 @@ ALL_SYSTEMS = {**PAPER_SYSTEMS, **OTHER_SYSTEMS}
 
 
 def build(name: str, parent: Path) -> Path:
-    """Write fixture `name` (a key of ALL_SYSTEMS) into parent/name and return that root."""
+    """Write fixture `name` (a key of ALL_SYSTEMS) into parent/name once and return that root.
+
+    Tests pass one session-wide parent (shared_trees) so the 256-CPU tree is written only once.
+    """
     root = parent / name
     if not root.exists():
         root.mkdir(parents=True)
         write_machine(root, ALL_SYSTEMS[name]())
     return root
+
+
+def shared_trees(tmp_path_factory: object) -> Path:
+    """The session's directory of fixture trees (pytest's tmp_path_factory base)."""
+    return tmp_path_factory.getbasetemp() / "trees"  # type: ignore[attr-defined]

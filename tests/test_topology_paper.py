@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sysfs_fixtures import build
+from sysfs_fixtures import build, shared_trees
 
 from harness.cli import main
 
@@ -29,7 +29,7 @@ def _with_siblings(cores: str, ncores: int) -> str:
 
 @pytest.mark.parametrize("system", sorted(TABLE_IV))
 def test_table_iv_cores_card_by_card(system: str, tmp_path_factory, capsys) -> None:
-    root = build(system, tmp_path_factory.getbasetemp() / "paper")
+    root = build(system, shared_trees(tmp_path_factory))
     cards = _json(capsys, "--sysfs-root", str(root))["cards"]
     assert [c["cores"] for c in cards] == TABLE_IV[system]
     assert [c["cpus"] for c in cards] == [_with_siblings(c, PHYSICAL_CORES[system]) for c in TABLE_IV[system]]
@@ -39,7 +39,7 @@ def test_table_iv_cores_card_by_card(system: str, tmp_path_factory, capsys) -> N
 
 
 def test_json_shape_is_exactly_the_documented_one(tmp_path_factory, capsys) -> None:
-    root = build("g292-z43-16cards", tmp_path_factory.getbasetemp() / "paper")
+    root = build("g292-z43-16cards", shared_trees(tmp_path_factory))
     doc = _json(capsys, "--sysfs-root", str(root))
     assert list(doc) == ["packages", "numa_nodes", "l3_domains", "cards"]
     assert doc["packages"] == ["0-63,128-191", "64-127,192-255"]
@@ -57,7 +57,7 @@ def test_json_shape_is_exactly_the_documented_one(tmp_path_factory, capsys) -> N
 
 
 def test_r282_five_cards_table_shows_the_fifth_floating(tmp_path_factory, capsys) -> None:
-    root = build("r282-z93-5cards", tmp_path_factory.getbasetemp() / "paper")
+    root = build("r282-z93-5cards", shared_trees(tmp_path_factory))
     assert main(["topology", "detect", "--sysfs-root", str(root)]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line[:1].isdigit()}
     assert "floats" in rows["4"] and "0000:41:00.0" in rows["4"] and rows["4"].endswith("0-31   0-63")

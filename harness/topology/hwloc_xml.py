@@ -21,12 +21,14 @@ _OSDEV_PATHS = {"renderD": "/dev/dri/{}", "accel": "/dev/accel/{}"}
 def parse_bitmap(text: str) -> set[int]:
     """hwloc's bitmap string: comma-separated 0x-prefixed 32-bit words, most significant first.
 
-    An infinite set starts with "0xf...f"; that prefix is dropped, callers intersect with real PUs.
+    An empty word is a zero word ("0xff,,0x0"); an infinite set starts with "0xf...f", which is
+    dropped because callers intersect with the real PUs.
     """
-    words = [w.strip() for w in text.split(",") if w.strip() and w.strip() != "0xf...f"]
     value = 0
-    for word in words:
-        value = (value << 32) | int(word, 16)
+    for word in text.strip().split(","):
+        word = word.strip()
+        if word != "0xf...f":
+            value = (value << 32) | int(word or "0", 16)
     return {bit for bit in range(value.bit_length()) if value >> bit & 1}
 
 
