@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
+from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from harness import __version__
-from harness.errors import ApplianceError
+from harness import __version__, benchmarks, progress
+from harness.benchmarks import SCENARIOS
+from harness.cards import BACKENDS
+from harness.errors import ApplianceError, Interrupted
+from harness.fsutil import ensure_writable_dir
+from harness.loadgen_settings import MODES, Requested
+
+DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
 
 _DEBUG = False
 
@@ -29,6 +38,118 @@ def cli(debug: bool) -> None:
     _DEBUG = debug
 
 
+DATA_DIR_HELP = "Where models and preprocessed data live [env APPLIANCE_DATA_DIR; default ./data]."
+_benchmark_opt = click.option("--benchmark", "-b", type=click.Choice(benchmarks.NAMES), default="resnet50",
+                              show_default=True, help="Benchmark to prepare or run.")
+_data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False),
+                             envvar="APPLIANCE_DATA_DIR", default=Path("data"), help=DATA_DIR_HELP)
+
+
+@cli.command()
+@_benchmark_opt
+@_data_dir_opt
+@click.option("--samples", type=click.IntRange(1), default=None,
+              help="Number of images: size of the synthetic dataset, or the first N of --source "
+                   "[default: the benchmark's performance sample count, 1024 for resnet50].")
+@click.option("--source", type=click.Path(path_type=Path), default=None,
+              help="A real dataset folder in its official layout (ImageNet: JPEGs + val_map.txt) to preprocess "
+                   "instead of drawing a synthetic one.")
+@click.option("--model", "model_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Use this ONNX file instead of building the seeded model; its digest is checked against "
+                   "the registry of official artefacts.")
+@click.option("--fetch", is_flag=True, help="Download the official model (checksum verified, resumable).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | None, model_file: Path | None,
+            fetch: bool, quiet: bool) -> None:
+    """Build the model and preprocess the dataset, offline, once.
+
+    \b
+    Examples:
+      appliance prepare --benchmark resnet50
+      appliance prepare --benchmark resnet50 --samples 64 --data-dir /tmp/data
+      appliance prepare --benchmark resnet50 --source /data/imagenet --model /data/resnet50_v1.onnx
+    """
+    from harness.prepare import Layout, prepare_dataset, prepare_golden, prepare_model
+
+    progress.set_quiet(quiet)
+    if model_file is not None and fetch:
+        raise click.UsageError("--model and --fetch exclude each other")
+    bench = benchmarks.get(benchmark)
+    layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
+    record = prepare_model(layout, model_file, fetch, click.echo)
+    prepare_dataset(layout, samples, source, click.echo)
+    prepare_golden(layout, record, bench.default_batch, click.echo)
+    click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}")
+
+
+@cli.command()
+@_benchmark_opt
+@click.option("--scenario", "-s", type=click.Choice(SCENARIOS), default="Offline", show_default=True,
+              help="LoadGen scenario.")
+@click.option("--mode", "-m", type=click.Choice(MODES), default="performance", show_default=True,
+              help="performance: timed run; accuracy: every sample once, scored into accuracy.txt.")
+@_data_dir_opt
+@click.option("--results", "results_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("results"),
+              envvar="APPLIANCE_RESULTS_DIR", show_default=True,
+              help="Results root; runs go to <root>/<system>/<benchmark>/<scenario>/performance/run_N or accuracy.")
+@click.option("--duration-ms", type=click.IntRange(1), default=None,
+              help="Minimum duration override (user.conf min_duration); a run shorter than 600000 ms is "
+                   "reported as not submission-length.")
+@click.option("--count", type=click.IntRange(1), default=None,
+              help="Minimum query count override (user.conf min_query_count; for Offline the sample count).")
+@click.option("--target-qps", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Server target QPS (user.conf target_qps) [default: half the calibrated throughput].")
+@click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="A user.conf to start from; the options above are appended as overrides.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="onnxruntime", show_default=True,
+              help="Card backend: onnxruntime (CPU-emulated card), null (no inference; harness overhead).")
+@click.option("--batch-size", type=click.IntRange(1), default=None,
+              help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
+@click.option("--system", "system_name", default=None,
+              help="System name used in the results path [default: derived from the CPU and the cards].")
+@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
+        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str,
+        batch_size: int | None, system_name: str | None, as_json: bool, quiet: bool) -> None:
+    """Run one benchmark scenario through MLCommons LoadGen.
+
+    With no options: prepares resnet50 if needed, then a short Offline run on this machine.
+
+    \b
+    Examples:
+      appliance run
+      appliance run --benchmark resnet50 --scenario Server --duration-ms 10000 --target-qps 10
+      appliance run -b resnet50 -s SingleStream --mode accuracy --results /results
+    """
+    from harness.report import summary_table
+    from harness.runner import RunOptions, write_json_summary
+    from harness.runner import run as run_one
+
+    progress.set_quiet(quiet or as_json)
+    echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    bench = benchmarks.get(benchmark)
+    default_run = click.get_current_context().get_parameter_source("duration_ms") is ParameterSource.DEFAULT \
+        and all(click.get_current_context().get_parameter_source(p) is ParameterSource.DEFAULT
+                for p in ("benchmark", "scenario", "mode", "count", "user_conf"))
+    if default_run:
+        from harness.prepare import Layout
+
+        duration_ms = DEFAULT_RUN_MS
+        if not (Layout(data_dir, bench).preprocessed / "manifest.json").is_file():
+            echo(f"no prepared data in {data_dir}: preparing {bench.name} first")
+            click.get_current_context().invoke(prepare, benchmark=benchmark, data_dir=data_dir, quiet=quiet)
+    opts = RunOptions(benchmark=bench.name, requested=Requested(scenario, mode, duration_ms, count, target_qps,
+                                                                user_conf),
+                      data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
+                      system_name=system_name)
+    outcome = run_one(opts, echo=echo)
+    if as_json:
+        click.echo(write_json_summary([outcome]))
+    else:
+        click.echo(summary_table([outcome]))
+
+
 def _register_subcommands() -> None:
     from harness.topology.cli import topology
 
@@ -46,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
+    except Interrupted as exc:
+        click.echo(f"appliance: {exc}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exc.exit_code)  # LoadGen's thread cannot be stopped; leave without waiting for it
     except ApplianceError as exc:
         if _DEBUG:
             traceback.print_exc()
@@ -54,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("appliance: interrupted", err=True)
         return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence, the user gets one line
+    except Exception as exc:
         if _DEBUG:
             traceback.print_exc()
         else:

@@ -1,0 +1,93 @@
+"""Preprocessed samples stored once as memory-mappable uint8 `.npy` shards with a sha256 manifest.
+
+Layout of a prepared folder::
+
+    manifest.json            what was made, from what, how, and the digest of every file
+    samples-00000.npy ...    [n, C, H, W] uint8, SHARD_SIZE samples per shard, in LoadGen index order
+    labels.npy               int32 dataset labels
+    golden.npy               int32 labels from an FP32 reference pass of the model named in the manifest
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import DataError
+from harness.fsutil import sha256_file
+
+MANIFEST = "manifest.json"
+SHARD_SIZE = 1024
+FORMAT_VERSION = 1
+
+
+def shard_name(i: int) -> str:
+    return f"samples-{i:05d}.npy"
+
+
+def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
+    """Save one array and return its manifest entry (file, shape, sha256)."""
+    path = folder / name
+    np.save(path, array, allow_pickle=False)
+    return {"file": name, "shape": list(array.shape), "sha256": sha256_file(path)}
+
+
+@dataclass
+class PreparedData:
+    """A prepared folder opened for a run: samples stay on disk until LoadGen asks for them."""
+
+    root: Path
+    manifest: dict[str, Any]
+    shards: list[np.ndarray]
+    labels: np.ndarray
+    golden: np.ndarray | None
+
+    @property
+    def count(self) -> int:
+        return int(self.manifest["count"])
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.manifest["synthetic"])
+
+    def gather(self, indices: np.ndarray, out: np.ndarray) -> None:
+        """Copy samples `indices` (sorted or not) into `out` [len(indices), C, H, W]."""
+        for j, idx in enumerate(indices):
+            shard, off = divmod(int(idx), SHARD_SIZE)
+            out[j] = self.shards[shard][off]
+
+
+def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
+    """Open a prepared folder, checking that every shard is present and has the recorded shape."""
+    mpath = root / MANIFEST
+    if not mpath.is_file():
+        raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
+    try:
+        manifest = json.loads(mpath.read_text())
+        if manifest.get("format") != FORMAT_VERSION:
+            raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
+        shards = []
+        for entry in manifest["shards"]:
+            arr = np.load(root / entry["file"], mmap_mode="r", allow_pickle=False)
+            if list(arr.shape) != entry["shape"] or arr.dtype != np.uint8:
+                raise ValueError(f"{entry['file']} has shape {arr.shape} {arr.dtype}, manifest says {entry['shape']}")
+            shards.append(arr)
+        labels = np.load(root / manifest["labels"]["file"], allow_pickle=False)
+        golden = None
+        if manifest.get("golden"):
+            golden = np.load(root / manifest["golden"]["file"], allow_pickle=False)
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise DataError(f"prepared data in {root} is damaged ({exc}); rerun `{prepare_hint}`") from None
+    if sum(s.shape[0] for s in shards) != manifest["count"] or len(labels) != manifest["count"]:
+        raise DataError(f"prepared data in {root} is incomplete; rerun `{prepare_hint}`")
+    return PreparedData(root, manifest, shards, labels, golden)
+
+
+def verify_digests(root: Path, manifest: dict[str, Any]) -> list[str]:
+    """Names of the files whose sha256 no longer matches the manifest (empty when all match)."""
+    entries = [*manifest["shards"], manifest["labels"], *([manifest["golden"]] if manifest.get("golden") else [])]
+    return [e["file"] for e in entries if sha256_file(root / e["file"]) != e["sha256"]]

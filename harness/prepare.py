@@ -1,0 +1,233 @@
+"""`appliance prepare`: the model and the preprocessed dataset, made once, offline, before any run.
+
+Data dir layout::
+
+    models/<benchmark>.json        which model runs: path, digests, synthetic or official, size
+    models/<file>.onnx             the seeded model (or the fetched official one)
+    <dataset>/                     raw dataset in its official layout (synthetic unless --source)
+    preprocessed/<benchmark>/      uint8 shards + manifest (harness.datasets.store)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import progress
+from harness.benchmarks import Benchmark
+from harness.datasets import imagenet, store
+from harness.errors import DataError
+from harness.fsutil import atomic_write_json, sha256_file, staged_dir
+from harness.models import registry
+from harness.models.stats import model_stats
+
+Echo = Callable[[str], None]
+DATASET_SEED = 2026
+MODEL_SEED = 0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a benchmark's files live under a data dir."""
+
+    data_dir: Path
+    bench: Benchmark
+
+    @property
+    def model_record(self) -> Path:
+        return self.data_dir / "models" / f"{self.bench.name}.json"
+
+    @property
+    def raw(self) -> Path:
+        return self.data_dir / self.bench.dataset
+
+    @property
+    def preprocessed(self) -> Path:
+        return self.data_dir / "preprocessed" / self.bench.name
+
+
+def read_model_record(layout: Layout) -> dict[str, Any]:
+    hint = layout.bench.prepare_hint(layout.data_dir)
+    try:
+        record = json.loads(layout.model_record.read_text())
+    except FileNotFoundError:
+        raise DataError(f"no model prepared for {layout.bench.name} in {layout.data_dir}: run `{hint}`") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{layout.model_record} is damaged ({exc}); rerun `{hint}`") from None
+    if not Path(record["path"]).is_file():
+        raise DataError(f"model {record['path']} is missing; rerun `{hint}`")
+    return record
+
+
+def load_onnx(path: Path, bench: Benchmark):  # -> onnx.ModelProto
+    """Load and check an ONNX file: parseable, and with the benchmark's input and outputs."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx raises DecodeError, ValidationError, ...
+        raise DataError(f"{path} is not a valid ONNX model ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:160] if str(exc) else 'truncated?'}); "
+                        f"pass a complete file or drop --model to build the seeded one") from None
+    inputs = [i.name for i in model.graph.input if i.name not in {x.name for x in model.graph.initializer}]
+    outputs = [o.name for o in model.graph.output]
+    if bench.input_name not in inputs or not set(bench.outputs) <= set(outputs):
+        raise DataError(f"{path} has inputs {inputs} and outputs {outputs}; {bench.name} needs input "
+                        f"{bench.input_name!r} and outputs {list(bench.outputs)}")
+    return model
+
+
+def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
+    """Make (or adopt) the model, record its digests, print its size next to the published one."""
+    bench = layout.bench
+    models_dir = layout.model_record.parent
+    models_dir.mkdir(parents=True, exist_ok=True)
+    artefact = None
+    if fetch:
+        candidates = registry.find(bench.name)
+        if not candidates:
+            raise DataError(f"no official artefact is registered for {bench.name}")
+        model_file = registry.fetch(candidates[0], models_dir, progress=progress.enabled())
+    if model_file is not None:
+        check = registry.check_model_file(model_file, bench.name)
+        if check.warning:
+            echo(f"WARNING: {check.warning}")
+        artefact = check.artefact
+        model = load_onnx(model_file, bench)
+        path, synthetic = model_file.resolve(), False
+    else:
+        path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
+        record = _existing_record(layout)
+        if record and record.get("synthetic") and Path(record["path"]) == path and path.is_file() \
+                and sha256_file(path) == record["sha256"]:
+            echo(f"model: {path} (already built, {record['stats']})")
+            return record
+        with progress.spinner(f"building seeded {bench.title} model"):
+            model = bench.build_model(MODEL_SEED)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_bytes(model.SerializeToString())
+            os.replace(tmp, path)
+        synthetic = True
+    stats = model_stats(model)
+    md5, sha = registry.file_digests(path)
+    p_dev = 100 * (stats.params / bench.params_reference - 1)
+    g_dev = 100 * (stats.gops / bench.gops_reference - 1)
+    echo(f"model: {path}\n  {stats.describe()}\n"
+         f"  published: {bench.params_reference / 1e6:.1f}M parameters ({p_dev:+.2f}%), "
+         f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)")
+    record = {"benchmark": bench.name, "path": str(path), "sha256": sha, "md5": md5, "synthetic": synthetic,
+              "seed": MODEL_SEED if synthetic else None, "official_artefact": artefact.name if artefact else None,
+              "params": stats.params, "macs_per_sample": stats.macs_per_sample, "stats": stats.describe()}
+    atomic_write_json(layout.model_record, record)
+    return record
+
+
+def _existing_record(layout: Layout) -> dict[str, Any] | None:
+    try:
+        return json.loads(layout.model_record.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, echo: Echo) -> dict[str, Any]:
+    """Preprocess the raw dataset (synthetic unless `source`) into shards; skip if already done."""
+    bench = layout.bench
+    if source is not None:
+        raw, synthetic = source.resolve(), False
+        if not raw.is_dir():
+            raise DataError(f"--source {source} is not a folder")
+    else:
+        raw, synthetic = layout.raw, True
+        count = samples or bench.performance_sample_count
+        marker = raw / ".synthetic.json"
+        want = {"count": count, "seed": DATASET_SEED}
+        if not (marker.is_file() and json.loads(marker.read_text()) == want):
+            with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset}") as bar:
+                imagenet.make_synthetic(tmp, count, DATASET_SEED, on_image=lambda: bar.update(1))
+                (tmp / ".synthetic.json").write_text(json.dumps(want))
+    names, labels = imagenet.read_val_map(raw, limit=samples)
+    val_map_sha = sha256_file(raw / imagenet.VAL_MAP)
+    old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
+    if old and old.manifest.get("source_val_map_sha256") == val_map_sha and old.count == len(names) \
+            and old.manifest.get("source") == str(raw):
+        echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")
+        return old.manifest
+    with staged_dir(layout.preprocessed) as tmp:
+        manifest = _preprocess(bench, raw, names, labels, tmp, synthetic)
+    echo(f"dataset: {layout.preprocessed} ({len(names)} samples, "
+         f"{'synthetic' if synthetic else 'from ' + str(raw)})")
+    return manifest
+
+
+def _preprocess(bench: Benchmark, raw: Path, names: list[str], labels: np.ndarray, out: Path,
+                synthetic: bool) -> dict[str, Any]:
+    import cv2
+
+    cv2.setNumThreads(1)  # parallelism comes from the thread pool below
+    shards = []
+    with progress.bar(len(names), f"preprocessing {bench.dataset}") as bar, \
+            ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for s, start in enumerate(range(0, len(names), store.SHARD_SIZE)):
+            chunk = names[start:start + store.SHARD_SIZE]
+            block = np.empty((len(chunk), *bench.input_shape), dtype=np.uint8)
+            for j, img in enumerate(pool.map(lambda n: bench.preprocess(raw / n), chunk)):
+                block[j] = img
+                bar.update(1)
+            entry = store.write_array(out, store.shard_name(s), block)
+            shards.append({**entry, "start": start})
+    return _write_manifest(out, {
+        "format": store.FORMAT_VERSION, "benchmark": bench.name, "dataset": bench.dataset,
+        "count": len(names), "synthetic": synthetic, "source": str(raw),
+        "source_val_map_sha256": sha256_file(raw / imagenet.VAL_MAP),
+        "layout": "NCHW", "dtype": "uint8", "sample_shape": list(bench.input_shape),
+        "preprocessing": "MLCommons reference: BGR->RGB, INTER_AREA resize of the short side to 256, "
+                         "centre crop 224; mean subtraction at batch staging",
+        "shards": shards, "labels": store.write_array(out, "labels.npy", labels), "golden": None,
+    })
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    atomic_write_json(folder / store.MANIFEST, manifest)
+    return manifest
+
+
+def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, echo: Echo) -> None:
+    """Labels from a plain FP32 onnxruntime pass of the model, to prove the harness's accuracy path.
+
+    Synthetic weights have no real ImageNet accuracy; matching this independent reference pass
+    100% shows that the harness feeds, batches and logs every sample correctly.
+    """
+    import onnxruntime as ort
+
+    bench = layout.bench
+    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(layout.data_dir))
+    if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model_record["sha256"]:
+        echo("golden labels: up to date")
+        return
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model_record["path"], opts, providers=["CPUExecutionProvider"])
+    mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)
+    golden = np.empty(data.count, dtype=np.int32)
+    idx = np.arange(data.count)
+    with progress.bar(data.count, "golden labels (FP32 reference pass)") as bar:
+        for start in range(0, data.count, batch):
+            part = idx[start:start + batch]
+            u8 = np.empty((len(part), *bench.input_shape), dtype=np.uint8)
+            data.gather(part, u8)
+            outputs = sess.run(list(bench.outputs), {bench.input_name: u8.astype(np.float32) - mean})
+            golden[part] = bench.encode_response(outputs)[:, 0].astype(np.int32)
+            bar.update(len(part))
+    entry = store.write_array(layout.preprocessed, ".golden.tmp.npy", golden)
+    os.replace(layout.preprocessed / entry["file"], layout.preprocessed / "golden.npy")
+    entry.update(file="golden.npy", model_sha256=model_record["sha256"])
+    _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
+    echo(f"golden labels: {len(np.unique(golden))} distinct classes over {data.count} samples")

@@ -1,0 +1,295 @@
+"""`appliance run`: one LoadGen test from prepared data to a results folder that is never overwritten.
+
+The run writes into a hidden staging folder and renames it when LoadGen is done: `run_N` for a
+finished run, `run_N.incomplete` (with INCOMPLETE.txt) after Ctrl-C or a card failure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import mlperf_loadgen as lg
+
+from harness import benchmarks, progress, system
+from harness.accuracy import imagenet as top1_scoring
+from harness.benchmarks import Benchmark
+from harness.cards import BACKENDS
+from harness.cards.base import Card
+from harness.datasets import store
+from harness.errors import ApplianceError, Interrupted
+from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file
+from harness.loadgen_settings import (
+    SUBMISSION_MIN_DURATION_MS,
+    Calibration,
+    Requested,
+    effective_user_conf,
+    embedded_mlperf_conf,
+    loadgen_version,
+    test_settings,
+)
+from harness.prepare import Layout, read_model_record
+from harness.qsl import SampleLibrary
+from harness.results import PerfResult, perf_result, read_detail
+from harness.sut import CardSlot, SystemUnderTest
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    benchmark: str
+    requested: Requested
+    data_dir: Path
+    results_dir: Path
+    backend: str = "onnxruntime"
+    batch_size: int | None = None
+    system_name: str | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    benchmark: str
+    scenario: str
+    mode: str
+    path: Path
+    perf: PerfResult | None
+    accuracy: str | None
+    submission_length: bool
+    synthetic: bool
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+
+def _next_run_dir(scenario_dir: Path, mode: str) -> tuple[Path, Path]:
+    """(final, staging) folders for this run; earlier runs are never touched."""
+    if mode == "accuracy":
+        n = 1
+        while any((scenario_dir / f"{name}{s}").exists() for name in (_acc(n),) for s in ("", ".incomplete")):
+            n += 1
+        final = scenario_dir / _acc(n)
+    else:
+        parent = scenario_dir / "performance"
+        taken = [int(p.name.split("_")[1].split(".")[0]) for p in parent.glob("run_*")
+                 if p.name.split("_")[1].split(".")[0].isdigit()] if parent.is_dir() else []
+        final = parent / f"run_{max(taken, default=0) + 1}"
+    staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
+    staging.mkdir(parents=True)
+    return final, staging
+
+
+def _acc(n: int) -> str:
+    return "accuracy" if n == 1 else f"accuracy_{n}"
+
+
+def _make_factory(bench: Benchmark, backend: str, model_path: Path):
+    def factory(index: int, cpus: tuple[int, ...]) -> Card:
+        if backend == "null":
+            from harness.cards.null_card import NullCard
+
+            return NullCard(index, bench.output_specs, cpus)
+        from harness.cards.onnxruntime_card import OnnxRuntimeCard
+
+        return OnnxRuntimeCard(index, model_path, bench.input_name, bench.outputs, cpus)
+    return factory
+
+
+def _calibrate(sut: SystemUnderTest, timed: bool) -> Calibration | None:
+    """Warm every card up and, for performance runs, time one batch and one sample on each."""
+    timings = sut.warm_up(timed)
+    if not timed:
+        return None
+    per_batch = [t_b for _, t_b in timings]
+    return Calibration(
+        samples_per_second=sum(sut.batch_size / t for t in per_batch),
+        single_latency_ms=1000 * min(t_1 for t_1, _ in timings),
+        multistream_latency_ms=1000 * min(per_batch) * math.ceil(8 / sut.batch_size))
+
+
+def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSettings, outdir: Path,
+                 expected: int | None) -> None:
+    """StartTest on a helper thread, so Ctrl-C reaches the main thread while LoadGen works."""
+    log_out = lg.LogOutputSettings()
+    log_out.outdir = str(outdir)
+    log_out.copy_summary_to_stdout = False
+    log_settings = lg.LogSettings()
+    log_settings.log_output = log_out
+    log_settings.enable_trace = False
+    lg_sut = lg.ConstructSUT(sut.issue_query, sut.flush_queries)
+    lg_qsl = lg.ConstructQSL(qsl.total_sample_count, qsl.performance_sample_count, qsl.load, qsl.unload)
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings)
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=body, name="loadgen", daemon=True).start()
+    start = time.monotonic()
+    with progress.bar(expected, "LoadGen", unit="sample") as bar:
+        while not done.wait(0.25):
+            bar.update(sut.completed - bar.n)
+            bar.set_postfix_str(f"{sut.completed / max(1e-9, time.monotonic() - start):.1f}/s", refresh=False)
+    lg.DestroyQSL(lg_qsl)
+    lg.DestroySUT(lg_sut)
+    if failure:
+        raise failure[0]
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(opts: RunOptions, echo=print) -> RunOutcome:
+    """Run one benchmark / scenario / mode and return what the summary table shows."""
+    bench = benchmarks.get(opts.benchmark)
+    req = opts.requested
+    if req.scenario not in benchmarks.SCENARIOS:
+        raise ApplianceError(f"unknown scenario {req.scenario!r}; choose one of: {', '.join(benchmarks.SCENARIOS)}")
+    if opts.backend not in BACKENDS:
+        raise ApplianceError(f"unknown backend {opts.backend!r}; choose one of: {', '.join(BACKENDS)}")
+    layout = Layout(opts.data_dir, bench)
+    model = read_model_record(layout)
+    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    cpus = system.available_cpus()
+    slots = [CardSlot(0, cpus)]
+    batch = opts.batch_size or (1 if req.scenario == "SingleStream" else bench.default_batch)
+    system_name = opts.system_name or system.default_system_name(opts.backend, len(slots), emulated=True)
+    scenario_dir = ensure_writable_dir(opts.results_dir, "results folder") / system_name / bench.name / req.scenario
+    final, staging = _next_run_dir(scenario_dir, req.mode)
+
+    sut = SystemUnderTest(bench, SampleLibrary(bench, data), slots, _make_factory(bench, opts.backend,
+                                                                                Path(model["path"])), batch)
+    previous_sigterm = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) \
+        if threading.current_thread() is threading.main_thread() else None
+    try:
+        with progress.spinner(f"loading {len(slots)} card(s)"):
+            sut.start()
+        cal = _calibrate(sut, timed=req.mode == "performance")
+        user_conf = effective_user_conf(bench, req, cal, data.count, len(slots))
+        atomic_write_text(staging / "user.conf", user_conf)
+        atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
+        settings = test_settings(staging / "user.conf", bench, req.scenario, req.mode)
+        expected = data.count if req.mode == "accuracy" else None
+        _run_loadgen(sut, sut.qsl, settings, staging, expected)
+    except KeyboardInterrupt:
+        sut.stop()
+        _abandon(staging, final, "interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished")
+        raise Interrupted(f"run interrupted; logs so far kept in {final}.incomplete") from None
+    except BaseException:
+        sut.stop()
+        _abandon(staging, final, f"failed: {sys.exc_info()[1]}")
+        raise
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    sut.stop()
+    if sut.failure:
+        _abandon(staging, final, sut.failure)
+        raise ApplianceError(f"{sut.failure}; run marked INVALID, logs kept in {final}.incomplete")
+    return _finish(opts, bench, model, data, sut, staging, final)
+
+
+def _abandon(staging: Path, final: Path, why: str) -> None:
+    """Keep what LoadGen logged, marked incomplete; a run that logged nothing leaves nothing behind."""
+    if not (staging / "mlperf_log_detail.txt").is_file():
+        shutil.rmtree(staging, ignore_errors=True)
+    elif staging.is_dir():
+        atomic_write_text(staging / "INCOMPLETE.txt", why + "\n")
+        os.replace(staging, final.with_name(final.name + ".incomplete"))
+
+
+def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
+            sut: SystemUnderTest, staging: Path, final: Path) -> RunOutcome:
+    req = opts.requested
+    detail = read_detail(staging / "mlperf_log_detail.txt")
+    min_ms = int(detail.get("effective_min_duration_ms", 0))
+    submission_length = min_ms >= SUBMISSION_MIN_DURATION_MS
+    notes = []
+    if not submission_length:
+        notes.append(f"shortened run (min_duration {min_ms} ms < {SUBMISSION_MIN_DURATION_MS} ms): "
+                     f"not submission-length")
+    synthetic = bool(model["synthetic"] or data.synthetic)
+    if model["synthetic"]:
+        notes.append("synthetic model weights (seeded): accuracy is not ImageNet accuracy")
+    if data.synthetic:
+        notes.append("synthetic dataset")
+    if opts.backend == "null":
+        notes.append("null backend: no inference was done; measures the harness only")
+    notes.append("CPU-emulated card(s)")
+    perf = accuracy_text = None
+    result: dict[str, Any] = {}
+    if req.mode == "performance":
+        perf = perf_result(detail, req.scenario)
+        result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
+    else:
+        found = top1_scoring.predictions(staging / "mlperf_log_accuracy.json")
+        score = top1_scoring.top1(found, data.labels)
+        digest = sha256_file(staging / "mlperf_log_accuracy.json")
+        atomic_write_text(staging / "accuracy.txt", f"{score.line()}\nhash={digest}\n")
+        accuracy_text = f"top-1 {score.percent:.3f}% (target {bench.quality_target:.3f}%)"
+        result = {"top1": score.percent, "good": score.good, "total": score.total, "hash": digest}
+        if data.golden is not None:
+            gold = top1_scoring.top1(found, data.golden)
+            accuracy_text += f"; golden {gold.percent:.2f}%"
+            result["golden_top1"] = gold.percent
+            atomic_write_text(staging / "accuracy_golden.txt",
+                              f"{gold.line()}\n# against labels of an FP32 onnxruntime reference pass of the "
+                              f"same model (sha256 {data.manifest['golden']['model_sha256']})\n")
+    atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
+                                                           result, notes, synthetic))
+    os.replace(staging, final)
+    return RunOutcome(bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
+                      synthetic, tuple(notes))
+
+
+def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
+              sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
+              notes: list[str], synthetic: bool) -> dict[str, Any]:
+    """Everything the result depends on, so an auditor can re-run it and explain a difference."""
+    req = opts.requested
+    return {
+        "format": 1,
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
+        "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
+        "batch_size": sut.batch_size, "backend": opts.backend,
+        "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
+                                        "params", "macs_per_sample")},
+        "dataset": {"path": str(data.root), "count": data.count, "synthetic": data.synthetic,
+                    "manifest_sha256": sha256_file(data.root / store.MANIFEST),
+                    "shards": {e["file"]: e["sha256"] for e in data.manifest["shards"]}},
+        "configs": {name: sha256_file(staging / name) for name in ("user.conf", "mlperf.conf")},
+        "cards": [{"index": c.index, "backend": c.backend, "device": c.device, "cpus": list(c.cpus),
+                   "emulated": c.emulated, **c.details} for c in sut.cards],
+        "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
+                 "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST")},
+        "packages": system.package_versions(),
+        "loadgen": {"version": loadgen_version(),
+                    "seeds": {k: detail.get(f"effective_{k}") for k in
+                              ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}},
+        "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": "cpu-emulated",
+                      "any": synthetic},
+        "result": result, "notes": notes,
+    }
+
+
+def write_json_summary(outcomes: list[RunOutcome]) -> str:
+    return json.dumps([o.to_json() for o in outcomes], indent=2, sort_keys=True)

@@ -1,0 +1,51 @@
+"""Facts about the host that every result records: CPU model, package versions, a default system name."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+from functools import cache
+
+PACKAGES = ("mlcommons-loadgen", "onnxruntime", "onnx", "numpy", "opencv-python-headless", "pycocotools",
+            "click", "pyyaml", "psutil", "tqdm")
+
+
+@cache
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def available_cpus() -> tuple[int, ...]:
+    """CPUs this process may run on (a container's cpuset included)."""
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    out["python"] = platform.python_version()
+    return out
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def default_system_name(backend: str, cards: int, emulated: bool) -> str:
+    """Stable across hosts of the same kind, so an auditor's tree lines up with the submitter's."""
+    cpu = re.sub(r"\((R|TM)\)|CPU|Processor|@.*", "", cpu_model())
+    kind = "cpu-emulated" if emulated else backend
+    return f"{slug(cpu)}_{cards}x{kind}-{slug(backend)}"

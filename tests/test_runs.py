@@ -1,0 +1,87 @@
+"""Real LoadGen runs of the real (seeded) ResNet50 through the whole appliance, at short durations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.results import read_detail
+from tests.conftest import SAMPLES, appliance
+
+V61_SEEDS = {"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
+             "schedule_rng_seed": 16159082839903944936}
+
+
+def only_run(root: Path, scenario: str, mode: str = "performance") -> Path:
+    leaf = "performance/run_*" if mode == "performance" else "accuracy*"
+    pattern = f"*/resnet50/{scenario}/{leaf}"
+    runs = sorted(root.glob(pattern))
+    assert runs, f"no {mode} run under {root}"
+    return runs[-1]
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
+def test_scenario_writes_compliant_logs(scenario, data_dir, tmp_path, capsys):
+    extra = ["--target-qps", "5"] if scenario == "Server" else []
+    rc = appliance("run", "--benchmark", "resnet50", "--scenario", scenario, "--data-dir", data_dir,
+                   "--results", tmp_path, "--duration-ms", 1500, "--count", 16, "--quiet", *extra)
+    out = capsys.readouterr().out
+    assert rc == 0
+    run = only_run(tmp_path, scenario)
+    assert run.name == "run_1"
+    for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "user.conf", "mlperf.conf", "manifest.json"):
+        assert (run / name).is_file(), name
+    detail = read_detail(run / "mlperf_log_detail.txt")
+    for key, value in V61_SEEDS.items():
+        assert detail[f"effective_{key}"] == value
+    assert detail["effective_scenario"] == scenario
+    assert detail["effective_min_duration_ms"] == 1500
+    assert detail["result_validity"] in ("VALID", "INVALID")
+    assert "not submission-length" in out and "synthetic" in out and scenario in out
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["synthetic"]["weights"] and manifest["synthetic"]["data"]
+    assert manifest["loadgen"]["seeds"] == V61_SEEDS
+    assert manifest["cards"][0]["emulated"] is True
+
+
+def test_second_run_never_overwrites_first(data_dir, tmp_path):
+    args = ("run", "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", 300, "--count", 8, "-q",
+            "--backend", "null")
+    assert appliance(*args) == 0
+    first = only_run(tmp_path, "Offline")
+    before = (first / "mlperf_log_detail.txt").read_bytes()
+    assert appliance(*args) == 0
+    assert only_run(tmp_path, "Offline").name == "run_2"
+    assert (first / "mlperf_log_detail.txt").read_bytes() == before
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
+def test_fast_card_gives_valid_results(scenario, data_dir, tmp_path):
+    """With a card fast enough for early stopping, the derived settings give VALID runs."""
+    qps = ["--target-qps", 500] if scenario == "Server" else []  # the Python issue path, not the card, limits it
+    assert appliance("run", "-s", scenario, "--data-dir", data_dir, "--results", tmp_path, "--backend", "null",
+                     "--duration-ms", 1000, "-q", *qps) == 0
+    detail = read_detail(only_run(tmp_path, scenario) / "mlperf_log_detail.txt")
+    assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
+
+
+def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
+    rc = appliance("run", "--mode", "accuracy", "--data-dir", data_dir, "--results", tmp_path, "-q", "--json")
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    acc = only_run(tmp_path, "Offline", "accuracy")
+    first, second = (acc / "accuracy.txt").read_text().splitlines()
+    assert first.startswith("accuracy=") and f"total={SAMPLES}" in first
+    import hashlib
+
+    assert second == "hash=" + hashlib.sha256((acc / "mlperf_log_accuracy.json").read_bytes()).hexdigest()
+    golden = (acc / "accuracy_golden.txt").read_text().splitlines()[0]
+    assert golden == f"accuracy=100.000%, good={SAMPLES}, total={SAMPLES}"
+    manifest = json.loads((acc / "manifest.json").read_text())
+    assert manifest["result"]["golden_top1"] == 100.0
+    assert summary[0]["mode"] == "accuracy" and summary[0]["synthetic"] is True
+    # a second accuracy run lands beside the first
+    assert appliance("run", "--mode", "accuracy", "--data-dir", data_dir, "--results", tmp_path, "-q") == 0
+    assert (acc.parent / "accuracy_2" / "accuracy.txt").is_file()
