@@ -129,16 +129,17 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
     progress.set_quiet(quiet or as_json)
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     bench = benchmarks.get(benchmark)
-    default_run = click.get_current_context().get_parameter_source("duration_ms") is ParameterSource.DEFAULT \
-        and all(click.get_current_context().get_parameter_source(p) is ParameterSource.DEFAULT
-                for p in ("benchmark", "scenario", "mode", "count", "user_conf"))
+    ctx = click.get_current_context()
+    # `appliance run` alone (results/output options aside) is the embedded default benchmark
+    default_run = all(ctx.get_parameter_source(p) is not ParameterSource.COMMANDLINE
+                      for p in ctx.params if p not in ("results_dir", "as_json", "quiet", "system_name"))
     if default_run:
         from harness.prepare import Layout
 
         duration_ms = DEFAULT_RUN_MS
         if not (Layout(data_dir, bench).preprocessed / "manifest.json").is_file():
             echo(f"no prepared data in {data_dir}: preparing {bench.name} first")
-            click.get_current_context().invoke(prepare, benchmark=benchmark, data_dir=data_dir, quiet=quiet)
+            ctx.invoke(prepare, benchmark=benchmark, data_dir=data_dir, quiet=quiet)
     opts = RunOptions(benchmark=bench.name, requested=Requested(scenario, mode, duration_ms, count, target_qps,
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,

@@ -99,6 +99,8 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
         put("min_duration", req.duration_ms, "--duration-ms", override=True)
     if req.count is not None:
         put("min_query_count", req.count, "--count", override=True)
+    elif req.duration_ms is not None:
+        put("min_query_count", 1, "--duration-ms without --count: the duration alone sets the length")
     if req.target_qps is not None:
         put("target_qps", req.target_qps, "--target-qps", override=True)
     if cal is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
     if model_file is not None:
         check = registry.check_model_file(model_file, bench.name)
         if check.warning:
-            echo(f"WARNING: {check.warning}")
+            print(check.warning, file=sys.stderr)
         artefact = check.artefact
         model = load_onnx(model_file, bench)
         path, synthetic = model_file.resolve(), False

@@ -228,6 +228,8 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
     synthetic = bool(model["synthetic"] or data.synthetic)
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not ImageNet accuracy")
+    if not model["synthetic"] and not model["official_artefact"]:
+        notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
         notes.append("synthetic dataset")
     if opts.backend == "null":

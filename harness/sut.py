@@ -54,8 +54,10 @@ class _Worker:
             self.cv.notify()
 
     def stop(self) -> None:
+        """Finish the batch in hand, drop what is still queued (LoadGen has stopped waiting), exit."""
         with self.cv:
             self.stopping = True
+            self.pending.clear()
             self.cv.notify()
 
     def call(self, fn: Callable[[Card], object]) -> object:

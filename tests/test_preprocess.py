@@ -6,9 +6,9 @@ import json
 
 import cv2
 import numpy as np
+from helpers import appliance
 
 from harness.datasets import imagenet, store
-from tests.conftest import appliance
 
 
 def reference_preprocess(path) -> np.ndarray:

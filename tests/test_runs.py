@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import SAMPLES, appliance
 
 from harness.results import read_detail
-from tests.conftest import SAMPLES, appliance
 
 V61_SEEDS = {"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
              "schedule_rng_seed": 16159082839903944936}

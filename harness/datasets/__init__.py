@@ -1,0 +1,1 @@
+"""Dataset readers, synthetic generators and the preprocessed-shard store."""
