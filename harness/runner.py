@@ -6,6 +6,7 @@ finished run, `run_N.incomplete` (with INCOMPLETE.txt) after Ctrl-C or a card fa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +55,8 @@ class RunOptions:
     backend: str = "onnxruntime"
     batch_size: int | None = None
     system_name: str | None = None
+    output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
+    audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,16 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
         raise failure[0]
 
 
+@contextlib.contextmanager
+def _working_dir(path: Path) -> Iterator[None]:
+    previous = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -172,7 +186,12 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     batch = opts.batch_size or (1 if req.scenario == "SingleStream" else bench.default_batch)
     system_name = opts.system_name or system.default_system_name(opts.backend, len(slots), emulated=True)
     scenario_dir = ensure_writable_dir(opts.results_dir, "results folder") / system_name / bench.name / req.scenario
-    final, staging = _next_run_dir(scenario_dir, req.mode)
+    if opts.output_dir is not None:
+        final = opts.output_dir
+        staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
+        staging.mkdir(parents=True)
+    else:
+        final, staging = _next_run_dir(scenario_dir, req.mode)
 
     sut = SystemUnderTest(bench, SampleLibrary(bench, data), slots, _make_factory(bench, opts.backend,
                                                                                 Path(model["path"])), batch)
@@ -187,7 +206,10 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
         settings = test_settings(staging / "user.conf", bench, req.scenario, req.mode)
         expected = data.count if req.mode == "accuracy" else None
-        _run_loadgen(sut, sut.qsl, settings, staging, expected)
+        if opts.audit_config is not None:
+            atomic_write_text(staging / "audit.config", opts.audit_config)
+        with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
+            _run_loadgen(sut, sut.qsl, settings, staging, expected)
     except KeyboardInterrupt:
         sut.stop()
         _abandon(staging, final, "interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished")
