@@ -185,9 +185,9 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     slots = [CardSlot(0, cpus)]
     batch = opts.batch_size or (1 if req.scenario == "SingleStream" else bench.default_batch)
     system_name = opts.system_name or system.default_system_name(opts.backend, len(slots), emulated=True)
-    scenario_dir = ensure_writable_dir(opts.results_dir, "results folder") / system_name / bench.name / req.scenario
+    scenario_dir = ensure_writable_dir(opts.results_dir, "results folder").resolve() / system_name / bench.name / req.scenario
     if opts.output_dir is not None:
-        final = opts.output_dir
+        final = opts.output_dir.resolve()
         staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
         staging.mkdir(parents=True)
     else:
