@@ -77,6 +77,18 @@ class RunOutcome:
         return d
 
 
+def _card_slots(opts: RunOptions) -> list[CardSlot]:
+    """The cards of this run and the CPUs each may use."""
+    return [CardSlot(0, system.available_cpus())]
+
+
+def scenario_dir(opts: RunOptions) -> Path:
+    """<results>/<system>/<benchmark>/<scenario>: where this run's folders go (created if needed)."""
+    name = opts.system_name or system.default_system_name(opts.backend, len(_card_slots(opts)), emulated=True)
+    root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
+    return root / name / benchmarks.get(opts.benchmark).name / opts.requested.scenario
+
+
 def _next_run_dir(scenario_dir: Path, mode: str) -> tuple[Path, Path]:
     """(final, staging) folders for this run; earlier runs are never touched."""
     if mode == "accuracy":
@@ -181,17 +193,15 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
-    cpus = system.available_cpus()
-    slots = [CardSlot(0, cpus)]
+    slots = _card_slots(opts)
     batch = opts.batch_size or (1 if req.scenario == "SingleStream" else bench.default_batch)
-    system_name = opts.system_name or system.default_system_name(opts.backend, len(slots), emulated=True)
-    scenario_dir = ensure_writable_dir(opts.results_dir, "results folder").resolve() / system_name / bench.name / req.scenario
+    folder = scenario_dir(opts)
     if opts.output_dir is not None:
         final = opts.output_dir.resolve()
         staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
         staging.mkdir(parents=True)
     else:
-        final, staging = _next_run_dir(scenario_dir, req.mode)
+        final, staging = _next_run_dir(folder, req.mode)
 
     sut = SystemUnderTest(bench, SampleLibrary(bench, data), slots, _make_factory(bench, opts.backend,
                                                                                 Path(model["path"])), batch)
