@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from harness import __version__, benchmarks, progress
 from harness.benchmarks import SCENARIOS
 from harness.cards import BACKENDS
+from harness.compliance import TESTS
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import ensure_writable_dir
 from harness.loadgen_settings import MODES, Requested
@@ -86,8 +87,10 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @_benchmark_opt
 @click.option("--scenario", "-s", type=click.Choice(SCENARIOS), default="Offline", show_default=True,
               help="LoadGen scenario.")
-@click.option("--mode", "-m", type=click.Choice(MODES), default="performance", show_default=True,
-              help="performance: timed run; accuracy: every sample once, scored into accuracy.txt.")
+@click.option("--mode", "-m", type=click.Choice(MODES + TESTS), default="performance", show_default=True,
+              help="performance: timed run; accuracy: every sample once, scored into accuracy.txt; "
+                   "TEST01 / TEST04 / TEST05: MLPerf compliance test against this scenario's latest "
+                   "performance (and accuracy) run, verified into <scenario>/TESTxx/verify_*.txt.")
 @_data_dir_opt
 @click.option("--results", "results_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("results"),
               envvar="APPLIANCE_RESULTS_DIR", show_default=True,
@@ -121,6 +124,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run
       appliance run --benchmark resnet50 --scenario Server --duration-ms 10000 --target-qps 10
       appliance run -b resnet50 -s SingleStream --mode accuracy --results /results
+      appliance run -b resnet50 -s Offline --mode TEST01 --results /results
     """
     from harness.report import summary_table
     from harness.runner import RunOptions, write_json_summary
@@ -144,11 +148,60 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name)
-    outcome = run_one(opts, echo=echo)
+    if mode in TESTS:
+        from harness.compliance import run_compliance
+
+        outcome, folder, verdicts = run_compliance(mode, opts, echo=echo)
+        echo(f"{mode}: " + ", ".join(f"{k} {'PASS' if v else 'FAIL'}" for k, v in verdicts.items())
+             + f" (verify_*.txt in {folder})")
+    else:
+        outcome = run_one(opts, echo=echo)
     if as_json:
         click.echo(write_json_summary([outcome]))
     else:
         click.echo(summary_table([outcome]))
+
+
+@cli.command()
+@click.argument("tree", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@_data_dir_opt
+@click.option("--tolerance", default="5%", show_default=True,
+              help="Largest accepted deviation of the performance metric, e.g. 5% or 0.05.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("reproduce"), show_default=True,
+              help="Folder for reproduce_report.md / .json and the new runs (must not exist).")
+@click.option("--duration-ms", type=click.IntRange(1), default=None,
+              help="Override the recorded min duration (a quicker, not submission-length, check).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report rows as JSON.")
+def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration_ms: int | None,
+              as_json: bool) -> None:
+    """Re-run a results or submission tree here and compare it, row by row (for auditors).
+
+    Checks local model and data against each run's manifest, re-runs every benchmark and scenario
+    with the recorded user.conf, compares the metric within --tolerance and accuracy exactly. Exit
+    code 1 when any row is not a PASS.
+
+    \b
+    Examples:
+      appliance reproduce results/
+      appliance reproduce /submissions/closed/ORG --tolerance 10% -o /results/audit
+    """
+    import json as _json
+
+    from harness.reproduce import PASS, parse_tolerance
+    from harness.reproduce import reproduce as reproduce_tree
+
+    echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    rows = reproduce_tree(tree, data_dir, output, parse_tolerance(tolerance), echo=echo, duration_ms=duration_ms)
+    if as_json:
+        click.echo(_json.dumps([r.__dict__ for r in rows], indent=2))
+    else:
+        for r in rows:
+            click.echo(f"{r.verdict:17} {r.benchmark} {r.scenario} {r.kind}: {r.recorded} -> {r.reproduced}")
+            for note in r.notes:
+                click.echo(f"{'':17} - {note}")
+        click.echo(f"report: {output / 'reproduce_report.md'}")
+    if not rows or any(r.verdict != PASS for r in rows):
+        raise click.exceptions.Exit(1)
 
 
 def _register_subcommands() -> None:

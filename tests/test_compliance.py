@@ -1,0 +1,78 @@
+"""Compliance tests TEST01 / TEST04 / TEST05: real LoadGen runs with audit.config, verified like MLCommons."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import appliance
+
+from harness.compliance import verify_accuracy, verify_performance
+
+
+def _tree(tmp_path, data_dir, scenario, backend="null"):
+    common = ("--data-dir", data_dir, "--results", tmp_path, "-s", scenario, "--system", "sut", "-q")
+    assert appliance("run", *common, "--backend", backend, "--duration-ms", 800) == 0
+    assert appliance("run", *common, "--backend", backend, "--mode", "accuracy") == 0
+    return common, tmp_path / "sut" / "resnet50" / scenario
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "SingleStream"])
+def test_test01_and_test04_pass_on_an_honest_sut(scenario, data_dir, tmp_path):
+    common, folder = _tree(tmp_path, data_dir, scenario)
+    for test in ("TEST01", "TEST04"):
+        assert appliance("run", *common, "--backend", "null", "--duration-ms", 800, "--mode", test) == 0
+    assert (folder / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
+    assert (folder / "TEST01" / "verify_performance.txt").read_text().rstrip().endswith("TEST PASS")
+    assert (folder / "TEST04" / "verify_performance.txt").read_text().rstrip().endswith("TEST PASS")
+    assert (folder / "TEST01" / "accuracy" / "mlperf_log_accuracy.json").is_file()
+    assert (folder / "TEST04" / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
+    audit = (folder / "TEST04" / "performance" / "run_1" / "audit.config").read_text()
+    assert "performance_issue_same = 1" in audit
+    assert not list(folder.glob(".*staging*"))
+
+
+def test_test01_fails_when_performance_responses_differ(data_dir, tmp_path):
+    """Accuracy from the real model, performance from a card that answers zeros: TEST01 must fail."""
+    common, folder = _tree(tmp_path, data_dir, "Offline", backend="onnxruntime")
+    assert appliance("run", *common, "--backend", "null", "--duration-ms", 800, "--mode", "TEST01") == 0
+    verdict = (folder / "TEST01" / "verify_accuracy.txt").read_text()
+    assert verdict.rstrip().endswith("TEST FAIL")
+    assert "num_perf_log_data_mismatch = 0" not in verdict
+
+
+def test_accuracy_verdict_flags_one_changed_response(tmp_path):
+    ref = [{"seq_id": i, "qsl_idx": i, "data": "0000803F"} for i in range(4)]
+    test = [{"seq_id": 9, "qsl_idx": 2, "data": "0000803F"}, {"seq_id": 10, "qsl_idx": 3, "data": "00000040"}]
+    (tmp_path / "a.json").write_text(json.dumps(ref))
+    (tmp_path / "t.json").write_text(json.dumps(test))
+    verdict = verify_accuracy(tmp_path / "a.json", tmp_path / "t.json")
+    assert not verdict.passed and "num_perf_log_data_mismatch = 1" in verdict.text()
+    (tmp_path / "t.json").write_text(json.dumps(test[:1]))
+    assert verify_accuracy(tmp_path / "a.json", tmp_path / "t.json").passed
+
+
+def _detail(path, scenario, key, value, validity="VALID"):
+    recs = [("effective_scenario", scenario), (key, value), ("result_validity", validity)]
+    path.write_text("".join(f':::MLLOG {json.dumps({"key": k, "value": v, "metadata": {}})}\n' for k, v in recs))
+    return path
+
+
+def test_test04_fails_when_sample_reuse_is_faster(tmp_path):
+    ref = _detail(tmp_path / "ref.txt", "Offline", "result_samples_per_second", 1000.0)
+    ok = _detail(tmp_path / "ok.txt", "Offline", "result_samples_per_second", 1050.0)
+    cached = _detail(tmp_path / "fast.txt", "Offline", "result_samples_per_second", 1500.0)
+    assert verify_performance(ref, ok, no_faster_only=True).passed
+    assert not verify_performance(ref, cached, no_faster_only=True).passed
+    # SingleStream compares latencies: a 40% lower latency is 'faster' and fails
+    ref = _detail(tmp_path / "rs.txt", "SingleStream", "early_stopping_latency_ss", 10_000_000)
+    fast = _detail(tmp_path / "fs.txt", "SingleStream", "early_stopping_latency_ss", 6_000_000)
+    assert not verify_performance(ref, fast, no_faster_only=True).passed
+    invalid = _detail(tmp_path / "inv.txt", "Offline", "result_samples_per_second", 990.0, "INVALID")
+    assert "INVALID" in verify_performance(tmp_path / "ref.txt", invalid, no_faster_only=False).text()
+
+
+def test_compliance_needs_its_reference_runs(data_dir, tmp_path, capsys):
+    assert appliance("run", "--data-dir", data_dir, "--results", tmp_path, "--mode", "TEST01", "-q",
+                     "--backend", "null") == 2
+    assert "appliance run --mode performance" in capsys.readouterr().err
