@@ -314,7 +314,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "cards": [{"index": c.index, "backend": c.backend, "device": c.device, "cpus": list(c.cpus),
                    "emulated": c.emulated, **c.details} for c in sut.cards],
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
-                 "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST")},
+                 "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity()},
         "packages": system.package_versions(),
         "loadgen": {"version": loadgen_version(),
                     "seeds": {k: detail.get(f"effective_{k}") for k in

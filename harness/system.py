@@ -40,6 +40,19 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def image_identity() -> dict[str, str | None] | None:
+    """The container image this runs in (baked in as env by the Dockerfile), or None outside one.
+
+    The image id / digest cannot be known inside the image itself; the launcher passes it in
+    APPLIANCE_IMAGE_DIGEST (e.g. `-e APPLIANCE_IMAGE_DIGEST=$(docker image inspect -f '{{.Id}}' IMAGE)`).
+    """
+    env = os.environ
+    if not any(env.get(k) for k in ("APPLIANCE_IMAGE_VERSION", "APPLIANCE_IMAGE_REVISION", "APPLIANCE_IMAGE_DIGEST")):
+        return None
+    return {"version": env.get("APPLIANCE_IMAGE_VERSION"), "revision": env.get("APPLIANCE_IMAGE_REVISION"),
+            "variant": env.get("APPLIANCE_IMAGE_VARIANT"), "digest": env.get("APPLIANCE_IMAGE_DIGEST") or None}
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 

@@ -1,0 +1,76 @@
+# The appliance image: the `appliance` CLI with every benchmark's model and preprocessed synthetic
+# dataset baked in. ENTRYPOINT is the CLI; with no arguments it runs the embedded default benchmark.
+#
+#   docker build -t mlperf-appliance --build-arg GIT_COMMIT="$(git rev-parse HEAD)" .
+#   docker run --rm -v "$PWD/results:/results" mlperf-appliance
+#
+# Base: pin it for real use, e.g. FROM debian:bookworm-slim@sha256:<digest> (README, "Container image").
+# Build arguments:
+#   VARIANT=cpu|gpu  gpu installs onnxruntime-gpu (same version as the lock) instead of onnxruntime;
+#                    UNTESTED here (no GPU on the build machine) and the CUDA runtime is not included.
+#   GIT_COMMIT, VERSION  recorded in the OCI labels and in every run's manifest.json.
+# Build secret (optional): pip_cert, a CA bundle for pip behind a TLS-intercepting proxy; it is
+# mounted for the pip steps only and never stored in the image.
+
+FROM debian:bookworm-slim AS builder
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
+ && rm -rf /var/lib/apt/lists/*
+ARG VARIANT=cpu
+COPY requirements.lock /src/requirements.lock
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && case "$VARIANT" in \
+      cpu) ;; \
+      gpu) sed -i 's/^onnxruntime==/onnxruntime-gpu==/' /src/requirements.lock ;; \
+      *) echo "VARIANT must be cpu or gpu, not $VARIANT" >&2; exit 2 ;; \
+    esac \
+ && python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements.lock
+COPY pyproject.toml README.md /src/
+COPY harness /src/harness
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src
+
+FROM debian:bookworm-slim
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --create-home --home-dir /home/appliance appliance \
+ && mkdir -p /results /data /opt/appliance/data \
+ && chown appliance:appliance /results /data
+COPY --from=builder /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    APPLIANCE_DATA_DIR=/opt/appliance/data \
+    APPLIANCE_RESULTS_DIR=/results \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Every benchmark's seeded model, synthetic dataset, uint8 shards and golden labels, built
+# deterministically (fixed seeds). The raw synthetic JPEGs are dropped once preprocessed (val_map.txt
+# and the seed marker stay, so `appliance prepare` still sees the data as up to date); the baked data
+# belongs to root and is read-only for the user that runs the benchmarks.
+RUN for benchmark in $(python -c 'from harness.benchmarks import NAMES; print(*NAMES)'); do \
+      appliance prepare --benchmark "$benchmark" --quiet || exit 1; \
+    done \
+ && find /opt/appliance/data -type f \( -iname '*.jpeg' -o -iname '*.jpg' -o -iname '*.png' \) -delete \
+ && chmod -R a+rX,go-w /opt/appliance
+ARG VARIANT=cpu
+ARG VERSION=0.1.0
+ARG GIT_COMMIT=unknown
+LABEL org.opencontainers.image.title="mlperf-appliance" \
+      org.opencontainers.image.description="MLPerf Inference benchmark appliance (LoadGen harness, models and preprocessed data baked in)" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$GIT_COMMIT" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="docker.io/library/debian:bookworm-slim"
+ENV APPLIANCE_IMAGE_VERSION=$VERSION \
+    APPLIANCE_IMAGE_REVISION=$GIT_COMMIT \
+    APPLIANCE_IMAGE_VARIANT=$VARIANT
+VOLUME ["/results", "/data"]
+WORKDIR /home/appliance
+USER appliance
+ENTRYPOINT ["appliance"]
+CMD ["run"]
