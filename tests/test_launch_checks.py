@@ -1,0 +1,80 @@
+"""Launch checks: each missing `docker run` flag is named in one warning line; nothing when all is well."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+
+from harness import launch_checks
+from harness.launch_checks import LaunchFacts, warnings
+
+GOOD = LaunchFacts(in_container=True, allowed_cpus=frozenset(range(16)), wanted_cpus=frozenset(range(16)),
+                   allowed_mems=frozenset({0, 1}), wanted_mems=frozenset({0, 1}), mempolicy_errno=0,
+                   missing_devices=())
+
+
+def test_nothing_to_say_when_the_flags_were_given():
+    assert warnings(GOOD) == []
+
+
+def test_nothing_outside_a_container():
+    bad = dataclasses.replace(GOOD, in_container=False, allowed_cpus=frozenset({0}), mempolicy_errno=errno.EPERM,
+                              missing_devices=("/dev/accel/accel0",))
+    assert warnings(bad) == []
+
+
+def test_restricted_cpuset_names_cpuset_cpus():
+    (line,) = warnings(dataclasses.replace(GOOD, allowed_cpus=frozenset({0, 1, 2, 3})))
+    assert "CPUs 0-3" in line and "--cpuset-cpus=0-15" in line
+
+
+def test_restricted_mems_names_cpuset_mems():
+    (line,) = warnings(dataclasses.replace(GOOD, allowed_mems=frozenset({0})))
+    assert "--cpuset-mems=0-1" in line
+
+
+def test_unknown_mems_or_card_map_are_not_warned_about():
+    assert warnings(dataclasses.replace(GOOD, allowed_mems=None, wanted_cpus=None, wanted_mems=None,
+                                        mempolicy_errno=None)) == []
+
+
+def test_eperm_from_set_mempolicy_names_sys_nice():
+    (line,) = warnings(dataclasses.replace(GOOD, mempolicy_errno=errno.EPERM))
+    assert "set_mempolicy" in line and "--cap-add=SYS_NICE" in line
+
+
+def test_missing_device_nodes_name_device_flags():
+    (line,) = warnings(dataclasses.replace(GOOD, missing_devices=("/dev/accel/accel0", "/dev/accel/accel1")))
+    assert "--device=/dev/accel/accel0 --device=/dev/accel/accel1" in line
+
+
+def test_everything_missing_gives_one_line_each():
+    facts = dataclasses.replace(GOOD, allowed_cpus=frozenset({0}), allowed_mems=frozenset({0}),
+                                mempolicy_errno=errno.EPERM, missing_devices=("/dev/accel/accel0",))
+    lines = warnings(facts)
+    assert len(lines) == 4 and all("\n" not in line for line in lines)
+
+
+def test_set_mempolicy_probe_returns_an_errno():
+    result = launch_checks.try_set_mempolicy()
+    assert result is None or isinstance(result, int)
+
+
+def test_gather_reads_this_machine():
+    facts = launch_checks.gather(mempolicy=lambda: errno.EPERM)
+    assert facts.allowed_cpus and facts.mempolicy_errno == errno.EPERM
+
+
+def test_check_warns_through_the_callback(monkeypatch):
+    monkeypatch.setattr(launch_checks, "in_container", lambda: True)
+    monkeypatch.setattr(launch_checks, "gather", lambda: dataclasses.replace(GOOD, mempolicy_errno=errno.EPERM))
+    seen: list[str] = []
+    assert len(launch_checks.check(seen.append)) == 1
+    assert seen[0].startswith("appliance: warning: set_mempolicy")
+
+
+def test_in_container_markers(tmp_path, monkeypatch):
+    monkeypatch.delenv("container", raising=False)
+    assert not launch_checks.in_container(tmp_path)
+    (tmp_path / ".dockerenv").touch()
+    assert launch_checks.in_container(tmp_path)
