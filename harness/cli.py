@@ -207,9 +207,11 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
 
 
 def _register_subcommands() -> None:
+    from harness.submission.cli import submission
     from harness.topology.cli import topology
 
     cli.add_command(topology)
+    cli.add_command(submission)
 
 
 def main(argv: list[str] | None = None) -> int:

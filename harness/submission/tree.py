@@ -1,0 +1,289 @@
+"""`appliance submission build`: a v6.1 submission tree (SPEC §5) from finished `appliance run` results.
+
+Layout written (beside the official files, the appliance keeps what `appliance reproduce` needs:
+`manifest.json`, `user.conf` and `mlperf.conf` stay in `performance/run_1/` and `accuracy/`, which the
+v6.1 checker allows; compliance runs keep theirs in `TEST0x/appliance/`, because the checker wants
+`TEST0x/performance/run_1/` to hold only LoadGen's logs)::
+
+    closed/<ORG>/systems/<NAME>.json
+    closed/<ORG>/src/<benchmark>/README.md
+    closed/<ORG>/results/<NAME>/<benchmark>/<Scenario>/
+        README.md user.conf mlperf.conf measurements.json
+        performance/run_1/   the latest complete performance run (never a `.incomplete` one)
+        accuracy/            accuracy.txt (+ hash line), mlperf_log_accuracy.json truncated, logs
+        TEST01/ TEST04/      copied when the runs have them
+
+The tree is written into a hidden folder beside `-o` and renamed at the end; the input runs are only read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import __version__, benchmarks
+from harness.errors import ApplianceError, DataError
+from harness.fsutil import atomic_write_json
+from harness.submission import system_json
+from harness.submission.truncate import truncate_accuracy_log, with_hash
+
+COMPLIANCE_TESTS = ("TEST01", "TEST04")
+PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
+RUN_EXTRAS = ("manifest.json", "user.conf", "mlperf.conf")  # kept for `appliance reproduce`
+DIVISIONS = ("closed", "open")
+
+
+@dataclass
+class ScenarioRuns:
+    """What the inputs hold for one benchmark/scenario."""
+
+    benchmark: str
+    scenario: str
+    systems: set[str] = field(default_factory=set)
+    performance: list[Path] = field(default_factory=list)  # complete runs only
+    accuracy: list[Path] = field(default_factory=list)
+    tests: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.benchmark}/{self.scenario}"
+
+
+def _manifest(run: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _complete(run: Path, required: Iterable[str]) -> bool:
+    return (run.is_dir() and not run.name.startswith(".") and not run.name.endswith(".incomplete")
+            and not (run / "INCOMPLETE.txt").exists() and all((run / f).is_file() for f in required))
+
+
+def _latest(runs: list[Path]) -> Path:
+    """Newest by the manifest's creation time, then by run number."""
+    def key(p: Path) -> tuple[str, int]:
+        tail = p.name.rsplit("_", 1)[-1]
+        return _manifest(p).get("created_utc", ""), int(tail) if tail.isdigit() else 1
+    return max(runs, key=key)
+
+
+def scenario_dirs(path: Path) -> list[Path]:
+    """<benchmark>/<Scenario> folders in a results root, a system folder, a benchmark folder or one scenario."""
+    found = []
+    for depth in ("", "*", "*/*", "*/*/*"):
+        for d in sorted(path.glob(depth)) if depth else [path]:
+            if d.is_dir() and d.name in benchmarks.SCENARIOS and d.parent.name in benchmarks.NAMES:
+                found.append(d)
+    return found
+
+
+def collect(inputs: Iterable[Path]) -> tuple[dict[tuple[str, str], ScenarioRuns], list[str]]:
+    """Runs per (benchmark, scenario) across all inputs, and one line per input problem."""
+    found: dict[tuple[str, str], ScenarioRuns] = {}
+    problems = []
+    for path in inputs:
+        if not path.is_dir():
+            problems.append(f"{path}: not a folder (give results folders written by `appliance run`)")
+            continue
+        dirs = scenario_dirs(path)
+        if not dirs:
+            problems.append(f"{path}: no <benchmark>/<Scenario> folders from `appliance run` in it")
+        for d in dirs:
+            sr = found.setdefault((d.parent.name, d.name), ScenarioRuns(d.parent.name, d.name))
+            sr.systems.add(d.parent.parent.name)
+            sr.performance += [r for r in sorted((d / "performance").glob("run_*"))
+                               if _complete(r, (*PERF_FILES, "manifest.json"))]
+            sr.accuracy += [r for r in sorted(d.glob("accuracy*"))
+                            if _complete(r, ("accuracy.txt", "mlperf_log_accuracy.json", *PERF_FILES))]
+            for test in COMPLIANCE_TESTS:
+                if (d / test).is_dir():
+                    sr.tests[test] = d / test  # a later input wins
+    for sr in found.values():
+        if not sr.performance:
+            problems.append(f"{sr.label}: no complete performance run (performance/run_N with mlperf_log_detail.txt "
+                            f"and manifest.json); run `appliance run -s {sr.scenario}`")
+        if not sr.accuracy:
+            problems.append(f"{sr.label}: no complete accuracy run; run `appliance run -s {sr.scenario} "
+                            f"--mode accuracy`")
+    systems = sorted({s for sr in found.values() for s in sr.systems})
+    if len(systems) > 1:
+        problems.append(f"runs come from {len(systems)} systems ({', '.join(systems)}): build one tree per system")
+    return found, problems
+
+
+def build(inputs: list[Path], out: Path, submitter: str, system_name: str, division: str = "closed",
+          overrides_file: Path | None = None, echo: Callable[[str], None] = print) -> Path:
+    """Write the tree to `out` (which must not exist) and return it."""
+    if division not in DIVISIONS:
+        raise ApplianceError(f"division {division!r}: choose one of {', '.join(DIVISIONS)}")
+    for name, what in ((submitter, "submitter"), (system_name, "system name")):
+        if not name or "/" in name or name.startswith("."):
+            raise ApplianceError(f"{what} {name!r} must be a plain folder name")
+    if out.exists():
+        raise ApplianceError(f"{out} already exists; give a new -o folder (a tree is never overwritten)")
+    overrides = system_json.load_overrides(overrides_file)
+    found, problems = collect(inputs)
+    if problems:
+        raise DataError("; ".join(problems)) if len(problems) == 1 else DataError(
+            f"{len(problems)} problems with the runs:\n  " + "\n  ".join(problems))
+    chosen = {k: (_latest(sr.performance), _latest(sr.accuracy)) for k, sr in found.items()}
+    manifests = [_manifest(p) for pair in chosen.values() for p in pair]
+    sys_json = system_json.build(division, submitter, system_name, manifests,
+                                 sorted({s for _, s in found}), overrides)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
+    try:
+        sub = tmp / division / submitter
+        atomic_write_json(sub / "systems" / f"{system_name}.json", sys_json)
+        for bench in sorted({b for b, _ in found}):
+            _write_src_readme(sub / "src" / bench / "README.md", bench, [m for m in manifests
+                                                                          if m.get("benchmark") == bench])
+        for (bench, scenario), sr in sorted(found.items()):
+            perf, acc = chosen[(bench, scenario)]
+            dest = sub / "results" / system_name / bench / scenario
+            _write_scenario(dest, sr, perf, acc)
+            echo(f"{sr.label}: performance {perf}, accuracy {acc}"
+                 + "".join(f", {t} {p}" for t, p in sorted(sr.tests.items())))
+            missing = [t for t in COMPLIANCE_TESTS if t not in sr.tests]
+            if missing:
+                echo(f"{sr.label}: no {' / '.join(missing)} folder in the runs; add the compliance runs "
+                     f"(`appliance run --mode TEST01`) before submitting")
+        if os.path.exists(out):
+            raise ApplianceError(f"{out} appeared while building; nothing written there")
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    todo = system_json.undetected(sys_json)
+    if todo:
+        echo(f"system JSON: not detectable here, set in --system-overrides: {', '.join(todo)}")
+    if "status" not in overrides or "system_type" not in overrides:
+        echo(f"system JSON: status={sys_json['status']!r}, system_type={sys_json['system_type']!r} are defaults; "
+             f"confirm them in --system-overrides")
+    return out
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path) -> None:
+    run1 = dest / "performance" / "run_1"
+    for name in (*PERF_FILES, *RUN_EXTRAS):
+        if (perf / name).is_file():
+            _copy(perf / name, run1 / name)
+    _copy(perf / "user.conf", dest / "user.conf")
+    _copy(perf / "mlperf.conf", dest / "mlperf.conf")
+    adir = dest / "accuracy"
+    adir.mkdir(parents=True)
+    for name in (*PERF_FILES, *RUN_EXTRAS, "accuracy_golden.txt"):
+        if (acc / name).is_file():
+            _copy(acc / name, adir / name)
+    digest = truncate_accuracy_log(acc / "mlperf_log_accuracy.json", adir / "mlperf_log_accuracy.json")
+    (adir / "accuracy.txt").write_text(with_hash((acc / "accuracy.txt").read_text(), digest,
+                                                 str(acc / "accuracy.txt")))
+    for test, src in sorted(sr.tests.items()):
+        _copy_test(src, dest / test)
+    perf_m, acc_m = _manifest(perf), _manifest(acc)
+    atomic_write_json(dest / "measurements.json", measurements(perf_m or acc_m))
+    (dest / "README.md").write_text(_scenario_readme(sr, perf, acc, perf_m, acc_m))
+
+
+def _copy_test(src: Path, dst: Path) -> None:
+    """A compliance folder: verify files, LoadGen's logs in performance/run_1, the rest in appliance/."""
+    for name in ("verify_accuracy.txt", "verify_performance.txt"):
+        if (src / name).is_file():
+            _copy(src / name, dst / name)
+    run = src / "performance" / "run_1"
+    if run.is_dir():
+        for f in sorted(p for p in run.iterdir() if p.is_file()):
+            if f.name in (*PERF_FILES, "mlperf_log_accuracy.json"):
+                _copy(f, dst / "performance" / "run_1" / f.name)
+            elif f.name != "mlperf_log_trace.json":
+                _copy(f, dst / "appliance" / f.name)
+    acc = src / "accuracy"
+    if acc.is_dir():
+        (dst / "accuracy").mkdir(parents=True)
+        for f in sorted(p for p in acc.iterdir() if p.is_file()):
+            if f.name not in ("mlperf_log_accuracy.json", "accuracy.txt"):
+                _copy(f, dst / "accuracy" / f.name)
+        log = acc / "mlperf_log_accuracy.json"
+        if log.is_file():
+            digest = truncate_accuracy_log(log, dst / "accuracy" / "mlperf_log_accuracy.json")
+            text = (acc / "accuracy.txt").read_text() if (acc / "accuracy.txt").is_file() else ""
+            (dst / "accuracy" / "accuracy.txt").write_text(with_hash(text, digest, str(acc / "accuracy.txt")))
+
+
+def measurements(manifest: dict[str, Any]) -> dict[str, str]:
+    """measurements.json from a run manifest: what went into the model and where its weights came from."""
+    model = manifest.get("model", {})
+    bench_name = manifest.get("benchmark")
+    bench = benchmarks.get(bench_name) if bench_name in benchmarks.NAMES else None
+    official = bench.official_model if bench else "the official model"
+    if model.get("synthetic"):
+        weights = (f"SYNTHETIC seeded weights (seed {model.get('seed')}, sha256 {model.get('sha256', '?')[:16]}…) "
+                   f"in the architecture and I/O signature of {official}; not the official weights")
+        transforms = "none (synthetic weights generated in fp32; no retraining, no quantization)"
+    elif model.get("official_artefact"):
+        weights = f"{model['official_artefact']} (sha256 {model.get('sha256', '?')[:16]}…)"
+        transforms = "none (official fp32 ONNX run by onnxruntime as-is)"
+    else:
+        weights = (f"{Path(model.get('path', 'unknown')).name} (sha256 {model.get('sha256', '?')[:16]}…; "
+                   f"not a verified official artefact)")
+        transforms = "none"
+    dataset = manifest.get("dataset", {})
+    data_note = " (synthetic dataset)" if dataset.get("synthetic") else ""
+    return {
+        "input_data_types": f"uint8 (preprocessed NCHW shards; mean subtracted to fp32 when staged){data_note}",
+        "retraining": "No",
+        "starting_weights_filename": weights,
+        "weight_data_types": "fp32",
+        "weight_transformations": transforms,
+    }
+
+
+def _commands(*manifests: dict[str, Any]) -> str:
+    lines = []
+    for m in manifests:
+        cmd = m.get("command")
+        if cmd:
+            lines.append("appliance " + " ".join(str(c) for c in cmd[1:]))
+    return "\n".join(lines) or "(no command recorded)"
+
+
+def _scenario_readme(sr: ScenarioRuns, perf: Path, acc: Path, perf_m: dict[str, Any], acc_m: dict[str, Any]) -> str:
+    notes = sorted(set(perf_m.get("notes", []) + acc_m.get("notes", [])))
+    return (f"# {sr.benchmark} {sr.scenario}\n\n"
+            f"Produced by mlperf-appliance {__version__} with MLCommons LoadGen "
+            f"{perf_m.get('loadgen', {}).get('version', 'unknown')}.\n\n"
+            f"## Commands\n\n```sh\n{_commands(perf_m, acc_m)}\n```\n\n"
+            f"Performance run: `{perf.name}` (copied to `performance/run_1`); accuracy run: `{acc.name}`.\n"
+            f"The run manifests (`manifest.json`: model, data and config digests, card-to-core map, package "
+            f"versions) are kept beside the logs, for `appliance reproduce`.\n\n"
+            + ("## Notes\n\n" + "".join(f"- {n}\n" for n in notes) if notes else ""))
+
+
+def _write_src_readme(path: Path, bench: str, manifests: list[dict[str, Any]]) -> None:
+    synthetic = any(m.get("synthetic", {}).get("any") for m in manifests)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"# {bench}: mlperf-appliance {__version__}\n\n"
+        "The harness is the `mlperf-appliance` Python package (`harness/`): LoadGen glue (`sut.py`, `qsl.py`), "
+        "card backends (`cards/`), the card-to-core map (`topology/`), offline preprocessing (`datasets/`), "
+        "scoring (`accuracy/`).\n\n"
+        "## Reproduce\n\n```sh\n"
+        f"appliance prepare --benchmark {bench}\n"
+        f"appliance run --benchmark {bench} --scenario <Scenario> --mode performance\n"
+        f"appliance run --benchmark {bench} --scenario <Scenario> --mode accuracy\n"
+        "appliance reproduce <this submission tree>\n```\n"
+        + ("\n**Synthetic**: these results were made with seeded (synthetic) weights and/or a synthetic "
+           "dataset; they demonstrate the harness, not the model's accuracy.\n" if synthetic else ""))
