@@ -141,6 +141,8 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo=prin
                 rows.append(_reproduce_perf(t, run_dir, data_dir, work, tolerance, duration_ms, echo))
             if (t.folder / "accuracy" / "accuracy.txt").is_file():
                 rows.append(_reproduce_accuracy(t, data_dir, work, echo))
+        for r in rows:  # name the new logs where they will be once the report folder is renamed
+            r.notes = [n.replace(str(work), str(out)) for n in r.notes]
         report = {"tree": str(tree), "tolerance": tolerance, "host": system.cpu_model(),
                   "rows": [asdict(r) for r in rows],
                   "verdict": PASS if rows and all(r.verdict == PASS for r in rows) else FAIL}
