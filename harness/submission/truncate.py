@@ -40,6 +40,8 @@ def hash_of(accuracy_txt: str) -> str | None:
 def with_hash(accuracy_txt: str, digest: str, where: str) -> str:
     """`accuracy.txt` text carrying `hash=<digest>`: kept when it matches, appended when absent."""
     found = hash_of(accuracy_txt)
+    if not accuracy_txt.strip():
+        return f"hash={digest}\n"
     if found is None:
         return accuracy_txt.rstrip("\n") + f"\nhash={digest}\n"
     if found != digest:
