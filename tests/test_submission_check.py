@@ -58,7 +58,6 @@ def test_short_runs_are_real_problems(short_tree, capsys):
     for scenario in SCENARIOS:
         assert any(f"{scenario}/performance/run_1/" in p and "effective_min_duration_ms 300 < 600000" in p
                    for p in problems), scenario
-    assert any("Offline samples_per_query" in p for p in problems)
     assert not any("synthetic" in p for p in problems)
     assert "accuracy run covers 48 samples, the official dataset has 50000" in out
     assert out.splitlines()[-1].startswith("FAIL (")

@@ -136,7 +136,7 @@ def _check_submitter(sub: Path, division: str, rnd: Round, rep: Report) -> None:
             if division == "closed" and sys_type in SYSTEM_TYPES:
                 missing = [s for s in required if s not in scenarios]
                 if missing:
-                    P(f"{_rel(rep, bench)}: a {sys_type} system needs scenarios {', '.join(missing)} too")
+                    P(f"{_rel(rep, bench)}: system_type {sys_type} needs scenarios {', '.join(missing)} too")
             for scenario in scenarios:
                 if scenario not in benchmarks.SCENARIOS:
                     P(f"{_rel(rep, bench / scenario)}: unknown scenario (known: {', '.join(benchmarks.SCENARIOS)})")
