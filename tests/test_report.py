@@ -1,0 +1,52 @@
+"""appliance report: a ResNet50 run in all four scenarios, rendered and looked at in headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import matplotlib.image as mpimg
+import pytest
+from helpers import appliance
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def four_scenarios(data_dir, tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    for scenario in ("Offline", "Server", "SingleStream", "MultiStream"):
+        qps = ["--target-qps", 300] if scenario == "Server" else []
+        assert appliance("run", "-s", scenario, "--data-dir", data_dir, "--results", results, "--backend", "null",
+                         "--duration-ms", 600, "-q", *qps) == 0
+    return results
+
+
+def test_report_files(four_scenarios, tmp_path):
+    out = tmp_path / "report.html"
+    assert appliance("report", four_scenarios, "-o", out) == 0
+    page = out.read_text()
+    for scenario in ("Offline", "Server", "SingleStream", "MultiStream"):
+        assert f"<td>{scenario}</td>" in page
+    assert "synthetic" in page.split("<h2>Summary")[0]  # said on the first screen
+    assert "Energy: not measured" in page
+    assert (tmp_path / "report-latency.png").stat().st_size > 1000
+    assert "data:image/png;base64," in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (ci/test installs it as root)")
+def test_report_renders_in_headless_chromium(four_scenarios, tmp_path):
+    out = tmp_path / "report.html"
+    assert appliance("report", four_scenarios, "-o", out) == 0
+    profile = tmp_path / "profile"
+    shot = tmp_path / "shot.png"
+    base = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}"]
+    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1280,1400", out.as_uri()], check=True,
+                   capture_output=True, timeout=120)
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[0] > 500 and pixels.std() > 0.05, "screenshot is blank"
+    dom = subprocess.run([*base, "--dump-dom", out.as_uri()], check=True, capture_output=True, text=True,
+                         timeout=120).stdout
+    assert "MultiStream" in dom and "Read this first" in dom and "<table>" in dom
