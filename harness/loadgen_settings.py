@@ -120,10 +120,11 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
 def test_settings(user_conf: Path, bench: Benchmark, scenario: str, mode: str) -> lg.TestSettings:
     """mlperf.conf (built in) + `user_conf`, as the submission checker expects them to be loaded."""
     settings = lg.TestSettings()
-    # LoadGen applies its built-in mlperf.conf only on the first conf_type=1 call of a process;
-    # conf_type=0 loads it every time, so load it explicitly before the user.conf.
+    # conf_type 0 applies LoadGen's built-in mlperf.conf (seeds included); a user.conf is then read with
+    # conf_type 2. conf_type 1 would do both, but only on a process's first call: later calls skip
+    # mlperf.conf and log "Multiple conf files are used" as an error, which fails the official checker.
     if settings.FromConfig(str(user_conf), bench.name, scenario, 0) != 0 \
-            or settings.FromConfig(str(user_conf), bench.name, scenario, 1) != 0:
+            or settings.FromConfig(str(user_conf), bench.name, scenario, 2) != 0:
         raise ApplianceError(f"LoadGen rejected {user_conf}; check its 'model.scenario.key = value' lines")
     settings.scenario = getattr(lg.TestScenario, scenario)
     settings.mode = lg.TestMode.AccuracyOnly if mode == "accuracy" else lg.TestMode.PerformanceOnly

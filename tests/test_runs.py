@@ -53,8 +53,11 @@ def test_second_run_never_overwrites_first(data_dir, tmp_path):
     first = only_run(tmp_path, "Offline")
     before = (first / "mlperf_log_detail.txt").read_bytes()
     assert appliance(*args) == 0
-    assert only_run(tmp_path, "Offline").name == "run_2"
+    second = only_run(tmp_path, "Offline")
+    assert second.name == "run_2"
     assert (first / "mlperf_log_detail.txt").read_bytes() == before
+    # a second LoadGen test in one process must not log "Multiple conf files are used" (fails the checker)
+    assert read_detail(second / "mlperf_log_detail.txt")["_errors"] == []
 
 
 @pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
