@@ -15,7 +15,7 @@
 FROM debian:bookworm-slim AS builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
  && rm -rf /var/lib/apt/lists/*
 ARG VARIANT=cpu
 COPY requirements.lock /src/requirements.lock
@@ -32,14 +32,16 @@ COPY pyproject.toml README.md /src/
 COPY harness /src/harness
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
+ && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
+           /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
 
 FROM debian:bookworm-slim
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3=3.11.2-1+b1 \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --create-home --home-dir /home/appliance appliance \
+ && useradd --no-log-init --uid 10001 --user-group --create-home --home-dir /home/appliance appliance \
  && mkdir -p /results /data /opt/appliance/data \
  && chown appliance:appliance /results /data
 COPY --from=builder /opt/venv /opt/venv
