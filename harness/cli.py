@@ -105,7 +105,19 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
 @click.option("--backend", type=click.Choice(BACKENDS), default="onnxruntime", show_default=True,
-              help="Card backend: onnxruntime (CPU-emulated card), null (no inference; harness overhead).")
+              help="Card backend: onnxruntime (CPU-emulated cards), onnxruntime-cuda / -tensorrt / -openvino "
+                   "(one device per card, when that execution provider is installed), null (no inference; "
+                   "harness overhead), simulated (set by --cards simulate:PROFILE:N).")
+@click.option("--cards", default="auto", show_default=True,
+              help="Cards and their cores: auto (detected cards, else one CPU-emulated card per L3 domain), "
+                   "emulate:N (N CPU-emulated cards), simulate:PROFILE:N (N SIMULATED cards modelled on "
+                   "topologies/cards/PROFILE.yaml), or a card map YAML from `appliance topology detect`.")
+@click.option("--replicate", type=click.Choice(("node", "card", "none")), default="node", show_default=True,
+              help="Sample buffer replicas: one per NUMA node, one per card, or one shared; each filled by a "
+                   "thread pinned to its node's (card's) CPUs.")
+@click.option("--max-wait-us", type=click.IntRange(0), default=None,
+              help="Server: longest a partial batch waits for samples [default: batch / target QPS, at most "
+                   "a tenth of the latency bound].")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
 @click.option("--system", "system_name", default=None,
@@ -113,8 +125,9 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
-        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str,
-        batch_size: int | None, system_name: str | None, as_json: bool, quiet: bool) -> None:
+        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
+        replicate: str, max_wait_us: int | None, batch_size: int | None, system_name: str | None, as_json: bool,
+        quiet: bool) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -124,6 +137,8 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run
       appliance run --benchmark resnet50 --scenario Server --duration-ms 10000 --target-qps 10
       appliance run -b resnet50 -s SingleStream --mode accuracy --results /results
+      appliance run --cards emulate:2 --replicate card
+      appliance run --cards simulate:cloud-ai-100:16 -s Server --max-wait-us 300
       appliance run -b resnet50 -s Offline --mode TEST01 --results /results
     """
     from harness import launch_checks
@@ -149,7 +164,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
     opts = RunOptions(benchmark=bench.name, requested=Requested(scenario, mode, duration_ms, count, target_qps,
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
-                      system_name=system_name)
+                      system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us)
     if mode in TESTS:
         from harness.compliance import run_compliance
 
@@ -206,6 +221,23 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
         raise click.exceptions.Exit(1)
 
 
+@cli.command()
+@click.argument("results", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=Path("report.html"),
+              show_default=True, help="The HTML file; the plots are also written beside it as PNG files.")
+def report(results: Path, output: Path) -> None:
+    """Write one self-contained HTML report (summary, latency, scaling, card map) of a results folder.
+
+    \b
+    Examples:
+      appliance report results/
+      appliance report /results -o /results/report.html
+    """
+    from harness.report_html import render
+
+    click.echo(f"report: {render(results, output)}")
+
+
 def _register_subcommands() -> None:
     from harness.submission.cli import submission
     from harness.topology.cli import topology
@@ -218,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug."""
     _register_subcommands()
     try:
-        cli.main(args=argv, prog_name="appliance", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="appliance", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("appliance: interrupted", err=True)
         return 130
@@ -244,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             click.echo(f"appliance: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ import mlperf_loadgen as lg
 from harness import benchmarks, progress, system
 from harness.accuracy import imagenet as top1_scoring
 from harness.benchmarks import Benchmark
-from harness.cards import BACKENDS
-from harness.cards.base import Card
+from harness.cards import BACKENDS, BackendSpec, make_card
 from harness.datasets import store
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file
@@ -41,7 +40,7 @@ from harness.loadgen_settings import (
     test_settings,
 )
 from harness.prepare import Layout, read_model_record
-from harness.qsl import SampleLibrary
+from harness.qsl import REPLICATE, SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
 from harness.sut import CardSlot, SystemUnderTest
 
@@ -57,6 +56,9 @@ class RunOptions:
     system_name: str | None = None
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
     audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
+    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
+    replicate: str = "node"           # sample buffer replicas: node | card | none
+    max_wait_us: int | None = None    # Server batch deadline; None: derived from batch / target QPS
 
 
 @dataclass(frozen=True)
@@ -77,14 +79,86 @@ class RunOutcome:
         return d
 
 
+@dataclass(frozen=True)
+class CardPlan:
+    """The cards of a run: where each runs, which backend makes them, and how the map was made."""
+
+    slots: tuple[CardSlot, ...]
+    backend: str
+    profile: Any | None        # simulated_card.Profile for simulated cards
+    how: str                   # one line for the log and the manifest
+    node_cpus: dict[int, frozenset[int]]
+    allowed: frozenset[int]
+
+    @property
+    def simulated(self) -> bool:
+        return self.profile is not None
+
+    def system_name(self) -> str:
+        n = len(self.slots)
+        if self.profile is not None:
+            cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
+            return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
+        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "null"))
+
+
+def plan_cards(opts: RunOptions) -> CardPlan:
+    """Resolve --cards (auto | emulate:N | simulate:PROFILE:N | map.yaml) against this machine."""
+    from harness.topology import detect, load_card_map, plan
+
+    spec, backend = opts.cards.strip(), opts.backend
+    topo = detect()
+    profile = None
+    if spec.lower().startswith("simulate:"):
+        from harness.cards.simulated_card import load_profile
+
+        name, _, count = spec[len("simulate:"):].rpartition(":")
+        if not name or not count.isdigit() or int(count) < 1:
+            raise ApplianceError(f"--cards {spec!r} is not understood; use simulate:PROFILE:N, e.g. "
+                                 f"simulate:cloud-ai-100:16")
+        if backend not in ("onnxruntime", "simulated"):  # onnxruntime: the option's default
+            raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
+                                 f"--backend {backend}")
+        profile = load_profile(name, benchmarks.get(opts.benchmark).name)
+        backend = "simulated"
+        slots, how = _shared_slots(topo, int(count))
+    else:
+        if backend == "simulated":
+            raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
+        if spec.endswith((".yaml", ".yml")):
+            cmap = load_card_map(spec, topo)
+            how = f"card map {spec}"
+        else:
+            cmap = plan(topo, spec)
+            how = f"--cards {spec}: L3-aligned policy (topologies/README.md)"
+        slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
+    return CardPlan(slots, backend, profile, how, dict(topo.numa_nodes), topo.allowed)
+
+
+def _shared_slots(topo: Any, n: int) -> tuple[tuple[CardSlot, ...], str]:
+    """Simulated cards: the L3-aligned map when there are enough cores; when cards outnumber cores,
+    card i shares core block i * cores // n with its neighbours (simulated cards mostly sleep)."""
+    from harness.topology import plan
+
+    cores = len({c.first for c in topo.cores if set(c.cpus) & topo.allowed})
+    if n <= cores:
+        cmap = plan(topo, f"emulate:{n}")
+        return tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards), \
+            f"simulate: {n} cards on {cores} cores, L3-aligned policy"
+    base = plan(topo, f"emulate:{cores}").cards
+    slots = tuple(CardSlot(i, base[i * cores // n].cpus, base[i * cores // n].numa_node) for i in range(n))
+    return slots, (f"simulate: {n} cards on {cores} cores: cards outnumber cores, so card i shares the CPUs "
+                   f"of core slot i*{cores}//{n} (up to {-(-n // cores)} cards per core)")
+
+
 def _card_slots(opts: RunOptions) -> list[CardSlot]:
     """The cards of this run and the CPUs each may use."""
-    return [CardSlot(0, system.available_cpus())]
+    return list(plan_cards(opts).slots)
 
 
 def scenario_dir(opts: RunOptions) -> Path:
     """<results>/<system>/<benchmark>/<scenario>: where this run's folders go (created if needed)."""
-    name = opts.system_name or system.default_system_name(opts.backend, len(_card_slots(opts)), emulated=True)
+    name = opts.system_name or plan_cards(opts).system_name()
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
     return root / name / benchmarks.get(opts.benchmark).name / opts.requested.scenario
 
@@ -110,16 +184,17 @@ def _acc(n: int) -> str:
     return "accuracy" if n == 1 else f"accuracy_{n}"
 
 
-def _make_factory(bench: Benchmark, backend: str, model_path: Path):
-    def factory(index: int, cpus: tuple[int, ...]) -> Card:
-        if backend == "null":
-            from harness.cards.null_card import NullCard
+def _make_factory(bench: Benchmark, cards: CardPlan, model_path: Path):
+    spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
+                       cards.profile)
+    return lambda index, cpus: make_card(spec, index, cpus)
 
-            return NullCard(index, bench.output_specs, cpus)
-        from harness.cards.onnxruntime_card import OnnxRuntimeCard
 
-        return OnnxRuntimeCard(index, model_path, bench.input_name, bench.outputs, cpus)
-    return factory
+def default_max_wait_s(bench: Benchmark, batch: int, target_qps: float) -> float:
+    """Server batch deadline as KRAI sets it: the time `batch` samples take to arrive at the target
+    QPS, capped at a tenth of the latency bound so a partial batch waits little at low load."""
+    cap = (bench.server_latency_ms or 100) / 1000 / 10
+    return min(batch / max(target_qps, 1e-9), cap)
 
 
 def _calibrate(sut: SystemUnderTest, timed: bool) -> Calibration | None:
@@ -190,12 +265,21 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         raise ApplianceError(f"unknown scenario {req.scenario!r}; choose one of: {', '.join(benchmarks.SCENARIOS)}")
     if opts.backend not in BACKENDS:
         raise ApplianceError(f"unknown backend {opts.backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if opts.replicate not in REPLICATE:
+        raise ApplianceError(f"unknown --replicate {opts.replicate!r}; choose one of: {', '.join(REPLICATE)}")
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
-    slots = _card_slots(opts)
-    batch = opts.batch_size or (1 if req.scenario == "SingleStream" else bench.default_batch)
+    cards = plan_cards(opts)
+    slots = list(cards.slots)
+    default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
+    batch = opts.batch_size or (1 if req.scenario == "SingleStream" else default_batch)
     folder = scenario_dir(opts)
+    echo(f"{len(slots)} card(s), {cards.how}")
+    if cards.simulated:
+        echo(f"SIMULATED cards: profile {cards.profile.name} ({cards.profile.model}), "
+             f"{cards.profile.samples_per_second:g} samples/s at batch {cards.profile.batch} per card; "
+             f"no inference is done")
     if opts.output_dir is not None:
         final = opts.output_dir.resolve()
         staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
@@ -203,15 +287,30 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     else:
         final, staging = _next_run_dir(folder, req.mode)
 
-    sut = SystemUnderTest(bench, SampleLibrary(bench, data), slots, _make_factory(bench, opts.backend,
-                                                                                Path(model["path"])), batch)
+    replicas = plan_replicas(opts.replicate, [(s.index, s.node, s.cpus) for s in slots], cards.node_cpus,
+                             cards.allowed)
+    qsl = SampleLibrary(bench, data, replicas, opts.replicate)
+    sut = SystemUnderTest(bench, qsl, slots, _make_factory(bench, cards, Path(model["path"])), batch,
+                          scenario=req.scenario,
+                          max_wait_s=None if opts.max_wait_us is None else opts.max_wait_us / 1e6)
     previous_sigterm = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) \
         if threading.current_thread() is threading.main_thread() else None
     try:
         with progress.spinner(f"loading {len(slots)} card(s)"):
             sut.start()
+        for info in sut.cards:
+            echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
         cal = _calibrate(sut, timed=req.mode == "performance")
         user_conf = effective_user_conf(bench, req, cal, data.count, len(slots))
+        if cards.simulated:
+            user_conf = (f"# SIMULATED cards ({len(slots)} x {cards.profile.name}): modelled latency, no "
+                         f"inference\n") + user_conf
+        if req.scenario == "Server" and sut.max_wait_s is None:
+            qps = req.target_qps or (cal.samples_per_second * 0.5 if cal else bench.default_batch * 100)
+            sut.max_wait_s = default_max_wait_s(bench, batch, qps)
+        if req.scenario == "Server":
+            echo(f"Server batching: batch {batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
+                 f"queues of {sut.queue_depth} batches per card")
         atomic_write_text(staging / "user.conf", user_conf)
         atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
         settings = test_settings(staging / "user.conf", bench, req.scenario, req.mode)
@@ -235,7 +334,15 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     if sut.failure:
         _abandon(staging, final, sut.failure)
         raise ApplianceError(f"{sut.failure}; run marked INVALID, logs kept in {final}.incomplete")
-    return _finish(opts, bench, model, data, sut, staging, final)
+    for why in sut.card_failures:
+        echo(f"warning: {why}; its samples ran on the other cards")
+    if cards.simulated:
+        atomic_write_text(staging / "SIMULATED.txt",
+                          f"This run used SIMULATED cards: {len(slots)} x {cards.profile.name} "
+                          f"({cards.profile.model}), profile {cards.profile.path}.\nNo inference was done; "
+                          f"each batch was held for the profile's latency. The figures show how the harness "
+                          f"scales, not how fast a real card is.\n")
+    return _finish(opts, bench, model, data, sut, staging, final, cards)
 
 
 def _abandon(staging: Path, final: Path, why: str) -> None:
@@ -247,8 +354,14 @@ def _abandon(staging: Path, final: Path, why: str) -> None:
         os.replace(staging, final.with_name(final.name + ".incomplete"))
 
 
+def system_cpulist(cpus: tuple[int, ...]) -> str:
+    from harness.topology.sysfs import format_cpulist
+
+    return format_cpulist(cpus) or "all"
+
+
 def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
-            sut: SystemUnderTest, staging: Path, final: Path) -> RunOutcome:
+            sut: SystemUnderTest, staging: Path, final: Path, cards: CardPlan) -> RunOutcome:
     req = opts.requested
     detail = read_detail(staging / "mlperf_log_detail.txt")
     min_ms = int(detail.get("effective_min_duration_ms", 0))
@@ -266,7 +379,11 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
         notes.append("synthetic dataset")
     if opts.backend == "null":
         notes.append("null backend: no inference was done; measures the harness only")
-    notes.append("CPU-emulated card(s)")
+    if cards.simulated:
+        notes.append(f"SIMULATED cards ({len(cards.slots)} x {cards.profile.name}): modelled latency, no inference")
+    elif any(c.emulated for c in sut.cards):
+        notes.append("CPU-emulated card(s)")
+    notes.extend(f"{why}; its samples were re-dispatched to the other cards" for why in sut.card_failures)
     perf = accuracy_text = None
     result: dict[str, Any] = {}
     if req.mode == "performance":
@@ -287,7 +404,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
                               f"{gold.line()}\n# against labels of an FP32 onnxruntime reference pass of the "
                               f"same model (sha256 {data.manifest['golden']['model_sha256']})\n")
     atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
-                                                           result, notes, synthetic))
+                                                           result, notes, synthetic, cards))
     os.replace(staging, final)
     return RunOutcome(bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes))
@@ -295,7 +412,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
 
 def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
               sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
-              notes: list[str], synthetic: bool) -> dict[str, Any]:
+              notes: list[str], synthetic: bool, cards: CardPlan) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     req = opts.requested
     return {
@@ -312,17 +429,33 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
                     "shards": {e["file"]: e["sha256"] for e in data.manifest["shards"]}},
         "configs": {name: sha256_file(staging / name) for name in ("user.conf", "mlperf.conf")},
         "cards": [{"index": c.index, "backend": c.backend, "device": c.device, "cpus": list(c.cpus),
-                   "emulated": c.emulated, **c.details} for c in sut.cards],
+                   "numa_node": slot.node, "emulated": c.emulated, "simulated": c.simulated, **c.details}
+                  for c, slot in zip(sut.cards, cards.slots, strict=True)],
+        "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
+        "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
+                           "staging": "per card: 2 preallocated batch-contiguous buffers, 256-byte aligned"},
+        "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
+                     "server_max_wait_us": None if sut.max_wait_s is None else round(sut.max_wait_s * 1e6, 1),
+                     "backlogged_batches": sut.backlogged, "redispatched_samples": sut.redispatched,
+                     "card_failures": list(sut.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
                  "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity()},
         "packages": system.package_versions(),
         "loadgen": {"version": loadgen_version(),
                     "seeds": {k: detail.get(f"effective_{k}") for k in
                               ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}},
-        "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": "cpu-emulated",
+        "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": _card_kind(sut, cards),
                       "any": synthetic},
         "result": result, "notes": notes,
     }
+
+
+def _card_kind(sut: SystemUnderTest, cards: CardPlan) -> str:
+    if cards.simulated:
+        return f"SIMULATED ({cards.profile.name})"
+    if cards.backend == "null":
+        return "null (no inference)"
+    return "cpu-emulated" if any(c.emulated for c in sut.cards) else "accelerator"
 
 
 def write_json_summary(outcomes: list[RunOutcome]) -> str:

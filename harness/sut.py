@@ -1,19 +1,35 @@
 """LoadGen's system under test: queries in, batches to card workers, completions back to LoadGen.
 
-`issue_query` never blocks: it appends samples to per-card queues (round-robin in batch-sized
-chunks) and returns. Each card has one worker thread, pinned to the card's CPUs, that takes up to a
-batch of waiting samples, stages them, runs the card and completes the whole batch in one call.
-A card that raises is recorded and its samples are completed empty so LoadGen never hangs; the
-runner then reports the run as failed.
+Dispatch (LoadGen's issue thread, and in Server the batcher): a query is cut into batches (Offline,
+SingleStream, MultiStream: at once; Server: samples wait in one open batch until it is full or its
+deadline `max_wait` passes). A batch goes round-robin to the next card whose bounded queue has room;
+when every queue is full it goes to a shared backlog that idle cards drain. Nothing on the issue path
+waits for a card.
+
+Each card has three threads, all pinned to the card's CPUs before the card is created (threads they
+start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
+
+    c<i>.feed   takes a batch (own queue first, then the backlog) and stages it from the card's
+                replica into one of two preallocated staging buffers, while the card works on the other
+    c<i>.card   creates the card and runs `infer` on staged batches
+    c<i>.done   encodes the outputs and completes the whole batch in one QuerySamplesComplete call
+
+A card that raises is marked failed: its batch in hand, its staged batches and its queue go back to
+dispatch and run on the other cards, and the failure is recorded (`card_failures`). When no card is
+left, every outstanding sample is completed empty so LoadGen never hangs, and `failure` says why;
+the runner then ends the run INVALID with that one line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import mlperf_loadgen as lg
@@ -24,14 +40,32 @@ from harness.cards.base import Card, CardInfo
 from harness.qsl import SampleLibrary
 
 CardFactory = Callable[[int, tuple[int, ...]], Card]
+QUEUE_DEPTH = 8  # batches per card queue, as KRAI's KILT
+STAGING_BUFFERS = 2  # per card: one being filled while the card reads the other
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread a kernel name (/proc/<pid>/task/<tid>/comm), inherited by threads it starts."""
+    with contextlib.suppress(AttributeError, OSError):
+        _libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
 
 
 @dataclass(frozen=True)
 class CardSlot:
-    """Where a card's worker runs: its index and the host CPUs given to it."""
+    """Where a card's threads run: its index, the host CPUs given to it and their NUMA node."""
 
     index: int
     cpus: tuple[int, ...]
+    node: int | None = None
+
+
+@dataclass
+class _Call:
+    fn: Callable[[Card], object]
+    box: list
+    done: threading.Event
 
 
 class _Worker:
@@ -39,175 +73,353 @@ class _Worker:
         self.sut = sut
         self.slot = slot
         self.factory = factory
-        self.pending: deque[lg.QuerySample] = deque()
-        self.tasks: deque[tuple[Callable[[Card], object], list[object], threading.Event]] = deque()
+        self.queue: deque[Sequence[lg.QuerySample]] = deque()
         self.cv = threading.Condition()
+        self.waiting = False
+        self.alive = True
         self.stopping = False
         self.ready = threading.Event()
         self.info: CardInfo | None = None
         self.startup_error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name=f"card{slot.index}", daemon=True)
+        self.completed = 0
+        self.batches = 0
+        self.to_card: queue.SimpleQueue = queue.SimpleQueue()
+        self.to_done: queue.SimpleQueue = queue.SimpleQueue()
+        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        i = slot.index
+        self.threads = [threading.Thread(target=self._card_loop, name=f"c{i}.card", daemon=True),
+                        threading.Thread(target=self._feed_loop, name=f"c{i}.feed", daemon=True),
+                        threading.Thread(target=self._done_loop, name=f"c{i}.done", daemon=True)]
 
-    def submit(self, samples: list[lg.QuerySample]) -> None:
-        with self.cv:
-            self.pending.extend(samples)
-            self.cv.notify()
+    # helpers ------------------------------------------------------------------------------------
+    def _pin(self, role: str) -> None:
+        name_os_thread(f"c{self.slot.index}.{role}")
+        if self.slot.cpus:
+            os.sched_setaffinity(0, self.slot.cpus)  # this thread, and threads it starts later
+
+    def wake(self) -> None:
+        if self.waiting:
+            with self.cv:
+                self.cv.notify()
 
     def stop(self) -> None:
         """Finish the batch in hand, drop what is still queued (LoadGen has stopped waiting), exit."""
         with self.cv:
             self.stopping = True
-            self.pending.clear()
+            self.queue.clear()
+            self.sut.backlog.clear()
             self.cv.notify()
+        self.free.put(None)
 
     def call(self, fn: Callable[[Card], object]) -> object:
         """Run `fn(card)` on this card's own thread (cards are single-threaded) and return its result."""
-        box: list[object] = []
-        done = threading.Event()
+        task = _Call(fn, [], threading.Event())
+        self.to_card.put(task)
+        task.done.wait()
+        if isinstance(task.box[0], BaseException):
+            raise task.box[0]
+        return task.box[0]
+
+    # feeder -------------------------------------------------------------------------------------
+    def _take(self) -> Sequence[lg.QuerySample] | None:
+        backlog = self.sut.backlog
         with self.cv:
-            self.tasks.append((fn, box, done))
-            self.cv.notify()
-        done.wait()
-        if isinstance(box[0], BaseException):
-            raise box[0]
-        return box[0]
+            while True:
+                if self.stopping or not self.alive:
+                    self.waiting = False
+                    return None
+                self.waiting = True  # before looking, so a dispatcher that adds after the look notifies
+                if self.queue:
+                    self.waiting = False
+                    return self.queue.popleft()
+                if backlog:
+                    try:
+                        batch = backlog.popleft()
+                        self.waiting = False
+                        return batch
+                    except IndexError:
+                        pass
+                self.cv.wait()
 
-    def _take(self, card: Card, batch: int) -> list[lg.QuerySample] | None:
-        while True:
+    def _feed_loop(self) -> None:
+        self._pin("feed")
+        if not self.ready.wait() or self.startup_error is not None:
+            return
+        sut = self.sut
+        replica = sut.qsl.replica_for(self.slot.index)
+        while (buf := self.free.get()) is not None:
+            samples = self._take()
+            if samples is None:
+                break
+            if not self.alive:
+                sut.redispatch(samples)
+                break
+            staged = error = None
+            if self.buffers[buf] is not None:
+                try:
+                    indices = np.fromiter((s.index for s in samples), dtype=np.int64, count=len(samples))
+                    staged = sut.qsl.stage(indices, self.buffers[buf], replica)
+                except Exception as exc:  # a staging error is this card's failure too
+                    error = exc
+            self.to_card.put((buf, samples, staged, error))
+        if not self.alive:  # failed card: what is still queued here runs elsewhere
             with self.cv:
-                while not self.pending and not self.stopping and not self.tasks:
-                    self.cv.wait()
-                task = self.tasks.popleft() if self.tasks else None
-                if task is None:
-                    if not self.pending:
-                        return None
-                    n = min(batch, len(self.pending))
-                    return [self.pending.popleft() for _ in range(n)]
-            fn, box, done = task
-            try:
-                box.append(fn(card))
-            except BaseException as exc:
-                box.append(exc)
-            done.set()
+                left = list(self.queue)
+                self.queue.clear()
+            for batch in left:
+                sut.redispatch(batch)
+        self.to_card.put(None)
 
-    def _run(self) -> None:
+    # card ---------------------------------------------------------------------------------------
+    def _card_loop(self) -> None:
+        self._pin("card")
         try:
-            if self.slot.cpus:
-                os.sched_setaffinity(0, self.slot.cpus)  # this thread, and threads it starts later
             card = self.factory(self.slot.index, self.slot.cpus)
             self.info = card.info
+            self.buffers = [self.sut.qsl.staging_buffer(self.sut.batch_size, card.input_dtype)
+                            for _ in range(STAGING_BUFFERS)]
         except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
             self.startup_error = exc
             self.ready.set()
+            self.to_done.put(None)
             return
+        for b in range(STAGING_BUFFERS):
+            self.free.put(b)
         self.ready.set()
-        bench = self.sut.benchmark
-        stage = np.empty((self.sut.batch_size, *bench.input_shape), dtype=np.float32)
+        sut = self.sut
         try:
-            while (samples := self._take(card, self.sut.batch_size)) is not None:
-                self.sut.process(card, samples, stage)
+            while (item := self.to_card.get()) is not None:
+                if isinstance(item, _Call):
+                    try:
+                        item.box.append(item.fn(card))
+                    except BaseException as exc:
+                        item.box.append(exc)
+                    item.done.set()
+                    continue
+                buf, samples, staged, error = item
+                if not self.alive:  # failed earlier: staged batches go back to dispatch
+                    self.free.put(buf)
+                    sut.redispatch(samples)
+                    continue
+                try:
+                    if error is not None:
+                        raise error
+                    outputs = card.infer(staged, len(samples))
+                except Exception as exc:
+                    self.free.put(buf)
+                    self._fail(exc, samples)
+                    continue
+                self.free.put(buf)
+                self.to_done.put((samples, outputs))
         finally:
             card.close()
+            self.to_done.put(None)
+
+    def _fail(self, exc: BaseException, samples: Sequence[lg.QuerySample]) -> None:
+        self.sut.card_failed(self, f"{self.info.label() if self.info else f'card {self.slot.index}'} failed "
+                                   f"after {self.batches} batches: {type(exc).__name__}: {exc}")
+        with self.cv:
+            self.cv.notify()
+        self.sut.redispatch(samples)
+
+    # completion ---------------------------------------------------------------------------------
+    def _done_loop(self) -> None:
+        self._pin("done")
+        encode = self.sut.benchmark.encode_response
+        complete = lg.QuerySamplesComplete
+        while (item := self.to_done.get()) is not None:
+            samples, outputs = item
+            payload = np.ascontiguousarray(encode(outputs), dtype=np.float32)
+            addr = payload.ctypes.data  # LoadGen copies the bytes it logs before returning
+            row = payload.shape[1] * 4
+            complete([lg.QuerySampleResponse(s.id, addr + j * row, row) for j, s in enumerate(samples)])
+            self.completed += len(samples)
+            self.batches += 1
 
 
 class SystemUnderTest:
     """Routes LoadGen queries to card workers and completes them in batches."""
 
     def __init__(self, benchmark: Benchmark, qsl: SampleLibrary, slots: list[CardSlot],
-                 factory: CardFactory, batch_size: int) -> None:
+                 factory: CardFactory, batch_size: int, scenario: str = "Offline",
+                 max_wait_s: float | None = None, queue_depth: int = QUEUE_DEPTH) -> None:
         self.benchmark = benchmark
         self.qsl = qsl
         self.batch_size = batch_size
+        self.scenario = scenario
+        self.max_wait_s = max_wait_s
+        self.queue_depth = queue_depth
         self.workers = [_Worker(self, s, factory) for s in slots]
+        self.backlog: deque[Sequence[lg.QuerySample]] = deque()
         self._next = 0
-        self.completed = 0
+        self._dispatch_lock = threading.Lock()
         self.failure: str | None = None
-        self._count_lock = threading.Lock()
+        self.card_failures: list[str] = []
+        self.redispatched = 0
+        self.backlogged = 0
+        # Server: one open batch, flushed when full (issue thread) or at its deadline (batcher thread)
+        self._open: list[lg.QuerySample] = []
+        self._deadline = 0.0
+        self._batcher_cv = threading.Condition()
+        self._batcher_idle = False
+        self._stopping = False
+        self._batcher = threading.Thread(target=self._batcher_loop, name="batcher", daemon=True) \
+            if scenario == "Server" else None
+        self._completed_offset = 0
 
     @property
     def cards(self) -> list[CardInfo]:
         return [w.info for w in self.workers if w.info is not None]
 
+    @property
+    def completed(self) -> int:
+        return sum(w.completed for w in self.workers) - self._completed_offset
+
     def start(self) -> None:
-        """Start every card worker and wait until its card is loaded; re-raise a loading error."""
+        """Start every card's threads and wait until its card is loaded; re-raise a loading error."""
         for w in self.workers:
-            w.thread.start()
+            for t in w.threads:
+                t.start()
         for w in self.workers:
             w.ready.wait()
         errors = [w.startup_error for w in self.workers if w.startup_error is not None]
         if errors:
             self.stop()
             raise errors[0]
+        if self._batcher is not None:
+            self._batcher.start()
 
     def stop(self) -> None:
+        self._stopping = True
+        with self._batcher_cv:
+            self._batcher_cv.notify()
         for w in self.workers:
             w.stop()
         for w in self.workers:
-            if w.thread.is_alive():
-                w.thread.join()
+            for t in w.threads:
+                if t.is_alive():
+                    t.join()
+        if self._batcher is not None and self._batcher.is_alive():
+            self._batcher.join()
 
     def warm_up(self, timed: bool) -> list[tuple[float, float]]:
-        """Warm every card up through the real batch path; if `timed`, return per card the seconds for
-        one sample and for one full batch, completions built but not sent to LoadGen."""
+        """Warm every card up through the real stage / infer / encode path; if `timed`, return per card
+        the seconds for one sample and for one full batch, completions built but not sent."""
         n = min(self.batch_size, self.qsl.total_sample_count)
         self.qsl.load(list(range(n)))  # LoadGen replaces this with its own load before the test
-        batch = [_Probe(i, i % n) for i in range(self.batch_size)]
+        indices = np.arange(self.batch_size, dtype=np.int64) % n
 
         def measure(card: Card) -> tuple[float, float]:
-            stage = np.empty((self.batch_size, *self.benchmark.input_shape), dtype=np.float32)
-            run = lambda samples: self.process(card, samples, stage, complete=_discard)  # noqa: E731
-            run(batch)
+            stage = self.qsl.staging_buffer(self.batch_size, card.input_dtype)
+            replica = self.qsl.replica_for(card.info.index)
+
+            def run(k: int) -> None:
+                staged = None if stage is None else self.qsl.stage(indices[:k], stage, replica)
+                self.benchmark.encode_response(card.infer(staged, k))
+
+            run(self.batch_size)
             if not timed:
                 return (0.0, 0.0)
-            run(batch[:1])
-            return (_best_of(2, lambda: run(batch[:1])), _best_of(2, lambda: run(batch)))
+            run(1)
+            return (_best_of(2, lambda: run(1)), _best_of(2, lambda: run(self.batch_size)))
 
         timings = [w.call(measure) for w in self.workers]
-        self.completed = 0
+        self._completed_offset = sum(w.completed for w in self.workers)
         return timings  # type: ignore[return-value]
 
     # LoadGen callbacks -------------------------------------------------------------------------
     def issue_query(self, samples: list[lg.QuerySample]) -> None:
-        b, n = self.batch_size, len(self.workers)
-        for start in range(0, len(samples), b):
-            self.workers[self._next].submit(samples[start:start + b])
-            self._next = (self._next + 1) % n
+        if self._batcher is None:
+            b = self.batch_size
+            with self._dispatch_lock:
+                for start in range(0, len(samples), b):
+                    self._dispatch(samples[start:start + b])
+            return
+        full = None
+        with self._batcher_cv:
+            first = not self._open
+            self._open.extend(samples)
+            if len(self._open) >= self.batch_size:
+                full, self._open = self._open, []
+            elif first:
+                self._deadline = time.perf_counter() + (self.max_wait_s or 0.0)
+                if self._batcher_idle:
+                    self._batcher_cv.notify()
+        if full is not None:
+            with self._dispatch_lock:
+                for start in range(0, len(full), self.batch_size):
+                    self._dispatch(full[start:start + self.batch_size])
 
     def flush_queries(self) -> None:
-        pass
+        with self._batcher_cv:
+            batch, self._open = self._open, []
+        if batch:
+            with self._dispatch_lock:
+                self._dispatch(batch)
 
-    # Card worker side --------------------------------------------------------------------------
-    def process(self, card: Card, samples: list[lg.QuerySample], stage: np.ndarray,
-                complete: Callable[[list[lg.QuerySampleResponse]], None] = lg.QuerySamplesComplete) -> None:
-        indices = np.fromiter((s.index for s in samples), dtype=np.int64, count=len(samples))
-        payload = None
-        if self.failure is None:
-            try:
-                outputs = card.infer(self.qsl.stage(indices, stage))
-                payload = np.ascontiguousarray(self.benchmark.encode_response(outputs), dtype=np.float32)
-            except Exception as exc:  # a failing card must not hang LoadGen
-                self.failure = f"{card.info.label()} failed: {type(exc).__name__}: {exc}"
-        if payload is None:
-            responses = [lg.QuerySampleResponse(s.id, 0, 0) for s in samples]
-        else:
-            addr = payload.ctypes.data  # LoadGen copies the bytes it logs before returning
-            row = payload.shape[1] * 4
-            responses = [lg.QuerySampleResponse(s.id, addr + j * row, row) for j, s in enumerate(samples)]
-        complete(responses)
-        with self._count_lock:
-            self.completed += len(samples)
+    # dispatch ------------------------------------------------------------------------------------
+    def _batcher_loop(self) -> None:
+        name_os_thread("batcher")
+        cv = self._batcher_cv
+        while True:
+            with cv:
+                while not self._stopping:
+                    if not self._open:
+                        self._batcher_idle = True
+                        cv.wait()
+                        self._batcher_idle = False
+                        continue
+                    left = self._deadline - time.perf_counter()
+                    if left <= 0:
+                        break
+                    cv.wait(left)
+                if self._stopping:
+                    return
+                batch, self._open = self._open, []
+            with self._dispatch_lock:
+                self._dispatch(batch)
+
+    def _dispatch(self, batch: Sequence[lg.QuerySample]) -> None:
+        """Next card (round-robin) whose queue has room, else the backlog; never waits. Hold _dispatch_lock."""
+        workers, n = self.workers, len(self.workers)
+        for k in range(n):
+            w = workers[(self._next + k) % n]
+            if w.alive and len(w.queue) < self.queue_depth:
+                w.queue.append(batch)
+                self._next = (self._next + k + 1) % n
+                w.wake()
+                return
+        if not any(w.alive for w in workers):
+            _complete_empty(batch)
+            return
+        self.backlog.append(batch)
+        self.backlogged += 1
+        for w in workers:
+            if w.alive:
+                w.wake()
+
+    def redispatch(self, batch: Sequence[lg.QuerySample]) -> None:
+        """Samples of a failed card: to the other cards, or completed empty when none is left."""
+        with self._dispatch_lock:
+            self.redispatched += len(batch)
+            self._dispatch(batch)
+
+    def card_failed(self, worker: _Worker, why: str) -> None:
+        with self._dispatch_lock:
+            if not worker.alive:
+                return
+            worker.alive = False
+            self.card_failures.append(why)
+            if not any(w.alive for w in self.workers):
+                self.failure = f"every card failed (last: {why})"
+                while self.backlog:
+                    _complete_empty(self.backlog.popleft())
+        with worker.cv:
+            worker.cv.notify()
 
 
-@dataclass(frozen=True)
-class _Probe:
-    """Stands in for a LoadGen sample during warm-up."""
-
-    id: int
-    index: int
-
-
-def _discard(responses: list[lg.QuerySampleResponse]) -> None:
-    pass
+def _complete_empty(batch: Sequence[lg.QuerySample]) -> None:
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in batch])
 
 
 def _best_of(n: int, fn: Callable[[], object]) -> float:

@@ -1,3 +1,42 @@
-"""Card backends: each card is one object with `infer(batch) -> outputs`, nothing more."""
+"""Card backends: each card is one object with `infer(batch, n) -> outputs`, nothing more.
 
-BACKENDS = ("onnxruntime", "null")
+Which backend makes the cards of a run is the only thing the harness asks of this package:
+`make_card(spec, index, cpus)` on the card's own (pinned) worker thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cards.base import Card
+
+ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
+BACKENDS = (*ONNXRUNTIME_BACKENDS, "null", "simulated")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What every card of a run is made from."""
+
+    backend: str
+    model_path: Path | None
+    input_name: str
+    outputs: tuple[str, ...]
+    output_specs: tuple[tuple[tuple[int, ...], str], ...]
+    profile: object | None = None  # simulated_card.Profile for backend "simulated"
+
+
+def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card:
+    if spec.backend == "null":
+        from harness.cards.null_card import NullCard
+
+        return NullCard(index, spec.output_specs, cpus)
+    if spec.backend == "simulated":
+        from harness.cards.simulated_card import SimulatedCard
+
+        return SimulatedCard(index, spec.profile, spec.output_specs, cpus)  # type: ignore[arg-type]
+    from harness.cards.onnxruntime_card import OnnxRuntimeCard
+
+    assert spec.model_path is not None
+    return OnnxRuntimeCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, backend=spec.backend)

@@ -2,6 +2,10 @@
 
 Threading contract: a card is used by exactly one worker thread, the one that created it, so a
 backend may keep per-thread state and inherits that thread's CPU affinity for its own threads.
+
+Input contract: `input_dtype` says what the harness stages for the card. "float32": the benchmark's
+mean-subtracted float32 tensor (an FP32 model); "uint8": the offline-preprocessed sample bytes as
+they are (a quantized accelerator; staging is a plain copy); None: the card reads no input (null).
 """
 
 from __future__ import annotations
@@ -17,22 +21,25 @@ class CardInfo:
     """What a card is, for logs, summaries and the manifest."""
 
     index: int
-    backend: str            # "onnxruntime", "null", ...
-    device: str             # "cpu-emulated", "cuda:0", ...
+    backend: str            # "onnxruntime", "null", "simulated", ...
+    device: str             # "cpu-emulated", "cuda:0", "cloud-ai-100 (simulated)", ...
     cpus: tuple[int, ...]   # host CPUs the card's threads may run on
-    emulated: bool          # True when no accelerator is behind it
+    emulated: bool          # True when no accelerator is behind it (CPU-emulated, null or simulated)
     details: dict[str, Any] = field(default_factory=dict)
+    simulated: bool = False  # True for a modelled card (a profile's latency, no inference at all)
 
     def label(self) -> str:
-        kind = "CPU-emulated" if self.emulated else self.device
+        kind = "SIMULATED " + self.device if self.simulated else "CPU-emulated" if self.emulated else self.device
         return f"card {self.index} ({kind}, {self.backend}, {len(self.cpus)} CPUs)"
 
 
 class Card(Protocol):
     info: CardInfo
+    input_dtype: str | None
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
-        """Run one batch [B, C, H, W] float32; return the model's outputs in the benchmark's order."""
+    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
+        """Run one batch of `n` samples ([n, C, H, W] of `input_dtype`, or None when the card reads no
+        input); return the model's outputs in the benchmark's order, first dimension n."""
         ...
 
     def close(self) -> None: ...

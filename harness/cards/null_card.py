@@ -8,20 +8,27 @@ from harness.cards.base import CardInfo
 
 
 class NullCard:
-    """Returns outputs of the right shapes without computing anything.
+    """Returns outputs of the right shapes without computing anything or reading its input.
 
-    Results from it are meaningless by design; every summary of a null-card run says so.
+    It declares no input (`input_dtype = None`), so the harness stages nothing for it: a null run
+    measures queues, batching, threads and completions. Staging speed is measured on its own
+    (tools/bench_copy.py). Results from it are meaningless by design; every summary says so.
     """
+
+    input_dtype = None
 
     def __init__(self, index: int, output_shapes: tuple[tuple[tuple[int, ...], str], ...],
                  cpus: tuple[int, ...]) -> None:
         self.output_shapes = output_shapes
+        self._zeros: dict[int, list[np.ndarray]] = {}
         self.info = CardInfo(index=index, backend="null", device="none", cpus=cpus, emulated=True,
                              details={"note": "returns zeros at once; measures harness overhead only"})
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
-        n = batch.shape[0]
-        return [np.zeros((n, *shape), dtype=dtype) for shape, dtype in self.output_shapes]
+    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
+        out = self._zeros.get(n)
+        if out is None:
+            out = self._zeros[n] = [np.zeros((n, *shape), dtype=dtype) for shape, dtype in self.output_shapes]
+        return out
 
     def close(self) -> None:
         pass

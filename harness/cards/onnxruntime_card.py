@@ -1,45 +1,75 @@
-"""onnxruntime card: a CPU-emulated card (or an execution-provider device) running the ONNX model."""
+"""onnxruntime card: a CPU-emulated card, or one device of an execution provider (CUDA, TensorRT, OpenVINO)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
 from harness.cards.base import CardInfo
-from harness.errors import DataError
+from harness.errors import ApplianceError, DataError
+
+# backend name -> (execution provider, option naming the device, device label); CPU has no device id
+PROVIDERS: dict[str, tuple[str, str | None, str]] = {
+    "onnxruntime": ("CPUExecutionProvider", None, "cpu-emulated"),
+    "onnxruntime-cuda": ("CUDAExecutionProvider", "device_id", "cuda:{i}"),
+    "onnxruntime-tensorrt": ("TensorrtExecutionProvider", "device_id", "tensorrt:{i}"),
+    "onnxruntime-openvino": ("OpenVINOExecutionProvider", "device_type", "openvino:{i}"),
+}
+THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # intra-op threads per CPU-emulated card; default: one per CPU
 
 
 class OnnxRuntimeCard:
-    """One inference session whose intra-op threads are the card's CPUs.
+    """One inference session. On CPU its intra-op threads are the card's CPUs.
 
     Create it on the card's (already pinned) worker thread: onnxruntime starts its thread pool when
-    the session is made, and new threads inherit the creating thread's affinity.
+    the session is made, and new threads inherit the creating thread's affinity (and its name).
+    An accelerator provider gets the card's device id (card index = device ordinal).
     """
 
+    input_dtype = "float32"
+
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
-                 cpus: tuple[int, ...], spin: bool = True) -> None:
+                 cpus: tuple[int, ...], backend: str = "onnxruntime", spin: bool = True,
+                 device_id: int | None = None) -> None:
+        if backend not in PROVIDERS:
+            raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
+        provider, id_key, device_fmt = PROVIDERS[backend]
+        device_id = index if device_id is None else device_id
+        if provider not in ort.get_available_providers():
+            raise ApplianceError(f"--backend {backend} needs onnxruntime's {provider}, which this onnxruntime "
+                                 f"({ort.__version__}) lacks (has: {', '.join(ort.get_available_providers())}); "
+                                 f"install the matching onnxruntime package or use --backend onnxruntime")
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = max(1, len(cpus))
+        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        # spinning threads that outnumber the card's CPUs would take them from its feeder and completion
+        spin = spin and threads <= len(cpus)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        providers: list = ["CPUExecutionProvider"]
+        if id_key is not None:
+            value = str(device_id) if id_key == "device_id" else "GPU" if device_id == 0 else f"GPU.{device_id}"
+            providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
         try:
-            self.session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(str(model_path), opts, providers=providers)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
             raise DataError(f"onnxruntime cannot load {model_path}: {str(exc).splitlines()[0][:200]}; "
                             f"rerun `appliance prepare` or pass a valid --model") from None
         self.input_name = input_name
         self.outputs = list(outputs)
-        self.info = CardInfo(index=index, backend="onnxruntime", device="cpu-emulated", cpus=cpus,
-                             emulated=True, details={"provider": "CPUExecutionProvider",
-                                                     "intra_op_threads": opts.intra_op_num_threads,
-                                                     "onnxruntime": ort.__version__})
+        emulated = id_key is None
+        self.info = CardInfo(index=index, backend=backend,
+                             device=device_fmt.format(i=device_id), cpus=cpus, emulated=emulated,
+                             details={"provider": provider, "providers_in_session": self.session.get_providers(),
+                                      "intra_op_threads": threads, "onnxruntime": ort.__version__})
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         return self.session.run(self.outputs, {self.input_name: batch})
 
     def close(self) -> None:
