@@ -148,16 +148,20 @@ class SampleLibrary:
         """Write samples `indices` from `replica` into `out[:n]` (a copy for uint8, mean-subtracted for
         float32) and return that view."""
         n = len(indices)
-        slots = self.slots(indices)
+        slots = self._slot[indices]
+        found = slots.tolist()  # a few Python ints: cheaper to check than more numpy calls per batch
+        if min(found) < 0:
+            raise RuntimeError(f"LoadGen issued samples that are not loaded: {indices[slots < 0][:5]}")
         buf = self.replicas[replica].buffer
         view = out[:n]
-        first = int(slots[0])
-        contiguous = n == 1 or (int(slots[-1]) - first == n - 1 and np.array_equal(slots, np.arange(first, first + n)))
+        first = found[0]
+        contiguous = found[-1] - first == n - 1 and all(v == first + j for j, v in enumerate(found))
         if out.dtype == np.uint8:
             if contiguous:
                 np.copyto(view, buf[first:first + n])  # one copy of one block
             else:
-                np.take(buf, slots, axis=0, out=view)  # one row copy per sample
+                np.take(buf, slots, axis=0, out=view, mode="clip")  # one row copy per sample (slots checked
+                # above; mode="raise" would copy through a temporary buffer)
         elif contiguous:
             np.subtract(buf[first:first + n], self.mean, out=view)  # conversion fused with the copy
         else:
