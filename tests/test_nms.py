@@ -1,0 +1,250 @@
+"""The fast host NMS against a plain, obviously-correct NMS written here, on random inputs (hypothesis)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import nms
+from harness.errors import DataError
+
+# ---------------------------------------------------------------------------------------------
+# the plain reference: a direct transcription of the semantics in harness/nms.py's docstring
+
+
+def _dequant(arr: np.ndarray, quant: nms.Quant | None) -> np.ndarray:
+    if arr.dtype == np.uint8:
+        return quant.scale * (arr.astype(np.float64) - quant.zero_point)
+    return arr.astype(np.float64)
+
+
+def _decode(lay: nms.Layout, b: np.ndarray, cand: int, anchor: int) -> tuple[float, ...]:
+    pr, var = lay.priors[anchor], lay.variances
+    if lay.kind == "box-major":
+        ty, tx, th, tw = (float(v) for v in b[cand])
+        yc = ty / var[0] * pr[2] + pr[0]
+        xc = tx / var[1] * pr[3] + pr[1]
+        h = math.exp(th / var[2]) * pr[2]
+        w = math.exp(tw / var[3]) * pr[3]
+        box = (yc - h / 2.0, xc - w / 2.0, yc + h / 2.0, xc + w / 2.0)
+        return tuple(min(max(v, 0.0), 1.0) for v in box)
+    if lay.kind == "class-major":
+        dx, dy, dw, dh = (float(v) for v in b[:, cand])
+        cx = dx * var[0] * pr[2] + pr[0]
+        cy = dy * var[0] * pr[3] + pr[1]
+        w = math.exp(dw * var[1]) * pr[2]
+        h = math.exp(dh * var[1]) * pr[3]
+        box = (cy - h / 2.0, cx - w / 2.0, cy + h / 2.0, cx + w / 2.0)
+        return tuple(min(max(v, 0.0), 1.0) for v in box)
+    size = float(lay.image_size)
+    dx, dy = float(b[cand, 0]) / var[0], float(b[cand, 1]) / var[1]
+    dw = min(float(b[cand, 2]) / var[2], math.log(1000.0 / 16))
+    dh = min(float(b[cand, 3]) / var[3], math.log(1000.0 / 16))
+    aw, ah = pr[2] - pr[0], pr[3] - pr[1]
+    cx, cy = dx * aw + (pr[0] + 0.5 * aw), dy * ah + (pr[1] + 0.5 * ah)
+    w, h = math.exp(dw) * aw, math.exp(dh) * ah
+    box = (cy - 0.5 * h, cx - 0.5 * w, cy + 0.5 * h, cx + 0.5 * w)
+    return tuple(min(max(v, 0.0), size) / size for v in box)
+
+
+def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    ih = min(a[2], b[2]) - max(a[0], b[0])
+    iw = min(a[3], b[3]) - max(a[1], b[1])
+    if ih <= 0.0 or iw <= 0.0:
+        return 0.0
+    inter = ih * iw
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0.0 else 0.0
+
+
+def reference_nms(bench: str, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
+                  params: str = "reference") -> np.ndarray:
+    lay, p = nms.layout(bench), nms.params_for(bench, params)
+    sv, bv = _dequant(scores, lay.score_quant), _dequant(boxes, lay.box_quant)
+    cands: dict[int, list[tuple[float, int, int]]] = {}  # class -> (score, candidate index, anchor)
+    if lay.kind == "box-major":
+        for a, c in zip(*np.nonzero(sv > p.score_threshold), strict=True):
+            if c >= 1:
+                cands.setdefault(int(c), []).append((sv[a, c], int(a), int(a)))
+    elif lay.kind == "class-major":
+        for c, a in zip(*np.nonzero(sv > p.score_threshold), strict=True):
+            if c >= 1:
+                cands.setdefault(int(c), []).append((sv[c, a], int(a), int(a)))
+    else:
+        starts = np.concatenate([[0], np.cumsum(lay.level_anchors)[:-1]])
+        for q in np.nonzero(sv > p.score_threshold)[0]:
+            flat = int(indices[q])
+            anchor = int(starts[q // lay.topk_per_level]) + flat // lay.num_classes
+            cands.setdefault(flat % lay.num_classes, []).append((sv[q], int(q), anchor))
+    dets = []
+    for c in sorted(cands):
+        ordered = sorted(cands[c], key=lambda t: (-t[0], t[1]))
+        if p.pre_nms_per_class:
+            ordered = ordered[:p.pre_nms_per_class]
+        kept: list[tuple[float, ...]] = []
+        for score, cand, anchor in ordered:
+            if len(kept) == p.max_per_class:
+                break
+            box = _decode(lay, bv, cand, anchor)
+            if all(_iou(box, k) <= p.iou_threshold for k in kept):
+                dets.append((score, c, len(kept), box))
+                kept.append(box)
+    dets.sort(key=lambda d: (-d[0], d[1], d[2]))
+    rows = [(0.0, *box, score, lay.class_ids[c]) for score, c, _, box in dets[:p.max_per_image]]
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 7)
+
+
+# ---------------------------------------------------------------------------------------------
+# random inputs: few candidates on clustered anchors, scores and deltas from small sets (ties, overlaps)
+
+def _raw_arrays(bench: str, quantised: bool) -> dict[str, np.ndarray]:
+    lay = nms.layout(bench)
+    out = {"boxes": np.zeros(lay.shapes["boxes"], np.float32), "scores": np.zeros(lay.shapes["scores"], np.float32)}
+    if "indices" in lay.shapes:
+        out["indices"] = np.zeros(lay.shapes["indices"], np.int64)
+    return nms.quantise(bench, out) if quantised else out
+
+
+@st.composite
+def detection_inputs(draw, bench: str, quantised: bool):
+    lay = nms.layout(bench)
+    arrays = _raw_arrays(bench, quantised)
+    p = nms.params_for(bench)
+    th = p.score_threshold
+    score_pool = draw(st.lists(st.sampled_from([0.0, th * 0.5, th, th + 1e-3, 0.31, 0.5, 0.5, 0.77, 0.9, 1.0]),
+                               min_size=1, max_size=4))
+    delta_pool = [-1.0, -0.25, 0.0, 0.0, 0.1, 0.5, 2.0]
+    base = draw(st.integers(0, lay.num_anchors - 64)) if lay.kind != "topk" else 0
+    n = draw(st.integers(0, 60))
+    scores = np.zeros(lay.shapes["scores"], np.float32)
+    boxes = np.zeros(lay.shapes["boxes"], np.float32)
+    indices = np.zeros(lay.shapes.get("indices", (0,)), np.int64)
+    classes = draw(st.lists(st.integers(1, lay.num_classes - 1), min_size=1, max_size=3))
+    for _ in range(n):
+        c = draw(st.sampled_from(classes))
+        s = draw(st.sampled_from(score_pool))
+        d = [draw(st.sampled_from(delta_pool)) for _ in range(4)]
+        if lay.kind == "box-major":
+            a = base + draw(st.integers(0, 40))
+            scores[a, c], boxes[a] = s, d
+        elif lay.kind == "class-major":
+            a = base + draw(st.integers(0, 40))
+            scores[c, a], boxes[:, a] = s, d
+        else:
+            q = draw(st.integers(0, 4999))
+            level = q // lay.topk_per_level
+            anchor = draw(st.integers(0, min(30, lay.level_anchors[level] - 1)))
+            scores[q], boxes[q], indices[q] = s, d, anchor * lay.num_classes + c
+    raw = {"boxes": boxes, "scores": scores}
+    if lay.kind == "topk":
+        raw["indices"] = indices
+    if quantised:
+        raw = nms.quantise(bench, raw)
+    for k, v in raw.items():
+        arrays[k] = v
+    return arrays
+
+
+def _check(bench: str, arrays: dict[str, np.ndarray], params: str = "reference") -> None:
+    fast = nms.postprocess(bench, arrays["boxes"], arrays["scores"], arrays.get("indices"), params=params)
+    ref = reference_nms(bench, arrays["boxes"], arrays["scores"], arrays.get("indices"), params=params)
+    assert fast.dtype == np.float32 and fast.shape[1] == 7
+    np.testing.assert_array_equal(fast, ref)
+
+
+_settings = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                          HealthCheck.data_too_large])
+CASES = [("ssd-mobilenet", False), ("ssd-mobilenet", True), ("ssd-resnet34", False), ("ssd-resnet34", True),
+         ("retinanet", False)]
+
+
+@pytest.mark.parametrize(("bench", "quantised"), CASES)
+def test_fast_nms_equals_reference(bench: str, quantised: bool) -> None:
+    @_settings
+    @given(detection_inputs(bench, quantised), st.sampled_from(nms.PARAM_SETS))
+    def prop(arrays, params):
+        _check(bench, arrays, params)
+
+    prop()
+
+
+@pytest.mark.parametrize(("bench", "quantised"), CASES)
+def test_empty_and_all_below_threshold(bench: str, quantised: bool) -> None:
+    arrays = _raw_arrays(bench, quantised)
+    assert nms.postprocess(bench, arrays["boxes"], arrays["scores"], arrays.get("indices")).shape == (0, 7)
+    lay = nms.layout(bench)
+    below = {k: v.copy() for k, v in _raw_arrays(bench, False).items()}
+    th = nms.params_for(bench).score_threshold
+    at = np.float32(th) if float(np.float32(th)) <= th else np.nextafter(np.float32(th), np.float32(0))
+    below["scores"][...] = at  # the largest float32 not above the threshold
+    if quantised:
+        below = nms.quantise(bench, below)
+        if lay.score_quant is not None:  # the code at or below the threshold
+            below["scores"][...] = np.uint8(np.floor(nms.params_for(bench).score_threshold / lay.score_quant.scale))
+    _check(bench, below)
+    assert nms.postprocess(bench, below["boxes"], below["scores"], below.get("indices")).shape == (0, 7)
+
+
+@pytest.mark.parametrize("bench", ["ssd-mobilenet", "ssd-resnet34"])
+def test_all_overlapping_keeps_one_per_class(bench: str) -> None:
+    """Every anchor of the first cell decodes to the same box: one detection per class survives."""
+    lay = nms.layout(bench)
+    arrays = _raw_arrays(bench, False)
+    same = 6
+    pr = lay.priors
+    for a in range(same):  # deltas that move each anchor onto anchor 0's box
+        if lay.kind == "box-major":
+            arrays["boxes"][a] = [(pr[0, 0] - pr[a, 0]) / pr[a, 2] * 10, (pr[0, 1] - pr[a, 1]) / pr[a, 3] * 10,
+                                  math.log(pr[0, 2] / pr[a, 2]) * 5, math.log(pr[0, 3] / pr[a, 3]) * 5]
+            arrays["scores"][a, 1] = arrays["scores"][a, 2] = 0.9 - 0.01 * a
+        else:
+            arrays["boxes"][:, a] = [(pr[0, 0] - pr[a, 0]) / pr[a, 2] * 10, (pr[0, 1] - pr[a, 1]) / pr[a, 3] * 10,
+                                     math.log(pr[0, 2] / pr[a, 2]) * 5, math.log(pr[0, 3] / pr[a, 3]) * 5]
+            arrays["scores"][1, a] = arrays["scores"][2, a] = 0.9 - 0.01 * a
+    out = nms.postprocess(bench, arrays["boxes"], arrays["scores"])
+    _check(bench, arrays)
+    assert len(out) == 2 and set(out[:, 6]) == {lay.class_ids[1], lay.class_ids[2]}
+
+
+def test_caps_and_order() -> None:
+    """Many separate boxes of one class: per-class cap, then the per-image cap, scores descending."""
+    bench = "ssd-resnet34"
+    arrays = _raw_arrays(bench, False)
+    rng = np.random.default_rng(1)
+    arrays["scores"][1:4, :] = rng.random((3, 15130)).astype(np.float32)
+    arrays["boxes"][...] = rng.normal(0, 1, (4, 15130)).astype(np.float32)
+    out = nms.postprocess(bench, arrays["boxes"], arrays["scores"])
+    p = nms.params_for(bench)
+    assert len(out) == p.max_per_image
+    assert (np.diff(out[:, 5]) <= 0).all()
+    assert (out[:, 1:5] >= 0).all() and (out[:, 1:5] <= 1).all()
+    _check(bench, arrays)
+    _check(bench, arrays, "krai")
+
+
+def test_qsl_idx_and_wrong_shapes() -> None:
+    arrays = _raw_arrays("ssd-mobilenet", False)
+    arrays["scores"][5, 3] = 0.9
+    out = nms.postprocess("ssd-mobilenet", arrays["boxes"], arrays["scores"], qsl_idx=17)
+    assert out.shape == (1, 7) and out[0, 0] == 17 and out[0, 6] == 3
+    with pytest.raises(DataError, match=r"scores have shape \(91, 1917\), expected \(1917, 91\)"):
+        nms.postprocess("ssd-mobilenet", arrays["boxes"], arrays["scores"].T)
+    with pytest.raises(DataError, match="not a detection benchmark"):
+        nms.postprocess("resnet50", arrays["boxes"], arrays["scores"])
+    with pytest.raises(DataError, match="unknown NMS parameter set"):
+        nms.postprocess("ssd-mobilenet", arrays["boxes"], arrays["scores"], params="fast")
+
+
+def test_raw_threshold_codes_match_values() -> None:
+    """The raw-code comparison admits exactly the values above the threshold, for every code."""
+    for th in (0.0, 0.05, 0.3, 0.5):
+        lo, _ = nms._threshold_codes("uint8", th, 1 / 255, 0)
+        vals = (np.arange(256) - 0) / 255
+        assert ((np.arange(256) >= lo) == (vals > th)).all()
+        lo, _ = nms._threshold_codes("float16", th, 1.0, 0)
+        codes = np.arange(0x7C00, dtype=np.uint16)
+        assert ((codes >= lo) == (codes.view(np.float16).astype(np.float64) > th)).all()
