@@ -28,6 +28,7 @@ from harness.accuracy import imagenet as top1_scoring
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS, BackendSpec, make_card
 from harness.datasets import store
+from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file
 from harness.loadgen_settings import (
@@ -56,6 +57,7 @@ class RunOptions:
     system_name: str | None = None
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
     audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
+    test05: bool = False              # TEST05: LoadGen's alternate seeds
     cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: derived from batch / target QPS
@@ -210,8 +212,11 @@ def _calibrate(sut: SystemUnderTest, timed: bool) -> Calibration | None:
 
 
 def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSettings, outdir: Path,
-                 expected: int | None) -> None:
-    """StartTest on a helper thread, so Ctrl-C reaches the main thread while LoadGen works."""
+                 expected: int | None) -> dict[str, Any]:
+    """StartTest on a helper thread, so Ctrl-C reaches the main thread while LoadGen works.
+
+    Returns the host energy over the test (RAPL, informational; `available: False` where unreadable).
+    """
     log_out = lg.LogOutputSettings()
     log_out.outdir = str(outdir)
     log_out.copy_summary_to_stdout = False
@@ -231,16 +236,23 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
         finally:
             done.set()
 
+    meter = EnergyMeter()
+    meter.start()
     threading.Thread(target=body, name="loadgen", daemon=True).start()
     start = time.monotonic()
+    min_s = settings.min_duration_ms / 1000
     with progress.bar(expected, "LoadGen", unit="sample") as bar:
         while not done.wait(0.25):
             bar.update(sut.completed - bar.n)
-            bar.set_postfix_str(f"{sut.completed / max(1e-9, time.monotonic() - start):.1f}/s", refresh=False)
+            elapsed = time.monotonic() - start
+            bar.set_postfix_str(f"{sut.completed / max(1e-9, elapsed):.1f}/s, {elapsed:.0f}/{min_s:.0f} s min",
+                                refresh=False)
+    meter.stop()
     lg.DestroyQSL(lg_qsl)
     lg.DestroySUT(lg_sut)
     if failure:
         raise failure[0]
+    return meter.result(sut.completed)
 
 
 @contextlib.contextmanager
@@ -314,11 +326,12 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         atomic_write_text(staging / "user.conf", user_conf)
         atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
         settings = test_settings(staging / "user.conf", bench, req.scenario, req.mode)
+        settings.test05 = opts.test05  # LoadGen takes test05 only from mlperf.conf or settings, not audit.config
         expected = data.count if req.mode == "accuracy" else None
         if opts.audit_config is not None:
             atomic_write_text(staging / "audit.config", opts.audit_config)
         with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
-            _run_loadgen(sut, sut.qsl, settings, staging, expected)
+            energy = _run_loadgen(sut, sut.qsl, settings, staging, expected)
     except KeyboardInterrupt:
         sut.stop()
         _abandon(staging, final, "interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished")
@@ -342,7 +355,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
                           f"({cards.profile.model}), profile {cards.profile.path}.\nNo inference was done; "
                           f"each batch was held for the profile's latency. The figures show how the harness "
                           f"scales, not how fast a real card is.\n")
-    return _finish(opts, bench, model, data, sut, staging, final, cards)
+    return _finish(opts, bench, model, data, sut, staging, final, cards, energy)
 
 
 def _abandon(staging: Path, final: Path, why: str) -> None:
@@ -361,7 +374,8 @@ def system_cpulist(cpus: tuple[int, ...]) -> str:
 
 
 def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
-            sut: SystemUnderTest, staging: Path, final: Path, cards: CardPlan) -> RunOutcome:
+            sut: SystemUnderTest, staging: Path, final: Path, cards: CardPlan,
+            energy: dict[str, Any]) -> RunOutcome:
     req = opts.requested
     detail = read_detail(staging / "mlperf_log_detail.txt")
     min_ms = int(detail.get("effective_min_duration_ms", 0))
@@ -404,7 +418,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
                               f"{gold.line()}\n# against labels of an FP32 onnxruntime reference pass of the "
                               f"same model (sha256 {data.manifest['golden']['model_sha256']})\n")
     atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
-                                                           result, notes, synthetic, cards))
+                                                           result, notes, synthetic, cards, energy))
     os.replace(staging, final)
     return RunOutcome(bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes))
@@ -412,7 +426,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
 
 def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
               sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
-              notes: list[str], synthetic: bool, cards: CardPlan) -> dict[str, Any]:
+              notes: list[str], synthetic: bool, cards: CardPlan, energy: dict[str, Any]) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     req = opts.requested
     return {
@@ -446,7 +460,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
                               ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}},
         "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": _card_kind(sut, cards),
                       "any": synthetic},
-        "result": result, "notes": notes,
+        "result": result, "notes": notes, "energy": energy,
     }
 
 
