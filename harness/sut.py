@@ -2,9 +2,10 @@
 
 Dispatch (LoadGen's issue thread, and in Server the batcher): a query is cut into batches (Offline,
 SingleStream, MultiStream: at once; Server: samples wait in one open batch until it is full or its
-deadline `max_wait` passes). A batch goes round-robin to the next card whose bounded queue has room;
-when every queue is full it goes to a shared backlog that idle cards drain. Nothing on the issue path
-waits for a card.
+deadline `max_wait` passes). A batch goes round-robin to the next card with nothing in hand, or else
+to the card with the fewest batches in hand, among those whose bounded queue has room (so a card
+that fell behind is skipped instead of queueing latency); when every queue is full it goes to a
+shared backlog that idle cards drain. Nothing on the issue path waits for a card.
 
 Each card has three threads, all pinned to the card's CPUs before the card is created (threads they
 start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
@@ -83,6 +84,10 @@ class _Worker:
         self.startup_error: BaseException | None = None
         self.completed = 0
         self.batches = 0
+        # batches this card holds (queued, staged or on the card), each counter written by one thread only
+        self.dispatched = 0  # dispatcher (under the SUT's dispatch lock)
+        self.stolen = 0      # feeder: batches it took from the backlog
+        self.finished = 0    # card thread
         self.to_card: queue.SimpleQueue = queue.SimpleQueue()
         self.to_done: queue.SimpleQueue = queue.SimpleQueue()
         self.free: queue.SimpleQueue = queue.SimpleQueue()
@@ -90,6 +95,10 @@ class _Worker:
         self.threads = [threading.Thread(target=self._card_loop, name=f"c{i}.card", daemon=True),
                         threading.Thread(target=self._feed_loop, name=f"c{i}.feed", daemon=True),
                         threading.Thread(target=self._done_loop, name=f"c{i}.done", daemon=True)]
+
+    @property
+    def in_hand(self) -> int:
+        return self.dispatched + self.stolen - self.finished
 
     # helpers ------------------------------------------------------------------------------------
     def _pin(self, role: str) -> None:
@@ -136,6 +145,7 @@ class _Worker:
                     try:
                         batch = backlog.popleft()
                         self.waiting = False
+                        self.stolen += 1
                         return batch
                     except IndexError:
                         pass
@@ -209,6 +219,7 @@ class _Worker:
                     self.free.put(buf)
                     self._fail(exc, samples)
                     continue
+                self.finished += 1
                 self.free.put(buf)
                 self.to_done.put((samples, outputs))
         finally:
@@ -380,15 +391,26 @@ class SystemUnderTest:
                 self._dispatch(batch)
 
     def _dispatch(self, batch: Sequence[lg.QuerySample]) -> None:
-        """Next card (round-robin) whose queue has room, else the backlog; never waits. Hold _dispatch_lock."""
+        """Round-robin from the card after the last one used, to the first card with nothing in hand, else
+        the one with the fewest batches in hand whose queue has room; else the backlog. Never waits.
+        Hold _dispatch_lock."""
         workers, n = self.workers, len(self.workers)
+        best, best_k, best_load = None, 0, 1 << 30
         for k in range(n):
             w = workers[(self._next + k) % n]
-            if w.alive and len(w.queue) < self.queue_depth:
-                w.queue.append(batch)
-                self._next = (self._next + k + 1) % n
-                w.wake()
-                return
+            if not w.alive or len(w.queue) >= self.queue_depth:
+                continue
+            load = w.in_hand
+            if load < best_load:
+                best, best_k, best_load = w, k, load
+                if load <= 0:
+                    break
+        if best is not None:
+            best.queue.append(batch)
+            best.dispatched += 1
+            self._next = (self._next + best_k + 1) % n
+            best.wake()
+            return
         if not any(w.alive for w in workers):
             _complete_empty(batch)
             return

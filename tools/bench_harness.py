@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Harness efficiency: the appliance's Offline samples/s over a raw onnxruntime loop, in one run.
+"""Harness efficiency, in one run: against a raw onnxruntime loop, or (--backend null) a bare LoadGen SUT.
+
+--backend onnxruntime (default):
 
 The raw loop is the ceiling: the same model file, batch size, thread count and session options,
 fed with batches already converted to float32, no LoadGen, no queues. The appliance number is
@@ -7,6 +9,15 @@ LoadGen's own `result_samples_per_second` of a real Offline run. The raw loop is
 after the appliance run and averaged, so drift on a shared machine affects both sides alike.
 
     python tools/bench_harness.py --data-dir data --duration-ms 20000
+
+--backend null: the harness with null cards (no inference, nothing staged: queues, batching, threads
+and batched completions) against a bare LoadGen SUT in the same process whose issue_query completes
+every sample inline (Offline: one QuerySamplesComplete per batch-size chunk, the granularity the
+harness completes at; Server: each query at once). Both get the same user.conf settings. Offline:
+LoadGen's samples/s at the same target QPS; Server: the highest target QPS that is VALID, found by
+doubling then bisecting with runs of --duration-ms each.
+
+    python tools/bench_harness.py --backend null --data-dir data --duration-ms 2000
 """
 
 from __future__ import annotations
@@ -52,12 +63,110 @@ def raw_loop(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedD
     return done / (time.perf_counter() - start)
 
 
+def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: str, target_qps: float,
+             duration_ms: int, batch: int) -> tuple[float, bool]:
+    """LoadGen with a SUT that completes inline; returns (LoadGen's metric, VALID)."""
+    import mlperf_loadgen as lg
+
+    from harness.loadgen_settings import effective_user_conf, test_settings
+    from harness.results import perf_result, read_detail
+
+    payload = np.zeros(1, np.float32)
+    addr = payload.ctypes.data
+
+    def issue(samples: list) -> None:
+        for start in range(0, len(samples), batch):
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr, 4) for s in samples[start:start + batch]])
+
+    with tempfile.TemporaryDirectory() as out:
+        conf = Path(out) / "user.conf"
+        conf.write_text(effective_user_conf(bench, Requested(scenario, "performance", duration_ms, None, target_qps),
+                                            None, data.count, 1))
+        settings = test_settings(conf, bench, scenario, "performance")
+        log = lg.LogSettings()
+        log.log_output.outdir = out
+        log.log_output.copy_summary_to_stdout = False
+        log.enable_trace = False
+        sut = lg.ConstructSUT(issue, lambda: None)
+        qsl = lg.ConstructQSL(data.count, min(data.count, bench.performance_sample_count), lambda i: None,
+                              lambda i: None)
+        lg.StartTestWithLogSettings(sut, qsl, settings, log)
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+        perf = perf_result(read_detail(Path(out) / "mlperf_log_detail.txt"), scenario)
+    return perf.metric, perf.valid
+
+
+def harness_run(data_dir: Path, scenario: str, target_qps: float | None, duration_ms: int, batch: int,
+                cards: str = "auto", backend: str = "null") -> tuple[float, bool]:
+    with tempfile.TemporaryDirectory() as results:
+        outcome = run(RunOptions("resnet50", Requested(scenario, "performance", duration_ms=duration_ms,
+                                                       target_qps=target_qps),
+                                 data_dir, Path(results), backend=backend, batch_size=batch, cards=cards),
+                      echo=lambda m: None)
+    assert outcome.perf is not None
+    return outcome.perf.metric, outcome.perf.valid
+
+
+def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) -> tuple[float, list]:
+    """Highest target QPS `probe(qps) -> (metric, valid)` accepts: double from `start`, then bisect."""
+    tried = []
+    lo, hi, qps = 0.0, None, start
+    while qps <= cap:
+        _, ok = probe(qps)
+        tried.append((round(qps, 1), ok))
+        if not ok:
+            hi = qps
+            break
+        lo, qps = qps, qps * 2
+    if hi is None:
+        return lo, tried
+    for _ in range(bisect_steps):
+        mid = (lo + hi) / 2
+        _, ok = probe(mid)
+        tried.append((round(mid, 1), ok))
+        lo, hi = (mid, hi) if ok else (lo, mid)
+    return lo, tried
+
+
+def null_main(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.PreparedData) -> int:
+    b, ms = args.batch_size, args.duration_ms
+    offline_qps = args.offline_target_qps
+    bare_off, _ = bare_run(bench, data, "Offline", offline_qps, ms, b)
+    ours_off, ours_off_valid = harness_run(args.data_dir, "Offline", offline_qps, ms, b, args.cards)
+    bare_srv, bare_tried = max_valid_qps(lambda q: bare_run(bench, data, "Server", q, ms, b), args.server_start)
+    ours_srv, ours_tried = max_valid_qps(lambda q: harness_run(args.data_dir, "Server", q, ms, b, args.cards),
+                                         args.server_start)
+    figures = {"offline": {"harness_sps": round(ours_off, 1), "bare_sps": round(bare_off, 1),
+                           "ratio": round(ours_off / bare_off, 3), "harness_valid": ours_off_valid,
+                           "target_qps": offline_qps},
+               "server": {"harness_max_valid_qps": round(ours_srv, 1), "bare_max_valid_qps": round(bare_srv, 1),
+                          "ratio": round(ours_srv / bare_srv, 3) if bare_srv else None,
+                          "harness_tried": ours_tried, "bare_tried": bare_tried},
+               "batch": b, "duration_ms": ms, "cards": args.cards, "cpu": system.cpu_model(),
+               "cpus": len(system.available_cpus())}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        print(f"Offline  harness (null cards) {ours_off:10.1f} samples/s   bare inline SUT {bare_off:10.1f}   "
+              f"ratio {figures['offline']['ratio']:.3f}")
+        print(f"Server   harness max valid    {ours_srv:10.1f} QPS         bare inline SUT {bare_srv:10.1f}   "
+              f"ratio {figures['server']['ratio']}")
+        print(f"         (tried: harness {ours_tried}; bare {bare_tried})")
+        print(f"batch {b}, {ms} ms per run, --cards {args.cards}, {figures['cpus']} CPUs")
+    return 0
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=Path("data"))
     ap.add_argument("--duration-ms", type=int, default=20000, help="appliance Offline min duration")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--backend", choices=("onnxruntime", "null"), default="onnxruntime")
+    ap.add_argument("--cards", default="auto", help="--backend null: the harness's --cards")
+    ap.add_argument("--offline-target-qps", type=float, default=200_000, help="--backend null: Offline target")
+    ap.add_argument("--server-start", type=float, default=500, help="--backend null: first Server QPS tried")
     args = ap.parse_args()
 
     bench = benchmarks.get("resnet50")
@@ -66,6 +175,8 @@ def main() -> int:
         appliance(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "-q"])
     model = read_model_record(layout)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(args.data_dir))
+    if args.backend == "null":
+        return null_main(args, bench, data)
     threads = len(system.available_cpus())
     seconds = args.duration_ms / 1000 / 2
 
