@@ -107,7 +107,7 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
         # Expected speeds a little optimistic, so LoadGen pre-generates enough queries to fill the
         # minimum duration (it stops issuing once duration and query count are both met).
         if s == "Offline":
-            put("target_qps", round(cal.samples_per_second * 1.5, 3), "calibrated expected QPS x 1.5")
+            put("target_qps", round(cal.samples_per_second * 2, 3), "calibrated expected QPS x 2")
         elif s == "Server":
             put("target_qps", round(cal.samples_per_second * 0.5, 3), "calibrated capacity x 0.5")
         elif s == "SingleStream":
