@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
+import subprocess
+import sys
+
+import pytest
 
 from harness import launch_checks
 from harness.launch_checks import LaunchFacts, warnings
@@ -78,3 +83,14 @@ def test_in_container_markers(tmp_path, monkeypatch):
     assert not launch_checks.in_container(tmp_path)
     (tmp_path / ".dockerenv").touch()
     assert launch_checks.in_container(tmp_path)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to restrict to 1")
+def test_a_real_restricted_affinity_is_noticed():
+    """In a child restricted to one CPU, the whole machine's card map wants more: --cpuset-cpus is named."""
+    code = ("import dataclasses, os\nfrom harness import launch_checks as lc\n"
+            "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "facts = dataclasses.replace(lc.gather(mempolicy=lambda: 0), in_container=True)\n"
+            "print(*lc.warnings(facts), sep='\\n')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "--cpuset-cpus=" in out, out
