@@ -118,6 +118,30 @@ def artefact_differences(manifest: dict[str, Any], run: Path, data_dir: Path) ->
     return bad, notes
 
 
+def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, str]:
+    """The recorded --cards and --replicate, adapted to this host where the recorded map file is absent."""
+    spec = manifest.get("card_map", {}).get("spec")
+    out = {}
+    if spec:
+        parts = spec.split(":")
+        path = parts[1] if parts[0] == "simulate" and len(parts) == 3 else spec
+        if path.endswith((".yaml", ".yml")) and not Path(path).is_file():
+            notes.append(f"recorded card map {path} is not on this host: cards detected here instead (auto)")
+            spec = "auto"
+        out["cards"] = spec
+    replicate = manifest.get("sample_buffers", {}).get("replicate")
+    if replicate:
+        out["replicate"] = replicate
+    return out
+
+
+def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
+    new = _manifest(new_run) or {}
+    old_map = [c.get("cpus") for c in manifest.get("cards", [])]
+    new_map = [c.get("cpus") for c in new.get("cards", [])]
+    return [] if old_map == new_map else [f"card-to-core map differs: recorded {old_map}, here {new_map}"]
+
+
 def _metric(detail: dict[str, Any], scenario: str) -> float | None:
     return perf_result(detail, scenario).metric
 
@@ -163,11 +187,12 @@ def _reproduce_perf(t: Target, run_dir: Path, data_dir: Path, work: Path, tolera
     unit = METRICS[t.scenario][1]
     row.recorded = f"{rec_metric:.3f} {unit}" if rec_metric is not None else "-"
     manifest = _manifest(run_dir)
-    backend, batch = "onnxruntime", None
+    backend, batch, placement = "onnxruntime", None, {}
     if manifest is None:
         row.notes.append("no manifest.json in the tree: artefacts cannot be checked, host differences unknown")
     else:
         backend, batch = manifest.get("backend", backend), manifest.get("batch_size")
+        placement = _recorded_placement(manifest, row.notes)
         try:
             bad, notes = artefact_differences(manifest, run_dir, data_dir)
         except ApplianceError as exc:
@@ -183,7 +208,10 @@ def _reproduce_perf(t: Target, run_dir: Path, data_dir: Path, work: Path, tolera
         user_conf = t.folder / "user.conf"
     outcome = run(RunOptions(t.benchmark, Requested(t.scenario, "performance", duration_ms=duration_ms,
                                                     user_conf=user_conf if user_conf.is_file() else None),
-                             data_dir, work / "runs", backend=backend, batch_size=batch), echo=lambda m: None)
+                             data_dir, work / "runs", backend=backend, batch_size=batch, **placement),
+                  echo=lambda m: None)
+    if manifest is not None:
+        row.notes += _card_map_differences(manifest, outcome.path)
     new = outcome.perf.metric if outcome.perf else None
     row.reproduced = f"{new:.3f} {unit}" if new is not None else "-"
     if rec_metric is None or new is None:
