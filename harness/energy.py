@@ -9,12 +9,14 @@ never presented as MLPerf Power results.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 POWERCAP = Path("sys/class/powercap")
 NOTE_NOT_MLPERF = "host CPU package energy from RAPL; informational, not MLPerf Power"
+ROOT_ENV = "APPLIANCE_POWERCAP_ROOT"  # a copied /-like tree holding sys/class/powercap (tests, dry runs)
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,8 @@ def rapl_domains(root: Path = Path("/")) -> list[Domain]:
 class EnergyMeter:
     """Start before the timed part, stop after; `result(samples)` gives watts and samples per joule."""
 
-    def __init__(self, root: Path = Path("/")) -> None:
-        self.domains = rapl_domains(root)
+    def __init__(self, root: Path | None = None) -> None:
+        self.domains = rapl_domains(root or Path(os.environ.get(ROOT_ENV, "/")))
         self._start: list[int] = []
         self._t0 = self._t1 = 0.0
         self._end: list[int] = []

@@ -50,3 +50,34 @@ def test_report_renders_in_headless_chromium(four_scenarios, tmp_path):
     dom = subprocess.run([*base, "--dump-dom", out.as_uri()], check=True, capture_output=True, text=True,
                          timeout=120).stdout
     assert "MultiStream" in dom and "Read this first" in dom and "<table>" in dom
+
+
+def test_energy_appears_in_the_report_on_a_machine_with_rapl(data_dir, tmp_path, monkeypatch):
+    """A RAPL fixture whose counter climbs during a real run: watts and samples/J reach the report."""
+    import threading
+
+    zone = tmp_path / "root/sys/class/powercap/intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "max_energy_range_uj").write_text("262143328850\n")
+    (zone / "energy_uj").write_text("0\n")
+    monkeypatch.setenv("APPLIANCE_POWERCAP_ROOT", str(tmp_path / "root"))
+    stop = threading.Event()
+
+    def climb() -> None:  # about 50 W
+        uj = 0
+        while not stop.wait(0.02):
+            uj += 1_000_000
+            (zone / "energy_uj").write_text(f"{uj}\n")
+
+    t = threading.Thread(target=climb)
+    t.start()
+    try:
+        assert appliance("run", "--data-dir", data_dir, "--results", tmp_path / "r", "--backend", "null",
+                         "--duration-ms", 600, "-q") == 0
+    finally:
+        stop.set()
+        t.join()
+    assert appliance("report", tmp_path / "r", "-o", tmp_path / "report.html") == 0
+    page = (tmp_path / "report.html").read_text()
+    assert " W, " in page and "samples/J" in page and "Energy: not measured" not in page
