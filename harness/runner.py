@@ -305,8 +305,11 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     sut = SystemUnderTest(bench, qsl, slots, _make_factory(bench, cards, Path(model["path"])), batch,
                           scenario=req.scenario,
                           max_wait_s=None if opts.max_wait_us is None else opts.max_wait_us / 1e6)
-    previous_sigterm = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) \
-        if threading.current_thread() is threading.main_thread() else None
+    # Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
+    # starts background jobs with it ignored, and Python then never raises KeyboardInterrupt.
+    previous = {sig: signal.signal(sig, handler) for sig, handler in
+                ((signal.SIGTERM, _sigterm_as_interrupt), (signal.SIGINT, signal.default_int_handler))} \
+        if threading.current_thread() is threading.main_thread() else {}
     try:
         with progress.spinner(f"loading {len(slots)} card(s)"):
             sut.start()
@@ -341,8 +344,8 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         _abandon(staging, final, f"failed: {sys.exc_info()[1]}")
         raise
     finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     sut.stop()
     if sut.failure:
         _abandon(staging, final, sut.failure)
