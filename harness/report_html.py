@@ -117,6 +117,28 @@ def scaling_plot(runs: list[Run]) -> bytes | None:
     return _png(fig)
 
 
+def per_card_plot(runs: list[Run]) -> bytes | None:
+    """Samples/s of each card in the latest multi-card Offline run (its share of LoadGen's result)."""
+    import matplotlib.pyplot as plt
+
+    offline = [r for r in runs if r.manifest["mode"] == "performance" and r.manifest["scenario"] == "Offline"
+               and len(r.manifest.get("cards", [])) > 1]
+    if not offline:
+        return None
+    run = offline[-1]
+    counts = [c.get("samples_completed") or 0 for c in run.manifest["cards"]]
+    metric = perf_result(run.detail, "Offline").metric
+    if not metric or not sum(counts):
+        return None
+    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(counts) + 2), 3.2))
+    ax.bar([str(c["index"]) for c in run.manifest["cards"]], [metric * n / sum(counts) for n in counts])
+    ax.set_xlabel("card")
+    ax.set_ylabel("samples/s")
+    ax.set_title(f"Throughput per card ({run.label})", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
 def card_map_plot(run: Run) -> bytes | None:
     """The card-to-core map: one row per card, a cell per CPU it may use, grouped by NUMA node."""
     import matplotlib.pyplot as plt
@@ -189,7 +211,8 @@ def render(results: Path, out: Path) -> Path:
 
     matplotlib.use("Agg")
     runs = collect(results)
-    plots = {"latency": latency_plot(runs), "scaling": scaling_plot(runs), "card-map": card_map_plot(runs[-1])}
+    plots = {"latency": latency_plot(runs), "scaling": scaling_plot(runs), "per-card": per_card_plot(runs),
+             "card-map": card_map_plot(runs[-1])}
     out.parent.mkdir(parents=True, exist_ok=True)
     images = []
     for name, png in plots.items():

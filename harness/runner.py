@@ -446,8 +446,10 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
                     "shards": {e["file"]: e["sha256"] for e in data.manifest["shards"]}},
         "configs": {name: sha256_file(staging / name) for name in ("user.conf", "mlperf.conf")},
         "cards": [{"index": c.index, "backend": c.backend, "device": c.device, "cpus": list(c.cpus),
-                   "numa_node": slot.node, "emulated": c.emulated, "simulated": c.simulated, **c.details}
-                  for c, slot in zip(sut.cards, cards.slots, strict=True)],
+                   "numa_node": slot.node, "emulated": c.emulated, "simulated": c.simulated,
+                   "samples_completed": w.completed, **c.details}
+                  for c, slot, w in zip(sut.cards, cards.slots, [w for w in sut.workers if w.info is not None],
+                                        strict=True)],
         "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
         "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
                            "staging": "per card: 2 preallocated batch-contiguous buffers, 256-byte aligned"},

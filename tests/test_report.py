@@ -81,3 +81,14 @@ def test_energy_appears_in_the_report_on_a_machine_with_rapl(data_dir, tmp_path,
     assert appliance("report", tmp_path / "r", "-o", tmp_path / "report.html") == 0
     page = (tmp_path / "report.html").read_text()
     assert " W, " in page and "samples/J" in page and "Energy: not measured" not in page
+
+
+def test_per_card_throughput_and_scaling_with_several_card_counts(data_dir, tmp_path):
+    results = tmp_path / "r"
+    for n in (1, 2):
+        assert appliance("run", "--data-dir", data_dir, "--results", results, "--cards", f"simulate:cloud-ai-100:{n}",
+                         "--duration-ms", 500, "-q") == 0
+    assert appliance("report", results, "-o", tmp_path / "report.html") == 0
+    page = (tmp_path / "report.html").read_text()
+    assert 'alt="per-card"' in page and 'alt="scaling"' in page
+    assert (tmp_path / "report-per-card.png").is_file()
