@@ -118,6 +118,19 @@ def artefact_differences(manifest: dict[str, Any], run: Path, data_dir: Path) ->
     return bad, notes
 
 
+def _artefacts_match(row: Row, manifest: dict[str, Any], run_dir: Path, data_dir: Path) -> bool:
+    """Add the artefact mismatches and host differences to `row`; False (row FAILs) on a mismatch."""
+    try:
+        bad, notes = artefact_differences(manifest, run_dir, data_dir)
+    except ApplianceError as exc:
+        row.notes.append(str(exc))
+        return False
+    row.notes += notes + bad
+    if bad:
+        row.verdict = FAIL
+    return not bad
+
+
 def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, str]:
     """The recorded --cards and --replicate, adapted to this host where the recorded map file is absent."""
     spec = manifest.get("card_map", {}).get("spec")
@@ -193,15 +206,7 @@ def _reproduce_perf(t: Target, run_dir: Path, data_dir: Path, work: Path, tolera
     else:
         backend, batch = manifest.get("backend", backend), manifest.get("batch_size")
         placement = _recorded_placement(manifest, row.notes)
-        try:
-            bad, notes = artefact_differences(manifest, run_dir, data_dir)
-        except ApplianceError as exc:
-            row.notes.append(str(exc))
-            return row
-        row.notes += notes
-        if bad:
-            row.notes += bad
-            row.verdict = FAIL
+        if not _artefacts_match(row, manifest, run_dir, data_dir):
             return row
     user_conf = run_dir / "user.conf"
     if not user_conf.is_file():
@@ -230,20 +235,13 @@ def _reproduce_accuracy(t: Target, data_dir: Path, work: Path, echo) -> Row:
     recorded = (t.folder / "accuracy" / "accuracy.txt").read_text().splitlines()[0]
     row.recorded = recorded
     manifest = _manifest(t.folder / "accuracy")
+    backend, placement = "onnxruntime", {}
     if manifest is not None:
-        try:
-            bad, notes = artefact_differences(manifest, t.folder / "accuracy", data_dir)
-        except ApplianceError as exc:
-            row.notes.append(str(exc))
+        backend, placement = manifest.get("backend", backend), _recorded_placement(manifest, row.notes)
+        if not _artefacts_match(row, manifest, t.folder / "accuracy", data_dir):
             return row
-        row.notes += notes
-        if bad:
-            row.notes += bad
-            row.verdict = FAIL
-            return row
-    backend = manifest.get("backend", "onnxruntime") if manifest else "onnxruntime"
     outcome = run(RunOptions(t.benchmark, Requested(t.scenario, "accuracy"), data_dir, work / "runs",
-                             backend=backend), echo=lambda m: None)
+                             backend=backend, **placement), echo=lambda m: None)
     row.reproduced = (outcome.path / "accuracy.txt").read_text().splitlines()[0]
     row.verdict = PASS if re.sub(r"\s", "", row.reproduced) == re.sub(r"\s", "", recorded) else FAIL
     echo(f"{t.benchmark} {t.scenario} accuracy: {row.verdict}")

@@ -9,6 +9,16 @@ from harness.cli import main
 
 SAMPLES = 48  # size of the session's prepared synthetic dataset
 
+# A simulated card whose speed is its profile's (2 ms per batch of 8), not the busy machine's.
+STEADY_PROFILE = """version: 1
+name: steady-2ms
+model: test card with a steady 2 ms batch latency
+source: tests
+input_dtype: uint8
+benchmarks:
+  resnet50: {samples_per_second: 4000, batch: 8}
+"""
+
 
 def appliance(*args: object) -> int:
     """Run the CLI in-process; returns the exit code."""

@@ -5,18 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import appliance
+from helpers import STEADY_PROFILE, appliance
 
 from harness.compliance import verify_accuracy, verify_performance
-
-STEADY = """version: 1
-name: steady-2ms
-model: test card with a steady 2 ms batch latency
-source: tests
-input_dtype: uint8
-benchmarks:
-  resnet50: {samples_per_second: 4000, batch: 8}
-"""
 
 
 def _tree(tmp_path, data_dir, scenario, card=("--backend", "null")):
@@ -35,7 +26,7 @@ def test_test01_and_test04_pass_on_an_honest_sut(scenario, data_dir, tmp_path):
     being written, and their PASS is shown by full-length runs (tools/rehearse_submission.sh).
     """
     profile = tmp_path / "steady.yaml"
-    profile.write_text(STEADY)
+    profile.write_text(STEADY_PROFILE)
     card = ("--cards", f"simulate:{profile}:1")
     common, folder = _tree(tmp_path, data_dir, scenario, card)
     for test in ("TEST01", "TEST04"):

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import json
 
-from helpers import appliance
-
-STEADY = """version: 1
-name: steady-2ms
-model: test card with a steady 2 ms batch latency
-source: tests
-input_dtype: uint8
-benchmarks:
-  resnet50: {samples_per_second: 4000, batch: 8}
-"""
+from helpers import STEADY_PROFILE, appliance
 
 
 def _tree(tmp_path, data_dir):
     results = tmp_path / "results"
     profile = tmp_path / "steady.yaml"
-    profile.write_text(STEADY)
+    profile.write_text(STEADY_PROFILE)
     common = ("--data-dir", data_dir, "--results", results, "--cards", f"simulate:{profile}:1", "-q",
               "--system", "sut")
     assert appliance("run", *common, "--duration-ms", 1000) == 0
