@@ -122,12 +122,13 @@ def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
 
 
 def _latest_complete(perf_dir: Path) -> Path:
-    runs = sorted((p for p in perf_dir.glob("run_*") if p.name.split("_")[1].isdigit()
-                   and (p / "mlperf_log_detail.txt").is_file()), key=lambda p: int(p.name.split("_")[1]))
-    if not runs:
+    from harness.runner import latest_run
+
+    run = latest_run(perf_dir)
+    if run is None:
         raise DataError(f"no finished performance run in {perf_dir}: run `appliance run --mode performance` "
                         f"for this scenario first (the compliance test compares against it)")
-    return runs[-1]
+    return run
 
 
 def run_compliance(test: str, opts, echo=print):  # opts: harness.runner.RunOptions

@@ -22,7 +22,7 @@ from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, st
 from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import Layout, read_model_record
 from harness.results import METRICS, perf_result, read_detail
-from harness.runner import RunOptions, run
+from harness.runner import RunOptions, latest_run, run
 
 PASS, FAIL, UNREPRODUCIBLE = "PASS", "FAIL", "NOT REPRODUCIBLE"
 
@@ -72,11 +72,6 @@ def find_targets(tree: Path) -> list[Target]:
     if not found:
         raise ApplianceError(f"no <benchmark>/<scenario>/performance or accuracy folders under {tree}")
     return found
-
-
-def _latest_run(folder: Path) -> Path | None:
-    runs = [p for p in (folder / "performance").glob("run_*") if p.name.split("_")[1].isdigit()]
-    return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
 
 
 def _manifest(run: Path) -> dict[str, Any] | None:
@@ -173,9 +168,12 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo=prin
             except ApplianceError as exc:
                 rows.append(Row(t.benchmark, t.scenario, "-", notes=[str(exc)]))
                 continue
-            run_dir = _latest_run(t.folder)
+            run_dir = latest_run(t.folder / "performance")
             if run_dir is not None:
                 rows.append(_reproduce_perf(t, run_dir, data_dir, work, tolerance, duration_ms, echo))
+            elif (t.folder / "performance").is_dir():
+                rows.append(Row(t.benchmark, t.scenario, "performance",
+                                notes=[f"no finished run_N in {t.folder / 'performance'}"]))
             if (t.folder / "accuracy" / "accuracy.txt").is_file():
                 rows.append(_reproduce_accuracy(t, data_dir, work, echo))
         for r in rows:  # name the new logs where they will be once the report folder is renamed

@@ -165,6 +165,13 @@ def scenario_dir(opts: RunOptions) -> Path:
     return root / name / benchmarks.get(opts.benchmark).name / opts.requested.scenario
 
 
+def latest_run(perf_dir: Path) -> Path | None:
+    """The highest-numbered finished `run_N` (one with a detail log) in a performance folder."""
+    runs = [p for p in perf_dir.glob("run_*") if p.name.split("_")[1].isdigit()
+            and (p / "mlperf_log_detail.txt").is_file()]
+    return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
+
+
 def _next_run_dir(scenario_dir: Path, mode: str) -> tuple[Path, Path]:
     """(final, staging) folders for this run; earlier runs are never touched."""
     if mode == "accuracy":

@@ -33,6 +33,20 @@ class CardInfo:
         return f"card {self.index} ({kind}, {self.backend}, {len(self.cpus)} CPUs)"
 
 
+class ZeroOutputs:
+    """Zero-filled outputs of the benchmark's shapes, one cached set per batch size (null, simulated)."""
+
+    def __init__(self, output_shapes: tuple[tuple[tuple[int, ...], str], ...]) -> None:
+        self.output_shapes = output_shapes
+        self._cache: dict[int, list[np.ndarray]] = {}
+
+    def __call__(self, n: int) -> list[np.ndarray]:
+        out = self._cache.get(n)
+        if out is None:
+            out = self._cache[n] = [np.zeros((n, *shape), dtype=dtype) for shape, dtype in self.output_shapes]
+        return out
+
+
 class Card(Protocol):
     info: CardInfo
     input_dtype: str | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.cards.base import CardInfo
+from harness.cards.base import CardInfo, ZeroOutputs
 
 
 class NullCard:
@@ -19,16 +19,12 @@ class NullCard:
 
     def __init__(self, index: int, output_shapes: tuple[tuple[tuple[int, ...], str], ...],
                  cpus: tuple[int, ...]) -> None:
-        self.output_shapes = output_shapes
-        self._zeros: dict[int, list[np.ndarray]] = {}
+        self._zeros = ZeroOutputs(output_shapes)
         self.info = CardInfo(index=index, backend="null", device="none", cpus=cpus, emulated=True,
                              details={"note": "returns zeros at once; measures harness overhead only"})
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
-        out = self._zeros.get(n)
-        if out is None:
-            out = self._zeros[n] = [np.zeros((n, *shape), dtype=dtype) for shape, dtype in self.output_shapes]
-        return out
+        return self._zeros(n)
 
     def close(self) -> None:
         pass

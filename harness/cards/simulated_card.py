@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from harness.cards.base import CardInfo
+from harness.cards.base import CardInfo, ZeroOutputs
 from harness.errors import ApplianceError
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "topologies" / "cards"
@@ -85,10 +85,9 @@ class SimulatedCard:
                  cpus: tuple[int, ...]) -> None:
         self.profile = profile
         self.input_dtype = profile.input_dtype
-        self.output_shapes = output_shapes
         self.batches = 0
         self._free_at = 0.0
-        self._zeros: dict[int, list[np.ndarray]] = {}
+        self._zeros = ZeroOutputs(output_shapes)
         self._fails = index in profile.fail_cards
         self.info = CardInfo(index=index, backend="simulated", device=f"{profile.name} (simulated)", cpus=cpus,
                              emulated=True, simulated=True,
@@ -106,10 +105,7 @@ class SimulatedCard:
         self._free_at = done
         while (left := done - time.perf_counter()) > 0:
             time.sleep(left)
-        out = self._zeros.get(n)
-        if out is None:
-            out = self._zeros[n] = [np.zeros((n, *shape), dtype=dtype) for shape, dtype in self.output_shapes]
-        return out
+        return self._zeros(n)
 
     def close(self) -> None:
         pass
