@@ -61,11 +61,19 @@ class EnergyMeter:
 
     def start(self) -> None:
         if self.available:
-            self._start, self._t0 = self._read(), time.monotonic()
+            self._start, self._t0 = self._read_or_give_up(), time.monotonic()
 
     def stop(self) -> None:
         if self.available and self._start:
-            self._end, self._t1 = self._read(), time.monotonic()
+            self._end, self._t1 = self._read_or_give_up(), time.monotonic()
+
+    def _read_or_give_up(self) -> list[int]:
+        """A counter that stops being readable ends the measurement, never the benchmark run."""
+        try:
+            return self._read()
+        except (OSError, ValueError):
+            self.domains = []
+            return []
 
     def result(self, samples: int) -> dict:
         if not self.available:

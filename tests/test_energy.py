@@ -47,3 +47,12 @@ def test_absent_rapl_says_so(tmp_path):
     meter.stop()
     r = meter.result(samples=10)
     assert r["available"] is False and "not measured" in r["note"]
+
+
+def test_unreadable_counter_ends_the_measurement_not_the_run(tmp_path):
+    z = _zone(tmp_path, "package-0", "intel-rapl:0", 5)
+    meter = EnergyMeter(tmp_path)
+    meter.start()
+    (z / "energy_uj").write_text("")  # a counter that cannot be parsed any more
+    meter.stop()
+    assert meter.result(samples=10)["available"] is False

@@ -68,7 +68,9 @@ def test_energy_appears_in_the_report_on_a_machine_with_rapl(data_dir, tmp_path,
         uj = 0
         while not stop.wait(0.02):
             uj += 1_000_000
-            (zone / "energy_uj").write_text(f"{uj}\n")
+            tmp = zone / "energy_uj.tmp"
+            tmp.write_text(f"{uj}\n")
+            tmp.replace(zone / "energy_uj")  # whole values only, as sysfs gives them
 
     t = threading.Thread(target=climb)
     t.start()
