@@ -38,6 +38,7 @@ class Benchmark:
     build_model: Callable[[int], object]
     preprocess: Callable[[Path], np.ndarray]
     encode_response: Callable[[list[np.ndarray]], np.ndarray]  # outputs -> [B, k] float32 log payload
+    host_postprocess: bool = False    # encoding is heavy (NMS): done on a per-card thread pipelined with the card
 
     @property
     def quality_target(self) -> float:

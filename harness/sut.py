@@ -7,13 +7,17 @@ to the card with the fewest batches in hand, among those whose bounded queue has
 that fell behind is skipped instead of queueing latency); when every queue is full it goes to a
 shared backlog that idle cards drain. Nothing on the issue path waits for a card.
 
-Each card has three threads, all pinned to the card's CPUs before the card is created (threads they
-start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
+Each card has up to three threads, all pinned to the card's CPUs before the card is created (threads
+they start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
 
     c<i>.feed   takes a batch (own queue first, then the backlog) and stages it from the card's
-                replica into one of two preallocated staging buffers, while the card works on the other
-    c<i>.card   creates the card and runs `infer` on staged batches
-    c<i>.done   encodes the outputs and completes the whole batch in one QuerySamplesComplete call
+                replica into one of two preallocated staging buffers, while the card works on the other;
+                a card that reads no input (null) has no feeder, its card thread takes batches itself
+    c<i>.card   creates the card, runs `infer` on staged batches, and completes each batch itself
+                (encode + one QuerySamplesComplete): on a few CPUs every hand-off between Python
+                threads costs a wake-up and a GIL transfer, more than the completion itself
+    c<i>.done   only for benchmarks whose host post-processing is heavy (`Benchmark.host_postprocess`,
+                NMS): it encodes and completes, pipelined with the card working on the next batch
 
 A card that raises is marked failed: its batch in hand, its staged batches and its queue go back to
 dispatch and run on the other cards, and the failure is recorded (`card_failures`). When no card is
@@ -64,9 +68,18 @@ class CardSlot:
 
 @dataclass
 class _Call:
+    """Work run on a card's own thread (warm-up): cards are single-threaded."""
+
     fn: Callable[[Card], object]
     box: list
     done: threading.Event
+
+    def run(self, card: Card) -> None:
+        try:
+            self.box.append(self.fn(card))
+        except BaseException as exc:
+            self.box.append(exc)
+        self.done.set()
 
 
 class _Worker:
@@ -75,6 +88,7 @@ class _Worker:
         self.slot = slot
         self.factory = factory
         self.queue: deque[Sequence[lg.QuerySample]] = deque()
+        self.calls: deque[_Call] = deque()  # work for a card thread that takes batches itself
         self.cv = threading.Condition()
         self.waiting = False
         self.alive = True
@@ -82,23 +96,29 @@ class _Worker:
         self.ready = threading.Event()
         self.info: CardInfo | None = None
         self.startup_error: BaseException | None = None
+        self.direct = False  # the card reads no input: its card thread takes batches, no feeder
         self.completed = 0
         self.batches = 0
         # batches this card holds (queued, staged or on the card), each counter written by one thread only
         self.dispatched = 0  # dispatcher (under the SUT's dispatch lock)
-        self.stolen = 0      # feeder: batches it took from the backlog
+        self.stolen = 0      # the thread that takes batches: those it took from the backlog
         self.finished = 0    # card thread
         self.to_card: queue.SimpleQueue = queue.SimpleQueue()
-        self.to_done: queue.SimpleQueue = queue.SimpleQueue()
+        self.to_done: queue.SimpleQueue | None = queue.SimpleQueue() if sut.benchmark.host_postprocess else None
         self.free: queue.SimpleQueue = queue.SimpleQueue()
         i = slot.index
-        self.threads = [threading.Thread(target=self._card_loop, name=f"c{i}.card", daemon=True),
-                        threading.Thread(target=self._feed_loop, name=f"c{i}.feed", daemon=True),
-                        threading.Thread(target=self._done_loop, name=f"c{i}.done", daemon=True)]
+        self.card_thread = threading.Thread(target=self._card_loop, name=f"c{i}.card", daemon=True)
+        self.feeder: threading.Thread | None = None  # started by the card thread once it knows the card
+        self.completer = None if self.to_done is None else \
+            threading.Thread(target=self._done_loop, name=f"c{i}.done", daemon=True)
 
     @property
     def in_hand(self) -> int:
         return self.dispatched + self.stolen - self.finished
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return [t for t in (self.card_thread, self.feeder, self.completer) if t is not None]
 
     # helpers ------------------------------------------------------------------------------------
     def _pin(self, role: str) -> None:
@@ -117,23 +137,30 @@ class _Worker:
             self.stopping = True
             self.queue.clear()
             self.sut.backlog.clear()
-            self.cv.notify()
+            self.cv.notify_all()
         self.free.put(None)
 
     def call(self, fn: Callable[[Card], object]) -> object:
         """Run `fn(card)` on this card's own thread (cards are single-threaded) and return its result."""
         task = _Call(fn, [], threading.Event())
-        self.to_card.put(task)
+        if self.direct:
+            with self.cv:
+                self.calls.append(task)
+                self.cv.notify()
+        else:
+            self.to_card.put(task)
         task.done.wait()
         if isinstance(task.box[0], BaseException):
             raise task.box[0]
         return task.box[0]
 
-    # feeder -------------------------------------------------------------------------------------
-    def _take(self) -> Sequence[lg.QuerySample] | None:
+    # taking batches (feeder, or the card thread of a card without input) -------------------------
+    def _take(self) -> Sequence[lg.QuerySample] | _Call | None:
         backlog = self.sut.backlog
         with self.cv:
             while True:
+                if self.calls:
+                    return self.calls.popleft()
                 if self.stopping or not self.alive:
                     self.waiting = False
                     return None
@@ -151,10 +178,16 @@ class _Worker:
                         pass
                 self.cv.wait()
 
+    def _give_back_queue(self) -> None:
+        """A failed card: what is still queued here runs elsewhere."""
+        with self.cv:
+            left = list(self.queue)
+            self.queue.clear()
+        for batch in left:
+            self.sut.redispatch(batch)
+
     def _feed_loop(self) -> None:
         self._pin("feed")
-        if not self.ready.wait() or self.startup_error is not None:
-            return
         sut = self.sut
         replica = sut.qsl.replica_for(self.slot.index)
         while (buf := self.free.get()) is not None:
@@ -165,19 +198,14 @@ class _Worker:
                 sut.redispatch(samples)
                 break
             staged = error = None
-            if self.buffers[buf] is not None:
-                try:
-                    indices = np.fromiter((s.index for s in samples), dtype=np.int64, count=len(samples))
-                    staged = sut.qsl.stage(indices, self.buffers[buf], replica)
-                except Exception as exc:  # a staging error is this card's failure too
-                    error = exc
+            try:
+                indices = np.fromiter((s.index for s in samples), dtype=np.int64, count=len(samples))
+                staged = sut.qsl.stage(indices, self.buffers[buf], replica)
+            except Exception as exc:  # a staging error is this card's failure too
+                error = exc
             self.to_card.put((buf, samples, staged, error))
-        if not self.alive:  # failed card: what is still queued here runs elsewhere
-            with self.cv:
-                left = list(self.queue)
-                self.queue.clear()
-            for batch in left:
-                sut.redispatch(batch)
+        if not self.alive:
+            self._give_back_queue()
         self.to_card.put(None)
 
     # card ---------------------------------------------------------------------------------------
@@ -186,66 +214,98 @@ class _Worker:
         try:
             card = self.factory(self.slot.index, self.slot.cpus)
             self.info = card.info
+            self.direct = card.input_dtype is None
             self.buffers = [self.sut.qsl.staging_buffer(self.sut.batch_size, card.input_dtype)
                             for _ in range(STAGING_BUFFERS)]
         except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
             self.startup_error = exc
             self.ready.set()
-            self.to_done.put(None)
             return
-        for b in range(STAGING_BUFFERS):
-            self.free.put(b)
+        if self.completer is not None:
+            self.completer.start()
+        if not self.direct:
+            for b in range(STAGING_BUFFERS):
+                self.free.put(b)
+            self.feeder = threading.Thread(target=self._feed_loop, name=f"c{self.slot.index}.feed", daemon=True)
+            self.feeder.start()
         self.ready.set()
-        sut = self.sut
         try:
-            while (item := self.to_card.get()) is not None:
-                if isinstance(item, _Call):
-                    try:
-                        item.box.append(item.fn(card))
-                    except BaseException as exc:
-                        item.box.append(exc)
-                    item.done.set()
-                    continue
-                buf, samples, staged, error = item
-                if not self.alive:  # failed earlier: staged batches go back to dispatch
-                    self.free.put(buf)
-                    sut.redispatch(samples)
-                    continue
-                try:
-                    if error is not None:
-                        raise error
-                    outputs = card.infer(staged, len(samples))
-                except Exception as exc:
-                    self.free.put(buf)
-                    self._fail(exc, samples)
-                    continue
-                self.finished += 1
-                self.free.put(buf)
-                self.to_done.put((samples, outputs))
+            if self.direct:
+                self._take_and_run(card)
+            else:
+                self._run_staged(card)
         finally:
             card.close()
-            self.to_done.put(None)
+            if self.to_done is not None:
+                self.to_done.put(None)
+
+    def _run_staged(self, card: Card) -> None:
+        sut = self.sut
+        while (item := self.to_card.get()) is not None:
+            if isinstance(item, _Call):
+                item.run(card)
+                continue
+            buf, samples, staged, error = item
+            if not self.alive:  # failed earlier: staged batches go back to dispatch
+                self.free.put(buf)
+                sut.redispatch(samples)
+                continue
+            try:
+                if error is not None:
+                    raise error
+                outputs = card.infer(staged, len(samples))
+            except Exception as exc:
+                self.free.put(buf)
+                self._fail(exc, samples)
+                continue
+            self.finished += 1
+            self.free.put(buf)
+            self._finish(samples, outputs)
+
+    def _take_and_run(self, card: Card) -> None:
+        """A card without input: take, infer and complete on this one thread, no hand-off at all."""
+        while (item := self._take()) is not None:
+            if isinstance(item, _Call):
+                item.run(card)
+                continue
+            try:
+                outputs = card.infer(None, len(item))
+            except Exception as exc:
+                self._fail(exc, item)
+                break
+            self.finished += 1
+            self._finish(item, outputs)
+        if not self.alive:
+            self._give_back_queue()
+
+    def _finish(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+        if self.to_done is None:
+            self._complete(samples, outputs)
+        else:
+            self.to_done.put((samples, outputs))
 
     def _fail(self, exc: BaseException, samples: Sequence[lg.QuerySample]) -> None:
         self.sut.card_failed(self, f"{self.info.label() if self.info else f'card {self.slot.index}'} failed "
                                    f"after {self.batches} batches: {type(exc).__name__}: {exc}")
         with self.cv:
-            self.cv.notify()
+            self.cv.notify_all()
         self.sut.redispatch(samples)
 
     # completion ---------------------------------------------------------------------------------
+    def _complete(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+        """Encode a batch's outputs and complete all its samples in one QuerySamplesComplete call."""
+        payload = np.ascontiguousarray(self.sut.benchmark.encode_response(outputs), dtype=np.float32)
+        addr = payload.ctypes.data  # LoadGen copies the bytes it logs before returning
+        row = payload.shape[1] * 4
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr + j * row, row) for j, s in enumerate(samples)])
+        self.completed += len(samples)
+        self.batches += 1
+
     def _done_loop(self) -> None:
         self._pin("done")
-        encode = self.sut.benchmark.encode_response
-        complete = lg.QuerySamplesComplete
+        assert self.to_done is not None
         while (item := self.to_done.get()) is not None:
-            samples, outputs = item
-            payload = np.ascontiguousarray(encode(outputs), dtype=np.float32)
-            addr = payload.ctypes.data  # LoadGen copies the bytes it logs before returning
-            row = payload.shape[1] * 4
-            complete([lg.QuerySampleResponse(s.id, addr + j * row, row) for j, s in enumerate(samples)])
-            self.completed += len(samples)
-            self.batches += 1
+            self._complete(*item)
 
 
 class SystemUnderTest:
@@ -289,8 +349,7 @@ class SystemUnderTest:
     def start(self) -> None:
         """Start every card's threads and wait until its card is loaded; re-raise a loading error."""
         for w in self.workers:
-            for t in w.threads:
-                t.start()
+            w.card_thread.start()  # it starts the card's other threads once the card is loaded
         for w in self.workers:
             w.ready.wait()
         errors = [w.startup_error for w in self.workers if w.startup_error is not None]
@@ -342,9 +401,13 @@ class SystemUnderTest:
     def issue_query(self, samples: list[lg.QuerySample]) -> None:
         if self._batcher is None:
             b = self.batch_size
+            batches = [samples[start:start + b] for start in range(0, len(samples), b)]
+            room = self.queue_depth * len(self.workers)  # more than this can only go to the backlog
             with self._dispatch_lock:
-                for start in range(0, len(samples), b):
-                    self._dispatch(samples[start:start + b])
+                for batch in batches[:room]:
+                    self._dispatch(batch)
+                if len(batches) > room:  # an Offline query: the rest in one step, cards take from it
+                    self._backlog_all(batches[room:])
             return
         full = None
         with self._batcher_cv:
@@ -411,12 +474,17 @@ class SystemUnderTest:
             self._next = (self._next + best_k + 1) % n
             best.wake()
             return
-        if not any(w.alive for w in workers):
-            _complete_empty(batch)
+        self._backlog_all([batch])
+
+    def _backlog_all(self, batches: list[Sequence[lg.QuerySample]]) -> None:
+        """Batches no card queue has room for, for idle cards to take. Hold _dispatch_lock."""
+        if not any(w.alive for w in self.workers):
+            for batch in batches:
+                _complete_empty(batch)
             return
-        self.backlog.append(batch)
-        self.backlogged += 1
-        for w in workers:
+        self.backlog.extend(batches)
+        self.backlogged += len(batches)
+        for w in self.workers:
             if w.alive:
                 w.wake()
 

@@ -1,6 +1,6 @@
 """Every thread that works for a card runs only on that card's CPUs, read from /proc during a real run.
 
-The card threads name themselves c<i>.feed / c<i>.card / c<i>.done (PR_SET_NAME); onnxruntime's
+The card threads name themselves c<i>.feed / c<i>.card (and c<i>.done for NMS benchmarks) (PR_SET_NAME); onnxruntime's
 intra-op threads are started by c<i>.card and inherit its name and affinity, so a snapshot of
 /proc/self/task/*/{comm,status} taken while LoadGen runs tells which card each thread serves.
 """
@@ -55,7 +55,7 @@ def test_card_threads_stay_on_their_cpus(data_dir, tmp_path, monkeypatch):
     for index, cpus in cards.items():
         mine = [(tid, comm, allowed) for tid, (comm, allowed) in seen.items() if comm.startswith(f"c{index}.")]
         roles = {comm.split(".", 1)[1] for _, comm, _ in mine}
-        assert {"feed", "card", "done"} <= roles, mine
+        assert roles == {"feed", "card"}, mine  # resnet50 completes on the card thread
         # the card thread plus onnxruntime's intra-op pool thread it started
         assert sum(comm == f"c{index}.card" for _, comm, _ in mine) >= 2, mine
         wrong = [(tid, comm, allowed) for tid, comm, allowed in mine if allowed != cpus]

@@ -15,7 +15,8 @@ and batched completions) against a bare LoadGen SUT in the same process whose is
 every sample inline (Offline: one QuerySamplesComplete per batch-size chunk, the granularity the
 harness completes at; Server: each query at once). Both get the same user.conf settings. Offline:
 LoadGen's samples/s at the same target QPS; Server: the highest target QPS that is VALID, found by
-doubling then bisecting with runs of --duration-ms each.
+doubling then bisecting with runs of --duration-ms each. The two sides alternate for --rounds rounds
+and the medians are compared, so a burst of load on a shared machine hits one round, not one side.
 
     python tools/bench_harness.py --backend null --data-dir data --duration-ms 2000
 """
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -130,30 +133,39 @@ def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) 
 
 
 def null_main(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.PreparedData) -> int:
-    b, ms = args.batch_size, args.duration_ms
-    offline_qps = args.offline_target_qps
-    bare_off, _ = bare_run(bench, data, "Offline", offline_qps, ms, b)
-    ours_off, ours_off_valid = harness_run(args.data_dir, "Offline", offline_qps, ms, b, args.cards)
-    bare_srv, bare_tried = max_valid_qps(lambda q: bare_run(bench, data, "Server", q, ms, b), args.server_start)
-    ours_srv, ours_tried = max_valid_qps(lambda q: harness_run(args.data_dir, "Server", q, ms, b, args.cards),
-                                         args.server_start)
-    figures = {"offline": {"harness_sps": round(ours_off, 1), "bare_sps": round(bare_off, 1),
-                           "ratio": round(ours_off / bare_off, 3), "harness_valid": ours_off_valid,
-                           "target_qps": offline_qps},
-               "server": {"harness_max_valid_qps": round(ours_srv, 1), "bare_max_valid_qps": round(bare_srv, 1),
-                          "ratio": round(ours_srv / bare_srv, 3) if bare_srv else None,
-                          "harness_tried": ours_tried, "bare_tried": bare_tried},
-               "batch": b, "duration_ms": ms, "cards": args.cards, "cpu": system.cpu_model(),
-               "cpus": len(system.available_cpus())}
+    """Alternate bare and harness runs for --rounds rounds; medians of each side, ratio of the medians."""
+    b, ms, qps = args.batch_size, args.duration_ms, args.offline_target_qps
+    bare_off, ours_off, bare_srv, ours_srv, tried = [], [], [], [], []
+    for _ in range(args.rounds):
+        bare_off.append(bare_run(bench, data, "Offline", qps, ms, b)[0])
+        ours_off.append(harness_run(args.data_dir, "Offline", qps, ms, b, args.cards)[0])
+        q, t = max_valid_qps(lambda q: bare_run(bench, data, "Server", q, ms, b), args.server_start)
+        bare_srv.append(q)
+        tried.append(("bare", t))
+        q, t = max_valid_qps(lambda q: harness_run(args.data_dir, "Server", q, ms, b, args.cards), args.server_start)
+        ours_srv.append(q)
+        tried.append(("harness", t))
+    med = statistics.median
+    figures = {"offline": {"harness_sps": round(med(ours_off), 1), "bare_sps": round(med(bare_off), 1),
+                           "ratio": round(med(ours_off) / med(bare_off), 3), "target_qps": qps,
+                           "harness_each": [round(x) for x in ours_off], "bare_each": [round(x) for x in bare_off]},
+               "server": {"harness_max_valid_qps": round(med(ours_srv), 1),
+                          "bare_max_valid_qps": round(med(bare_srv), 1),
+                          "ratio": round(med(ours_srv) / med(bare_srv), 3) if med(bare_srv) else None,
+                          "harness_each": ours_srv, "bare_each": bare_srv, "tried": tried},
+               "batch": b, "duration_ms": ms, "rounds": args.rounds, "cards": args.cards,
+               "cpu": system.cpu_model(), "cpus": len(system.available_cpus()), "load_before": os.getloadavg()[0]}
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"Offline  harness (null cards) {ours_off:10.1f} samples/s   bare inline SUT {bare_off:10.1f}   "
-              f"ratio {figures['offline']['ratio']:.3f}")
-        print(f"Server   harness max valid    {ours_srv:10.1f} QPS         bare inline SUT {bare_srv:10.1f}   "
-              f"ratio {figures['server']['ratio']}")
-        print(f"         (tried: harness {ours_tried}; bare {bare_tried})")
-        print(f"batch {b}, {ms} ms per run, --cards {args.cards}, {figures['cpus']} CPUs")
+        off, srv = figures["offline"], figures["server"]
+        print(f"Offline  harness (null cards) {off['harness_sps']:10.1f} samples/s   bare inline SUT "
+              f"{off['bare_sps']:10.1f}   ratio {off['ratio']:.3f}   "
+              f"(each: {off['harness_each']} / {off['bare_each']})")
+        print(f"Server   harness max valid    {srv['harness_max_valid_qps']:10.1f} QPS         bare inline SUT "
+              f"{srv['bare_max_valid_qps']:10.1f}   ratio {srv['ratio']}   (each: {ours_srv} / {bare_srv})")
+        print(f"batch {b}, {ms} ms per run, {args.rounds} rounds (medians), --cards {args.cards}, "
+              f"{figures['cpus']} CPUs")
     return 0
 
 
@@ -167,6 +179,7 @@ def main() -> int:
     ap.add_argument("--cards", default="auto", help="--backend null: the harness's --cards")
     ap.add_argument("--offline-target-qps", type=float, default=200_000, help="--backend null: Offline target")
     ap.add_argument("--server-start", type=float, default=500, help="--backend null: first Server QPS tried")
+    ap.add_argument("--rounds", type=int, default=3, help="--backend null: alternating rounds, medians reported")
     args = ap.parse_args()
 
     bench = benchmarks.get("resnet50")
