@@ -2,7 +2,9 @@
 
 Dispatch (LoadGen's issue thread, and in Server the batcher): a query is cut into batches (Offline,
 SingleStream, MultiStream: at once; Server: samples wait in one open batch until it is full or its
-deadline `max_wait` passes). A batch goes round-robin to the next card with nothing in hand, or else
+deadline `max_wait` passes and some card has nothing in hand — a partial batch is never sent to cards
+that are all busy, where it would only wait while capacity is lost to its empty rows; it keeps filling
+until a card runs dry). A batch goes round-robin to the next card with nothing in hand, or else
 to the card with the fewest batches in hand, among those whose bounded queue has room (so a card
 that fell behind is skipped instead of queueing latency); when every queue is full it goes to a
 shared backlog that idle cards drain. Nothing on the issue path waits for a card.
@@ -260,6 +262,8 @@ class _Worker:
                 continue
             self.finished += 1
             self.free.put(buf)
+            if self.in_hand <= 0:
+                sut.card_ran_dry()
             self._finish(samples, outputs)
 
     def _take_and_run(self, card: Card) -> None:
@@ -274,6 +278,8 @@ class _Worker:
                 self._fail(exc, item)
                 break
             self.finished += 1
+            if self.in_hand <= 0:
+                self.sut.card_ran_dry()
             self._finish(item, outputs)
         if not self.alive:
             self._give_back_queue()
@@ -333,6 +339,7 @@ class SystemUnderTest:
         self._deadline = 0.0
         self._batcher_cv = threading.Condition()
         self._batcher_idle = False
+        self._overdue = False  # the open batch is past its deadline, waiting for a card with nothing in hand
         self._stopping = False
         self._batcher = threading.Thread(target=self._batcher_loop, name="batcher", daemon=True) \
             if scenario == "Server" else None
@@ -417,7 +424,7 @@ class SystemUnderTest:
                 full, self._open = self._open, []
             elif first:
                 self._deadline = time.perf_counter() + (self.max_wait_s or 0.0)
-                if self._batcher_idle:
+                if self._batcher_idle or self._overdue:
                     self._batcher_cv.notify()
         if full is not None:
             with self._dispatch_lock:
@@ -444,14 +451,30 @@ class SystemUnderTest:
                         self._batcher_idle = False
                         continue
                     left = self._deadline - time.perf_counter()
-                    if left <= 0:
+                    if left > 0:
+                        cv.wait(left)
+                        continue
+                    self._overdue = True  # before looking: a card that runs dry after the look pokes us
+                    if self._idle_card():
                         break
-                    cv.wait(left)
+                    cv.wait()  # until a card runs dry, the batch fills (issue thread) or the run stops
+                self._overdue = False
                 if self._stopping:
                     return
                 batch, self._open = self._open, []
             with self._dispatch_lock:
                 self._dispatch(batch)
+
+    def _idle_card(self) -> bool:
+        """A card with nothing in hand (or no card left, so the batch goes out and completes empty)."""
+        alive = [w for w in self.workers if w.alive]
+        return not alive or any(w.in_hand <= 0 for w in alive)
+
+    def card_ran_dry(self) -> None:
+        """Called by a card that finished its last batch in hand: an overdue partial batch can go to it."""
+        if self._overdue:
+            with self._batcher_cv:
+                self._batcher_cv.notify()
 
     def _dispatch(self, batch: Sequence[lg.QuerySample]) -> None:
         """Round-robin from the card after the last one used, to the first card with nothing in hand, else
@@ -506,6 +529,7 @@ class SystemUnderTest:
                     _complete_empty(self.backlog.popleft())
         with worker.cv:
             worker.cv.notify()
+        self.card_ran_dry()  # an overdue batch waiting for this card goes elsewhere (or completes empty)
 
 
 def _complete_empty(batch: Sequence[lg.QuerySample]) -> None:
