@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from harness import __version__, benchmarks, progress
-from harness.benchmarks import SCENARIOS
+from harness.benchmarks import CARD_OUTPUTS, SCENARIOS
 from harness.cards import BACKENDS
 from harness.compliance import TESTS
 from harness.errors import ApplianceError, Interrupted
@@ -51,10 +51,12 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
 @_data_dir_opt
 @click.option("--samples", type=click.IntRange(1), default=None,
               help="Number of images: size of the synthetic dataset, or the first N of --source "
-                   "[default: the benchmark's performance sample count, 1024 for resnet50].")
+                   "[default: the benchmark's performance sample count: 1024 resnet50, 256 ssd-mobilenet, "
+                   "64 ssd-resnet34 and retinanet].")
 @click.option("--source", type=click.Path(path_type=Path), default=None,
-              help="A real dataset folder in its official layout (ImageNet: JPEGs + val_map.txt) to preprocess "
-                   "instead of drawing a synthetic one.")
+              help="A real dataset folder in its official layout to preprocess instead of drawing a synthetic one "
+                   "(ImageNet: JPEGs + val_map.txt; COCO: annotations/instances_val2017.json + val2017/; "
+                   "OpenImages: annotations/openimages-mlperf.json + validation/data/).")
 @click.option("--model", "model_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Use this ONNX file instead of building the seeded model; its digest is checked against "
                    "the registry of official artefacts.")
@@ -69,6 +71,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark resnet50
       appliance prepare --benchmark resnet50 --samples 64 --data-dir /tmp/data
       appliance prepare --benchmark resnet50 --source /data/imagenet --model /data/resnet50_v1.onnx
+      appliance prepare --benchmark ssd-mobilenet --samples 64
+      appliance prepare --benchmark ssd-resnet34 --source /data/coco
     """
     from harness.prepare import Layout, prepare_dataset, prepare_golden, prepare_model
 
@@ -118,6 +122,9 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--max-wait-us", type=click.IntRange(0), default=None,
               help="Server: longest a partial batch waits for samples [default: batch / target QPS, at most "
                    "a tenth of the latency bound].")
+@click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
+              help="Precision the cards return their outputs in: fp32, or quantised as the paper's cards do "
+                   "(ssd-mobilenet: uint8 scores and boxes; ssd-resnet34: fp16 scores, uint8 boxes).")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
 @click.option("--system", "system_name", default=None,
@@ -126,8 +133,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
-        replicate: str, max_wait_us: int | None, batch_size: int | None, system_name: str | None, as_json: bool,
-        quiet: bool) -> None:
+        replicate: str, max_wait_us: int | None, card_outputs: str, batch_size: int | None, system_name: str | None,
+        as_json: bool, quiet: bool) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -140,6 +147,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run --cards emulate:2 --replicate card
       appliance run --cards simulate:cloud-ai-100:16 -s Server --max-wait-us 300
       appliance run -b resnet50 -s Offline --mode TEST01 --results /results
+      appliance run -b ssd-mobilenet -s SingleStream --mode accuracy --card-outputs quantised
     """
     from harness import launch_checks
     from harness.report import summary_table
@@ -164,7 +172,8 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
     opts = RunOptions(benchmark=bench.name, requested=Requested(scenario, mode, duration_ms, count, target_qps,
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
-                      system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us)
+                      system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
+                      card_outputs=card_outputs)
     if mode in TESTS:
         from harness.compliance import run_compliance
 

@@ -103,6 +103,9 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
         put("min_query_count", 1, "--duration-ms without --count: the duration alone sets the length")
     if req.target_qps is not None:
         put("target_qps", req.target_qps, "--target-qps", override=True)
+    for scenario, key, value in bench.loadgen_conf:
+        if scenario in ("*", s):
+            put(key, value, f"{m}: the round's value, missing from LoadGen's built-in mlperf.conf")
     if cal is not None:
         # Expected speeds a little optimistic, so LoadGen pre-generates enough queries to fill the
         # minimum duration (it stops issuing once duration and query count are both met).

@@ -202,8 +202,8 @@ def _class_ids(benchmark: str) -> np.ndarray:
         ids = np.arange(91)
     elif benchmark == "ssd-resnet34":     # 81 classes: [0] + coco.getCatIds()
         ids = np.asarray((0, *COCO_80_IDS))
-    else:                                 # OpenImages MLPerf: category ids 1..264
-        ids = np.arange(1, 265)
+    else:                                 # OpenImages MLPerf: category ids 0..263 (export_to_coco enumerates)
+        ids = np.arange(264)
     out = ids.astype(np.float64)
     out.setflags(write=False)
     return out

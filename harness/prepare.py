@@ -23,7 +23,7 @@ import numpy as np
 
 from harness import progress
 from harness.benchmarks import Benchmark
-from harness.datasets import imagenet, store
+from harness.datasets import Listing, store
 from harness.errors import DataError
 from harness.fsutil import atomic_write_json, sha256_file, staged_dir
 from harness.models import registry
@@ -47,7 +47,7 @@ class Layout:
 
     @property
     def raw(self) -> Path:
-        return self.data_dir / self.bench.dataset
+        return self.data_dir / self.bench.dataset.name
 
     @property
     def preprocessed(self) -> Path:
@@ -151,30 +151,33 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
         marker = raw / ".synthetic.json"
         want = {"count": count, "seed": DATASET_SEED}
         if not (marker.is_file() and json.loads(marker.read_text()) == want):
-            with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset}") as bar:
-                imagenet.make_synthetic(tmp, count, DATASET_SEED, on_image=lambda: bar.update(1))
+            with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
+                bench.dataset.make_synthetic(tmp, count, DATASET_SEED, lambda: bar.update(1))
                 (tmp / ".synthetic.json").write_text(json.dumps(want))
-    names, labels = imagenet.read_val_map(raw, limit=samples)
-    val_map_sha = sha256_file(raw / imagenet.VAL_MAP)
+    listing = bench.dataset.read(raw, samples)
+    names = listing.names
+    index_sha = sha256_file(raw / bench.dataset.index_file)
     old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
-    if old and old.manifest.get("source_val_map_sha256") == val_map_sha and old.count == len(names) \
-            and old.manifest.get("source") == str(raw):
+    if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(names) \
+            and old.manifest.get("source") == str(raw) and old.manifest.get("sample_shape") == list(bench.input_shape):
         echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")
         return old.manifest
     with staged_dir(layout.preprocessed) as tmp:
-        manifest = _preprocess(bench, raw, names, labels, tmp, synthetic)
+        manifest = _preprocess(bench, raw, listing, index_sha, tmp, synthetic)
     echo(f"dataset: {layout.preprocessed} ({len(names)} samples, "
          f"{'synthetic' if synthetic else 'from ' + str(raw)})")
     return manifest
 
 
-def _preprocess(bench: Benchmark, raw: Path, names: list[str], labels: np.ndarray, out: Path,
+def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, out: Path,
                 synthetic: bool) -> dict[str, Any]:
     import cv2
 
+    names = listing.names
+
     cv2.setNumThreads(1)  # parallelism comes from the thread pool below
     shards = []
-    with progress.bar(len(names), f"preprocessing {bench.dataset}") as bar, \
+    with progress.bar(len(names), f"preprocessing {bench.dataset.name}") as bar, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for s, start in enumerate(range(0, len(names), store.SHARD_SIZE)):
             chunk = names[start:start + store.SHARD_SIZE]
@@ -184,14 +187,18 @@ def _preprocess(bench: Benchmark, raw: Path, names: list[str], labels: np.ndarra
                 bar.update(1)
             entry = store.write_array(out, store.shard_name(s), block)
             shards.append({**entry, "start": start})
+    annotations = None
+    if listing.annotations is not None:
+        atomic_write_json(out / "annotations.json", listing.annotations)
+        annotations = {"file": "annotations.json", "sha256": sha256_file(out / "annotations.json")}
     return _write_manifest(out, {
-        "format": store.FORMAT_VERSION, "benchmark": bench.name, "dataset": bench.dataset,
+        "format": store.FORMAT_VERSION, "benchmark": bench.name, "dataset": bench.dataset.name,
         "count": len(names), "synthetic": synthetic, "source": str(raw),
-        "source_val_map_sha256": sha256_file(raw / imagenet.VAL_MAP),
+        "source_index": bench.dataset.index_file, "source_index_sha256": index_sha,
         "layout": "NCHW", "dtype": "uint8", "sample_shape": list(bench.input_shape),
-        "preprocessing": "MLCommons reference: BGR->RGB, INTER_AREA resize of the short side to 256, "
-                         "centre crop 224; mean subtraction at batch staging",
-        "shards": shards, "labels": store.write_array(out, "labels.npy", labels), "golden": None,
+        "preprocessing": f"{bench.preprocessing}; mean {list(bench.input_mean)} subtracted at batch staging",
+        "shards": shards, "labels": store.write_array(out, "labels.npy", listing.labels),
+        "annotations": annotations, "golden": None,
     })
 
 
@@ -201,34 +208,38 @@ def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, echo: Echo) -> None:
-    """Labels from a plain FP32 onnxruntime pass of the model, to prove the harness's accuracy path.
+    """The golden reference from a plain FP32 onnxruntime pass of the model, to prove the accuracy path.
 
-    Synthetic weights have no real ImageNet accuracy; matching this independent reference pass
-    100% shows that the harness feeds, batches and logs every sample correctly.
+    Synthetic weights have no real accuracy; matching this independent reference pass 100% (labels
+    for ResNet50, the host-NMS detections as COCO annotations for detection) shows that the harness
+    feeds, batches, post-processes and logs every sample correctly.
     """
     import onnxruntime as ort
 
     bench = layout.bench
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(layout.data_dir))
     if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model_record["sha256"]:
-        echo("golden labels: up to date")
+        echo("golden reference: up to date")
         return
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model_record["path"], opts, providers=["CPUExecutionProvider"])
     mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)
-    golden = np.empty(data.count, dtype=np.int32)
+    payloads: list[np.ndarray] = []
     idx = np.arange(data.count)
-    with progress.bar(data.count, "golden labels (FP32 reference pass)") as bar:
+    with progress.bar(data.count, "golden reference (FP32 pass)") as bar:
         for start in range(0, data.count, batch):
             part = idx[start:start + batch]
             u8 = np.empty((len(part), *bench.input_shape), dtype=np.uint8)
             data.gather(part, u8)
             outputs = sess.run(list(bench.outputs), {bench.input_name: u8.astype(np.float32) - mean})
-            golden[part] = bench.encode_response(outputs)[:, 0].astype(np.int32)
+            payload, offsets = bench.encode_response(outputs, part)
+            payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
             bar.update(len(part))
-    entry = store.write_array(layout.preprocessed, ".golden.tmp.npy", golden)
-    os.replace(layout.preprocessed / entry["file"], layout.preprocessed / "golden.npy")
-    entry.update(file="golden.npy", model_sha256=model_record["sha256"])
+    name, content, summary = bench.accuracy.golden(payloads, data)
+    tmp = layout.preprocessed / f".{name}.tmp"
+    tmp.write_bytes(content)
+    os.replace(tmp, layout.preprocessed / name)
+    entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model_record["sha256"]}
     _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
-    echo(f"golden labels: {len(np.unique(golden))} distinct classes over {data.count} samples")
+    echo(f"golden reference: {summary}")

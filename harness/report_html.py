@@ -195,7 +195,8 @@ def _summary_rows(runs: list[Run]) -> list[list[str]]:
             constraint = f"p{r.detail.get('effective_target_latency_percentile', '')} ≤ {bound / 1e6:g} ms" \
                 if m["scenario"] == "Server" and bound else "-"
         else:
-            metric = f"top-1 {res.get('top1', 0):.3f}%" if "top1" in res else json.dumps(res)[:60]
+            metric = next((f"{label} {res[key]:.3f}%" for key, label in (("top1", "top-1"), ("mAP", "mAP"))
+                           if key in res), json.dumps(res)[:60])
             status, constraint = "scored", "-"
         energy = m.get("energy", {})
         joules = f"{energy['average_watts']:.1f} W, {energy['samples_per_joule']:.3g} samples/J" \

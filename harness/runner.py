@@ -24,7 +24,6 @@ from typing import Any
 import mlperf_loadgen as lg
 
 from harness import benchmarks, progress, system
-from harness.accuracy import imagenet as top1_scoring
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS, BackendSpec, make_card
 from harness.datasets import store
@@ -61,6 +60,7 @@ class RunOptions:
     cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: derived from batch / target QPS
+    card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def _acc(n: int) -> str:
 
 def _make_factory(bench: Benchmark, cards: CardPlan, model_path: Path):
     spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
-                       cards.profile)
+                       cards.profile, bench.output_casts)
     return lambda index, cpus: make_card(spec, index, cpus)
 
 
@@ -278,7 +278,7 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 
 def run(opts: RunOptions, echo=print) -> RunOutcome:
     """Run one benchmark / scenario / mode and return what the summary table shows."""
-    bench = benchmarks.get(opts.benchmark)
+    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs)
     req = opts.requested
     if req.scenario not in benchmarks.SCENARIOS:
         raise ApplianceError(f"unknown scenario {req.scenario!r}; choose one of: {', '.join(benchmarks.SCENARIOS)}")
@@ -414,18 +414,19 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
         perf = perf_result(detail, req.scenario)
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
-        found = top1_scoring.predictions(staging / "mlperf_log_accuracy.json")
-        score = top1_scoring.top1(found, data.labels)
-        digest = sha256_file(staging / "mlperf_log_accuracy.json")
-        atomic_write_text(staging / "accuracy.txt", f"{score.line()}\nhash={digest}\n")
-        accuracy_text = f"top-1 {score.percent:.3f}% (target {bench.quality_target:.3f}%)"
-        result = {"top1": score.percent, "good": score.good, "total": score.total, "hash": digest}
-        if data.golden is not None:
-            gold = top1_scoring.top1(found, data.golden)
+        log = staging / "mlperf_log_accuracy.json"
+        score = bench.accuracy.score(log, data, "dataset")
+        assert score is not None
+        digest = sha256_file(log)
+        atomic_write_text(staging / "accuracy.txt", f"{score.line}\nhash={digest}\n")
+        accuracy_text = f"{bench.quality_metric} {score.percent:.3f}% (target {bench.quality_target:.3f}%)"
+        result = {score.key: score.percent, **score.details, "hash": digest}
+        gold = bench.accuracy.score(log, data, "golden")
+        if gold is not None:
             accuracy_text += f"; golden {gold.percent:.2f}%"
-            result["golden_top1"] = gold.percent
+            result[f"golden_{gold.key}"] = gold.percent
             atomic_write_text(staging / "accuracy_golden.txt",
-                              f"{gold.line()}\n# against labels of an FP32 onnxruntime reference pass of the "
+                              f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
                               f"same model (sha256 {data.manifest['golden']['model_sha256']})\n")
     atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
                                                            result, notes, synthetic, cards, energy))
@@ -445,7 +446,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "command": sys.argv,
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
-        "batch_size": sut.batch_size, "backend": opts.backend,
+        "batch_size": sut.batch_size, "backend": opts.backend, "card_outputs": bench.card_outputs,
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},
         "dataset": {"path": str(data.root), "count": data.count, "synthetic": data.synthetic,

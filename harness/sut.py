@@ -300,10 +300,13 @@ class _Worker:
     # completion ---------------------------------------------------------------------------------
     def _complete(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
         """Encode a batch's outputs and complete all its samples in one QuerySamplesComplete call."""
-        payload = np.ascontiguousarray(self.sut.benchmark.encode_response(outputs), dtype=np.float32)
+        payload, offsets = self.sut.benchmark.encode_response(
+            outputs, np.fromiter((s.index for s in samples), np.int64, len(samples)))
+        payload = np.ascontiguousarray(payload, dtype=np.float32)
         addr = payload.ctypes.data  # LoadGen copies the bytes it logs before returning
-        row = payload.shape[1] * 4
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr + j * row, row) for j, s in enumerate(samples)])
+        at = (offsets * 4).tolist()  # sample j: bytes at[j]..at[j+1] (variable length: detections)
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr + at[j], at[j + 1] - at[j])
+                                 for j, s in enumerate(samples)])
         self.completed += len(samples)
         self.batches += 1
 
@@ -392,7 +395,7 @@ class SystemUnderTest:
 
             def run(k: int) -> None:
                 staged = None if stage is None else self.qsl.stage(indices[:k], stage, replica)
-                self.benchmark.encode_response(card.infer(staged, k))
+                self.benchmark.encode_response(card.infer(staged, k), indices[:k])
 
             run(self.batch_size)
             if not timed:

@@ -6,13 +6,14 @@ counts once.
 
 from __future__ import annotations
 
-import json
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import DataError
+from harness.accuracy import Score, Scorer, read_log
+from harness.datasets.store import PreparedData
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,8 @@ class TopOne:
 
 def predictions(log_path: Path) -> dict[int, int]:
     """qsl_idx -> predicted label from an accuracy log."""
-    try:
-        records = json.loads(log_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read accuracy log {log_path}: {exc}") from None
     found: dict[int, int] = {}
-    for rec in records:
+    for rec in read_log(log_path):
         idx = int(rec["qsl_idx"])
         if idx in found:
             continue
@@ -48,3 +45,23 @@ def predictions(log_path: Path) -> dict[int, int]:
 def top1(found: dict[int, int], labels: np.ndarray) -> TopOne:
     good = sum(1 for idx, pred in found.items() if pred == int(labels[idx]))
     return TopOne(good=good, total=len(found))
+
+
+def score(log_path: Path, data: PreparedData, against: str) -> Score | None:
+    """Top-1 against the dataset's labels, or against the golden labels (None when there are none)."""
+    labels = data.labels if against == "dataset" else data.golden
+    if labels is None:
+        return None
+    s = top1(predictions(log_path), labels)
+    return Score("top1", s.percent, s.line(), {"good": s.good, "total": s.total})
+
+
+def golden(payloads: list[np.ndarray], data: PreparedData) -> tuple[str, bytes, str]:
+    """golden.npy: each sample's label from the FP32 reference pass."""
+    labels = np.asarray([int(p[0]) for p in payloads], dtype=np.int32)
+    buf = io.BytesIO()
+    np.save(buf, labels, allow_pickle=False)
+    return "golden.npy", buf.getvalue(), f"{len(np.unique(labels))} distinct classes over {len(labels)} samples"
+
+
+SCORER = Scorer(score, golden)

@@ -25,6 +25,7 @@ class BackendSpec:
     outputs: tuple[str, ...]
     output_specs: tuple[tuple[tuple[int, ...], str], ...]
     profile: object | None = None  # simulated_card.Profile for backend "simulated"
+    output_casts: tuple = ()       # benchmarks.OutputCast per output: reduced-precision outputs the card returns
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card:
@@ -39,4 +40,5 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card:
     from harness.cards.onnxruntime_card import OnnxRuntimeCard
 
     assert spec.model_path is not None
-    return OnnxRuntimeCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, backend=spec.backend)
+    return OnnxRuntimeCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, backend=spec.backend,
+                           output_casts=spec.output_casts)

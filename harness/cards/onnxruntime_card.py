@@ -26,14 +26,16 @@ class OnnxRuntimeCard:
 
     Create it on the card's (already pinned) worker thread: onnxruntime starts its thread pool when
     the session is made, and new threads inherit the creating thread's affinity (and its name).
-    An accelerator provider gets the card's device id (card index = device ordinal).
+    An accelerator provider gets the card's device id (card index = device ordinal). With `output_casts`
+    the session's graph ends in QuantizeLinear / Cast nodes, so the card returns uint8 / fp16 outputs as
+    a real card's compiled network does (SPEC §3).
     """
 
     input_dtype = "float32"
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
                  cpus: tuple[int, ...], backend: str = "onnxruntime", spin: bool = True,
-                 device_id: int | None = None) -> None:
+                 device_id: int | None = None, output_casts: tuple = ()) -> None:
         if backend not in PROVIDERS:
             raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
         provider, id_key, device_fmt = PROVIDERS[backend]
@@ -57,7 +59,8 @@ class OnnxRuntimeCard:
             value = str(device_id) if id_key == "device_id" else "GPU" if device_id == 0 else f"GPU.{device_id}"
             providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
         try:
-            self.session = ort.InferenceSession(str(model_path), opts, providers=providers)
+            source = with_output_casts(model_path, outputs, output_casts) if output_casts else str(model_path)
+            self.session = ort.InferenceSession(source, opts, providers=providers)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
             raise DataError(f"onnxruntime cannot load {model_path}: {str(exc).splitlines()[0][:200]}; "
                             f"rerun `appliance prepare` or pass a valid --model") from None
@@ -67,6 +70,7 @@ class OnnxRuntimeCard:
         self.info = CardInfo(index=index, backend=backend,
                              device=device_fmt.format(i=device_id), cpus=cpus, emulated=emulated,
                              details={"provider": provider, "providers_in_session": self.session.get_providers(),
+                                      "output_dtypes": [o.type for o in self.session.get_outputs()],
                                       "intra_op_threads": threads, "onnxruntime": ort.__version__})
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
@@ -74,3 +78,32 @@ class OnnxRuntimeCard:
 
     def close(self) -> None:
         del self.session
+
+
+def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple) -> bytes:
+    """The model with outputs converted in-graph: QuantizeLinear to uint8 (scale, zero point) or Cast to fp16."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    try:
+        model = onnx.load(str(model_path))
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
+    graph = model.graph
+    for name, cast in zip(outputs, casts, strict=True):
+        if cast is None:
+            continue
+        raw = f"{name}/before_cast"
+        for node in graph.node:
+            node.output[:] = [raw if o == name else o for o in node.output]
+            node.input[:] = [raw if i == name else i for i in node.input]
+        out = next(o for o in graph.output if o.name == name)
+        if cast.dtype == "uint8":
+            graph.initializer.extend([numpy_helper.from_array(np.array(cast.scale, np.float32), f"{name}/scale"),
+                                      numpy_helper.from_array(np.array(cast.zero_point, np.uint8), f"{name}/zp")])
+            graph.node.append(helper.make_node("QuantizeLinear", [raw, f"{name}/scale", f"{name}/zp"], [name]))
+            out.type.tensor_type.elem_type = TensorProto.UINT8
+        else:
+            graph.node.append(helper.make_node("Cast", [raw], [name], to=TensorProto.FLOAT16))
+            out.type.tensor_type.elem_type = TensorProto.FLOAT16
+    return model.SerializeToString()

@@ -12,6 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from harness.datasets import DatasetFormat, Listing, decode_image
 from harness.errors import DataError
 
 VAL_MAP = "val_map.txt"
@@ -42,27 +43,13 @@ def read_val_map(root: Path, limit: int | None = None) -> tuple[list[str], np.nd
     return names, np.asarray(labels, dtype=np.int32)
 
 
-def _decode(path: Path) -> np.ndarray:
-    """Decode like the reference (`cv2.imread`, 3-channel BGR), refusing damaged files loudly."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read image {path}: {exc.strerror}") from None
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
-    # libjpeg decodes a truncated file with a warning only; a JPEG must end with the EOI marker.
-    truncated = data[:2] == b"\xff\xd8" and not data.rstrip(b"\x00\r\n ").endswith(b"\xff\xd9")
-    if img is None or truncated:
-        raise DataError(f"corrupt or truncated image {path}: replace it or remove it from {VAL_MAP}")
-    return img
-
-
 def preprocess(path: Path, size: int = 224) -> np.ndarray:
     """MLCommons reference ResNet50 preprocessing up to (not including) the mean subtraction.
 
     BGR->RGB, resize with INTER_AREA so the short side is size/0.875, centre crop, CHW uint8. The mean
     is subtracted when a batch is staged for the card, so the stored data stays one byte per pixel.
     """
-    img = cv2.cvtColor(_decode(path), cv2.COLOR_BGR2RGB)
+    img = cv2.cvtColor(decode_image(path, VAL_MAP), cv2.COLOR_BGR2RGB)
     h, w, _ = img.shape
     short = int(100.0 * size / CROP_SCALE)
     new_w, new_h = (short, int(short * h / w)) if h > w else (int(short * w / h), short)
@@ -107,3 +94,11 @@ def make_synthetic(root: Path, count: int, seed: int, on_image: Callable[[], Non
         if on_image:
             on_image()
     (root / VAL_MAP).write_text("\n".join(lines) + "\n")
+
+
+def _listing(root: Path, limit: int | None) -> Listing:
+    names, labels = read_val_map(root, limit)
+    return Listing(names, labels, None)
+
+
+FORMAT = DatasetFormat("imagenet", VAL_MAP, _listing, make_synthetic)

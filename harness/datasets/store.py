@@ -4,8 +4,10 @@ Layout of a prepared folder::
 
     manifest.json            what was made, from what, how, and the digest of every file
     samples-00000.npy ...    [n, C, H, W] uint8, SHARD_SIZE samples per shard, in LoadGen index order
-    labels.npy               int32 dataset labels
-    golden.npy               int32 labels from an FP32 reference pass of the model named in the manifest
+    labels.npy               per sample: class label (ImageNet) or image id (COCO format)
+    annotations.json         COCO-format ground truth of exactly these samples (detection datasets)
+    golden.npy | golden.json the FP32 reference pass of the model named in the manifest: labels, or
+                             its detections as COCO annotations
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class PreparedData:
     manifest: dict[str, Any]
     shards: list[np.ndarray]
     labels: np.ndarray
-    golden: np.ndarray | None
+    golden: np.ndarray | None  # golden labels (.npy); a golden.json is read by its scorer
 
     @property
     def count(self) -> int:
@@ -78,7 +80,10 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
             shards.append(arr)
         labels = np.load(root / manifest["labels"]["file"], allow_pickle=False)
         golden = None
-        if manifest.get("golden"):
+        for key in ("annotations", "golden"):
+            if manifest.get(key) and not (root / manifest[key]["file"]).is_file():
+                raise ValueError(f"{manifest[key]['file']} is missing")
+        if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
             golden = np.load(root / manifest["golden"]["file"], allow_pickle=False)
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
         raise DataError(f"prepared data in {root} is damaged ({exc}); rerun `{prepare_hint}`") from None
@@ -89,5 +94,6 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
 
 def verify_digests(root: Path, manifest: dict[str, Any]) -> list[str]:
     """Names of the files whose sha256 no longer matches the manifest (empty when all match)."""
-    entries = [*manifest["shards"], manifest["labels"], *([manifest["golden"]] if manifest.get("golden") else [])]
+    entries = [*manifest["shards"], manifest["labels"], *(manifest[k] for k in ("annotations", "golden")
+                                                          if manifest.get(k))]
     return [e["file"] for e in entries if sha256_file(root / e["file"]) != e["sha256"]]
