@@ -213,6 +213,11 @@ RETINANET_SCORES = "scores"
 RETINANET_INDICES = "indices"
 RETINANET_CLASSES = 264
 RETINANET_TOPK = 1000
+# The FPN has no normalisation, so its features reach a spread of ~5 at 800x800: the predictors' weight
+# scales are set for logits near the prior (not saturated at 1.0) and regressions of a few tenths (not boxes
+# pushed out of the image), as a trained model gives.
+RETINANET_CLS_STD = 0.15
+RETINANET_REG_STD = 0.05
 
 
 def _bottleneck_x(g: _G, x: str, cin: int, width: int, cout: int, stride: int) -> str:
@@ -252,9 +257,9 @@ def build_retinanet(seed: int = 0) -> onnx.ModelProto:
     reg_w = [g.const(f"reg_tower_{i}/w", g.rng.normal(0, math.sqrt(2 / 2304), (256, 256, 3, 3))) for i in range(4)]
     cls_b = [g.const(f"cls_tower_{i}/b", np.zeros(256)) for i in range(4)]
     reg_b = [g.const(f"reg_tower_{i}/b", np.zeros(256)) for i in range(4)]
-    cls_out_w = g.const("cls_logits/w", g.rng.normal(0, 2.0 / math.sqrt(2304), (9 * k, 256, 3, 3)))
+    cls_out_w = g.const("cls_logits/w", g.rng.normal(0, RETINANET_CLS_STD / math.sqrt(2304), (9 * k, 256, 3, 3)))
     cls_out_b = g.const("cls_logits/b", np.full(9 * k, PRIOR_LOGIT))
-    reg_out_w = g.const("bbox_reg/w", g.rng.normal(0, 0.5 / math.sqrt(2304), (36, 256, 3, 3)))
+    reg_out_w = g.const("bbox_reg/w", g.rng.normal(0, RETINANET_REG_STD / math.sqrt(2304), (36, 256, 3, 3)))
     reg_out_b = g.const("bbox_reg/b", np.zeros(36))
 
     def tower(x: str, ws: list[str], bs: list[str], out_w: str, out_b: str) -> str:
