@@ -83,6 +83,13 @@ def load_onnx(path: Path, bench: Benchmark):  # -> onnx.ModelProto
     if bench.input_name not in inputs or not set(bench.outputs) <= set(outputs):
         raise DataError(f"{path} has inputs {inputs} and outputs {outputs}; {bench.name} needs input "
                         f"{bench.input_name!r} and outputs {list(bench.outputs)}")
+    shapes = {o.name: [d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim][1:]
+              for o in model.graph.output}
+    for name, (shape, _) in zip(bench.outputs, bench.output_specs, strict=True):
+        got = shapes[name]
+        if got and all(d is not None for d in got) and tuple(got) != shape:
+            raise DataError(f"{path}: output {name!r} has shape {got} per sample, {bench.name} needs {list(shape)} "
+                            f"(the layout its host post-processing reads)")
     return model
 
 
@@ -147,13 +154,17 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
             raise DataError(f"--source {source} is not a folder")
     else:
         raw, synthetic = layout.raw, True
-        count = samples or bench.performance_sample_count
+        count = samples = samples or bench.performance_sample_count
         marker = raw / ".synthetic.json"
         want = {"count": count, "seed": DATASET_SEED}
-        if not (marker.is_file() and json.loads(marker.read_text()) == want):
+        # benchmarks sharing a dataset folder (COCO) share the drawing when it is large enough; a generator
+        # whose images do not depend on the count says so with `prefix_stable` in its marker
+        have = json.loads(marker.read_text()) if marker.is_file() else {}
+        if not (have.get("seed") == DATASET_SEED and (have.get("count") == count or (
+                have.get("prefix_stable") and have.get("count", 0) >= count))):
             with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
                 bench.dataset.make_synthetic(tmp, count, DATASET_SEED, lambda: bar.update(1))
-                (tmp / ".synthetic.json").write_text(json.dumps(want))
+                (tmp / ".synthetic.json").write_text(json.dumps({**want, "prefix_stable": bench.dataset.prefix_stable}))
     listing = bench.dataset.read(raw, samples)
     names = listing.names
     index_sha = sha256_file(raw / bench.dataset.index_file)

@@ -396,7 +396,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
                      f"not submission-length")
     synthetic = bool(model["synthetic"] or data.synthetic)
     if model["synthetic"]:
-        notes.append("synthetic model weights (seeded): accuracy is not ImageNet accuracy")
+        notes.append("synthetic model weights (seeded): accuracy is not the real model's")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:

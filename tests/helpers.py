@@ -8,6 +8,9 @@ import sys
 from harness.cli import main
 
 SAMPLES = 48  # size of the session's prepared synthetic dataset
+# detection: images per benchmark in the session's prepared data (SSD-ResNet34 and RetinaNet take ~5 s
+# per image on a slow core, so they get one; SSD-MobileNet's 24 cover the index mapping)
+DETECTION_SAMPLES = {"ssd-mobilenet": 24, "ssd-resnet34": 1, "retinanet": 1}
 
 # A simulated card whose speed is its profile's (10 ms per batch of 8), not the busy machine's: slow enough
 # that the harness's own CPU time, which a loaded machine stretches, is a small part of it.
@@ -18,6 +21,9 @@ source: tests
 input_dtype: uint8
 benchmarks:
   resnet50: {samples_per_second: 800, batch: 8}
+  ssd-mobilenet: {samples_per_second: 400, batch: 4}
+  ssd-resnet34: {samples_per_second: 100, batch: 1}
+  retinanet: {samples_per_second: 100, batch: 1}
 """
 
 

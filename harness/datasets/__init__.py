@@ -32,6 +32,7 @@ class DatasetFormat:
     index_file: str                      # the file listing the samples, relative to the dataset root
     read: Callable[[Path, int | None], Listing]                              # (root, limit)
     make_synthetic: Callable[[Path, int, int, Callable[[], None] | None], None]  # (root, count, seed, on_image)
+    prefix_stable: bool = False  # a synthetic set of N images is the first N of any larger one (same seed)
 
 
 def decode_image(path: Path, listed_in: str) -> np.ndarray:

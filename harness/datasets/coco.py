@@ -88,7 +88,7 @@ class CocoLayout:
     annotations: str
     images: str
     categories: tuple[tuple[int, str, str], ...]
-    synthetic_names: Callable[[int, np.random.Generator], list[tuple[int, str]]]  # (count, rng) -> (id, file)
+    synthetic_name: Callable[[int, np.random.Generator], tuple[int, str]]  # (index, rng) -> (image id, file)
 
     def read(self, root: Path, limit: int | None = None) -> Listing:
         """The first `limit` images of the annotation file, their ground truth, and checks that they exist."""
@@ -113,12 +113,13 @@ class CocoLayout:
 
     def make_synthetic(self, root: Path, count: int, seed: int, on_image: Callable[[], None] | None = None) -> None:
         """`count` seeded JPEGs with drawn objects and their COCO annotations, in the official layout."""
-        rng = np.random.default_rng(seed)
         (root / self.images).mkdir(parents=True, exist_ok=True)
         (root / self.annotations).parent.mkdir(parents=True, exist_ok=True)
         images: list[dict[str, Any]] = []
         anns: list[dict[str, Any]] = []
-        for image_id, name in self.synthetic_names(count, rng):
+        for i in range(count):
+            rng = np.random.default_rng([seed, i])  # image i is the same in every size: N images prefix M > N
+            image_id, name = self.synthetic_name(i, rng)
             img, objects = _draw(rng, [c[0] for c in self.categories])
             ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
             if not ok:
@@ -136,7 +137,7 @@ class CocoLayout:
         (root / self.annotations).write_text(json.dumps(doc))
 
     def format(self) -> DatasetFormat:
-        return DatasetFormat(self.name, self.annotations, self.read, self.make_synthetic)
+        return DatasetFormat(self.name, self.annotations, self.read, self.make_synthetic, prefix_stable=True)
 
 
 def _check_coco(doc: Any, path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -190,20 +191,20 @@ def _draw(rng: np.random.Generator, categories: list[int]) -> tuple[np.ndarray, 
     return img, objects
 
 
-def _coco_names(count: int, rng: np.random.Generator) -> list[tuple[int, str]]:
-    """Sparse, unordered image ids and zero-padded file names, as in instances_val2017.json."""
-    ids = rng.choice(np.arange(1, 600_000), size=count, replace=False)
-    return [(int(i), f"{int(i):012d}.jpg") for i in ids]
+def _coco_name(i: int, rng: np.random.Generator) -> tuple[int, str]:
+    """Sparse, unordered, unique image ids and zero-padded file names, as in instances_val2017.json."""
+    image_id = 1 + i * 7919 % 599_999  # 7919 is prime to 599,999: unique for every i below it
+    return image_id, f"{image_id:012d}.jpg"
 
 
-def _openimages_names(count: int, rng: np.random.Generator) -> list[tuple[int, str]]:
+def _openimages_name(i: int, rng: np.random.Generator) -> tuple[int, str]:
     """Ids 1..N and 16-hex-digit file names, as the reference's export writes them."""
-    return [(i + 1, f"{int(rng.integers(0, 2**63)):016x}.jpg") for i in range(count)]
+    return i + 1, f"{int(rng.integers(0, 2**63)):016x}.jpg"
 
 
-COCO = CocoLayout("coco", "annotations/instances_val2017.json", "val2017", COCO_CATEGORIES, _coco_names)
+COCO = CocoLayout("coco", "annotations/instances_val2017.json", "val2017", COCO_CATEGORIES, _coco_name)
 OPENIMAGES = CocoLayout("openimages", "annotations/openimages-mlperf.json", "validation/data",
-                        OPENIMAGES_CATEGORIES, _openimages_names)
+                        OPENIMAGES_CATEGORIES, _openimages_name)
 
 
 def _resized(path: Path, size: int, listed_in: str) -> np.ndarray:
