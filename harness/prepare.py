@@ -114,8 +114,9 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
     else:
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = _existing_record(layout)
+        builder = _builder_digest(bench)
         if record and record.get("synthetic") and Path(record["path"]) == path and path.is_file() \
-                and sha256_file(path) == record["sha256"]:
+                and record.get("builder_sha256") == builder and sha256_file(path) == record["sha256"]:
             echo(f"model: {path} (already built, {record['stats']})")
             return record
         with progress.spinner(f"building seeded {bench.title} model"):
@@ -133,9 +134,17 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
          f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)")
     record = {"benchmark": bench.name, "path": str(path), "sha256": sha, "md5": md5, "synthetic": synthetic,
               "seed": MODEL_SEED if synthetic else None, "official_artefact": artefact.name if artefact else None,
-              "params": stats.params, "macs_per_sample": stats.macs_per_sample, "stats": stats.describe()}
+              "params": stats.params, "macs_per_sample": stats.macs_per_sample, "stats": stats.describe(),
+              "builder_sha256": _builder_digest(bench) if synthetic else None}
     atomic_write_json(layout.model_record, record)
     return record
+
+
+def _builder_digest(bench: Benchmark) -> str:
+    """sha256 of the source file of the seeded model's builder: a changed builder rebuilds the model."""
+    import inspect
+
+    return sha256_file(Path(inspect.getsourcefile(bench.build_model) or ""))
 
 
 def _existing_record(layout: Layout) -> dict[str, Any] | None:
@@ -192,11 +201,11 @@ def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, o
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for s, start in enumerate(range(0, len(names), store.SHARD_SIZE)):
             chunk = names[start:start + store.SHARD_SIZE]
-            block = np.empty((len(chunk), *bench.input_shape), dtype=np.uint8)
+            block = store.create_array(out, store.shard_name(s), (len(chunk), *bench.input_shape))
             for j, img in enumerate(pool.map(lambda n: bench.preprocess(raw / n), chunk)):
                 block[j] = img
                 bar.update(1)
-            entry = store.write_array(out, store.shard_name(s), block)
+            entry = store.close_array(out, store.shard_name(s), block)
             shards.append({**entry, "start": start})
     annotations = None
     if listing.annotations is not None:

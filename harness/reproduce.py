@@ -127,7 +127,8 @@ def _artefacts_match(row: Row, manifest: dict[str, Any], run_dir: Path, data_dir
 
 
 def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, str]:
-    """The recorded --cards and --replicate, adapted to this host where the recorded map file is absent."""
+    """The recorded --cards, --replicate and --card-outputs, adapted to this host where the recorded map
+    file is absent."""
     spec = manifest.get("card_map", {}).get("spec")
     out = {}
     if spec:
@@ -140,6 +141,8 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
     replicate = manifest.get("sample_buffers", {}).get("replicate")
     if replicate:
         out["replicate"] = replicate
+    if manifest.get("card_outputs"):  # detection: the precision the cards returned their outputs in
+        out["card_outputs"] = manifest["card_outputs"]
     return out
 
 

@@ -293,3 +293,18 @@ def test_model_with_wrong_output_shape(tmp_path, capsys):
     assert appliance("prepare", "-b", "ssd-mobilenet", "--data-dir", tmp_path / "d", "--model", path, "-q") != 0
     err = capsys.readouterr().err
     assert "has shape [1917, 81] per sample, ssd-mobilenet needs [1917, 91]" in err
+
+
+def test_seeded_model_rebuilt_when_its_builder_changed(tmp_path, capsys):
+    args = ("prepare", "-b", "ssd-mobilenet", "--data-dir", tmp_path, "--samples", 2)
+    assert appliance(*args) == 0
+    record_path = tmp_path / "models" / "ssd-mobilenet.json"
+    record = json.loads(record_path.read_text())
+    assert record["builder_sha256"] and record["synthetic"]
+    capsys.readouterr()
+    assert appliance(*args) == 0
+    assert "already built" in capsys.readouterr().out
+    record_path.write_text(json.dumps({**record, "builder_sha256": "an older builder"}))
+    assert appliance(*args) == 0
+    out = capsys.readouterr().out
+    assert "already built" not in out and "golden reference: up to date" in out  # same bytes, same golden

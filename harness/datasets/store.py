@@ -38,6 +38,17 @@ def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
     return {"file": name, "shape": list(array.shape), "sha256": sha256_file(path)}
 
 
+def create_array(folder: Path, name: str, shape: tuple[int, ...]) -> np.memmap:
+    """A new uint8 `.npy` file mapped for writing, so a shard of large images never sits in RAM whole."""
+    return np.lib.format.open_memmap(folder / name, mode="w+", dtype=np.uint8, shape=shape)
+
+
+def close_array(folder: Path, name: str, array: np.memmap) -> dict[str, Any]:
+    """Flush an array from `create_array` and return its manifest entry (file, shape, sha256)."""
+    array.flush()
+    return {"file": name, "shape": list(array.shape), "sha256": sha256_file(folder / name)}
+
+
 @dataclass
 class PreparedData:
     """A prepared folder opened for a run: samples stay on disk until LoadGen asks for them."""
