@@ -5,7 +5,7 @@ Nothing elsewhere branches on a benchmark's name; it reads the record instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 SCENARIOS = ("Offline", "Server", "SingleStream", "MultiStream")
 CARD_OUTPUTS = ("fp32", "quantised")
 # (outputs, QSL indices of the batch) -> (float32 payload, offsets [B+1] into it: sample j is payload[o[j]:o[j+1]])
-Encoder = Callable[[list[np.ndarray], np.ndarray], tuple[np.ndarray, np.ndarray]]
+Encoder = Callable[[list[np.ndarray], Sequence[int]], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,13 @@ def _resnet50() -> Benchmark:
     )
 
 
-def _argmax_response(outputs: list[np.ndarray], qsl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _argmax_response(outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """ResNet50 log payload as the reference writes it: one float32 class id, background removed."""
     payload = outputs[0].astype(np.float32).ravel() - 1.0
     return payload, np.arange(len(payload) + 1)
 
 
-def _detections_response(benchmark: str, outputs: list[np.ndarray], qsl: np.ndarray) -> tuple[np.ndarray,
+def _detections_response(benchmark: str, outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray,
                                                                                               np.ndarray]:
     """Host NMS per image (harness.nms): rows of 7 float32 [qsl_idx, ymin, xmin, ymax, xmax, score, class]."""
     from harness import nms
