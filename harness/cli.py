@@ -17,6 +17,7 @@ from harness.compliance import TESTS
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import ensure_writable_dir
 from harness.loadgen_settings import MODES, Requested
+from harness.prepare import PRECISIONS
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
 
@@ -61,9 +62,15 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
               help="Use this ONNX file instead of building the seeded model; its digest is checked against "
                    "the registry of official artefacts.")
 @click.option("--fetch", is_flag=True, help="Download the official model (checksum verified, resumable).")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="int8: also quantise the model (onnxruntime static quantisation, QDQ, per-channel int8 "
+                   "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32.")
+@click.option("--calibration-list", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="int8: image names to calibrate on, one per line (MLPerf's cal_image_list_option_1.txt "
+                   "form) [default: a seeded list of 128 names of the prepared dataset].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | None, model_file: Path | None,
-            fetch: bool, quiet: bool) -> None:
+            fetch: bool, precision: str, calibration_list: Path | None, quiet: bool) -> None:
     """Build the model and preprocess the dataset, offline, once.
 
     \b
@@ -73,6 +80,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark resnet50 --source /data/imagenet --model /data/resnet50_v1.onnx
       appliance prepare --benchmark ssd-mobilenet --samples 64
       appliance prepare --benchmark ssd-resnet34 --source /data/coco
+      appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
     """
     from harness.prepare import Layout, prepare_dataset, prepare_golden, prepare_model
 
@@ -84,7 +92,17 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     record = prepare_model(layout, model_file, fetch, click.echo)
     prepare_dataset(layout, samples, source, click.echo)
     prepare_golden(layout, record, bench.default_batch, click.echo)
-    click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}")
+    if precision == "int8":
+        from harness.datasets.store import open_prepared
+        from harness.quantize import prepare_int8
+
+        data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
+        prepare_int8(layout.model_record.parent, layout.record_for("int8"), bench, record, data, calibration_list,
+                     click.echo)
+    elif calibration_list is not None:
+        raise click.UsageError("--calibration-list is for --precision int8")
+    click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
+               + (f" --precision {precision}" if precision != "fp32" else ""))
 
 
 @cli.command()
@@ -125,6 +143,9 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
               help="Precision the cards return their outputs in: fp32, or quantised as the paper's cards do "
                    "(ssd-mobilenet: uint8 scores and boxes; ssd-resnet34: fp16 scores, uint8 boxes).")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Which prepared model runs: fp32, or int8 (made by `appliance prepare --precision int8`; "
+                   "reads the uint8 samples directly).")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
 @click.option("--system", "system_name", default=None,
@@ -133,8 +154,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
-        replicate: str, max_wait_us: int | None, card_outputs: str, batch_size: int | None, system_name: str | None,
-        as_json: bool, quiet: bool) -> None:
+        replicate: str, max_wait_us: int | None, card_outputs: str, precision: str, batch_size: int | None,
+        system_name: str | None, as_json: bool, quiet: bool) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -148,6 +169,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run --cards simulate:cloud-ai-100:16 -s Server --max-wait-us 300
       appliance run -b resnet50 -s Offline --mode TEST01 --results /results
       appliance run -b ssd-mobilenet -s SingleStream --mode accuracy --card-outputs quantised
+      appliance run --precision int8 --backend openvino
     """
     from harness import launch_checks
     from harness.report import summary_table
@@ -173,7 +195,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
-                      card_outputs=card_outputs)
+                      card_outputs=card_outputs, precision=precision)
     if mode in TESTS:
         from harness.compliance import run_compliance
 

@@ -32,6 +32,7 @@ from harness.models.stats import model_stats
 Echo = Callable[[str], None]
 DATASET_SEED = 2026
 MODEL_SEED = 0
+PRECISIONS = ("fp32", "int8")  # int8: harness.quantize, from the fp32 model
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Layout:
     def model_record(self) -> Path:
         return self.data_dir / "models" / f"{self.bench.name}.json"
 
+    def record_for(self, precision: str) -> Path:
+        """The model record of `precision` (fp32: `model_record`)."""
+        return self.model_record if precision == "fp32" else self.model_record.with_name(
+            f"{self.bench.name}-{precision}.json")
+
     @property
     def raw(self) -> Path:
         return self.data_dir / self.bench.dataset.name
@@ -54,14 +60,16 @@ class Layout:
         return self.data_dir / "preprocessed" / self.bench.name
 
 
-def read_model_record(layout: Layout) -> dict[str, Any]:
-    hint = layout.bench.prepare_hint(layout.data_dir)
+def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]:
+    hint = layout.bench.prepare_hint(layout.data_dir) + ("" if precision == "fp32" else f" --precision {precision}")
+    path = layout.record_for(precision)
     try:
-        record = json.loads(layout.model_record.read_text())
+        record = json.loads(path.read_text())
     except FileNotFoundError:
-        raise DataError(f"no model prepared for {layout.bench.name} in {layout.data_dir}: run `{hint}`") from None
+        raise DataError(f"no {precision} model prepared for {layout.bench.name} in {layout.data_dir}: "
+                        f"run `{hint}`") from None
     except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{layout.model_record} is damaged ({exc}); rerun `{hint}`") from None
+        raise DataError(f"{path} is damaged ({exc}); rerun `{hint}`") from None
     if not Path(record["path"]).is_file():
         raise DataError(f"model {record['path']} is missing; rerun `{hint}`")
     return record
@@ -113,7 +121,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
         path, synthetic = model_file.resolve(), False
     else:
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
-        record = _existing_record(layout)
+        record = existing_record(layout.model_record)
         builder = _builder_digest(bench)
         if record and record.get("synthetic") and Path(record["path"]) == path and path.is_file() \
                 and record.get("builder_sha256") == builder and sha256_file(path) == record["sha256"]:
@@ -134,6 +142,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
          f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)")
     record = {"benchmark": bench.name, "path": str(path), "sha256": sha, "md5": md5, "synthetic": synthetic,
               "seed": MODEL_SEED if synthetic else None, "official_artefact": artefact.name if artefact else None,
+              "precision": "fp32",
               "params": stats.params, "macs_per_sample": stats.macs_per_sample, "stats": stats.describe(),
               "builder_sha256": _builder_digest(bench) if synthetic else None}
     atomic_write_json(layout.model_record, record)
@@ -147,9 +156,9 @@ def _builder_digest(bench: Benchmark) -> str:
     return sha256_file(Path(inspect.getsourcefile(bench.build_model) or ""))
 
 
-def _existing_record(layout: Layout) -> dict[str, Any] | None:
+def existing_record(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(layout.model_record.read_text())
+        return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
 

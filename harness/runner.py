@@ -61,6 +61,7 @@ class RunOptions:
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: derived from batch / target QPS
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
+    precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     if opts.replicate not in REPLICATE:
         raise ApplianceError(f"unknown --replicate {opts.replicate!r}; choose one of: {', '.join(REPLICATE)}")
     layout = Layout(opts.data_dir, bench)
-    model = read_model_record(layout)
+    model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
     cards = plan_cards(opts)
     slots = list(cards.slots)
@@ -397,6 +398,9 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
     synthetic = bool(model["synthetic"] or data.synthetic)
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
+    if "quantization" in model:
+        notes.append(f"int8 model: top-1 agreement with FP32 {model['quantization']['agreement_top1_pct']:.2f}% "
+                     f"at prepare")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
@@ -427,7 +431,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
             result[f"golden_{gold.key}"] = gold.percent
             atomic_write_text(staging / "accuracy_golden.txt",
                               f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
-                              f"same model (sha256 {data.manifest['golden']['model_sha256']})\n")
+                              f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
     atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
                                                            result, notes, synthetic, cards, energy))
     os.replace(staging, final)
@@ -449,6 +453,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "batch_size": sut.batch_size, "backend": opts.backend, "card_outputs": bench.card_outputs,
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},
+        "precision": model.get("precision", "fp32"), "quantization": model.get("quantization"),
         "dataset": {"path": str(data.root), "count": data.count, "synthetic": data.synthetic,
                     "manifest_sha256": sha256_file(data.root / store.MANIFEST),
                     "shards": {e["file"]: e["sha256"] for e in data.manifest["shards"]}},

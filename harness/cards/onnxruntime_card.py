@@ -31,8 +31,6 @@ class OnnxRuntimeCard:
     a real card's compiled network does (SPEC §3).
     """
 
-    input_dtype = "float32"
-
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
                  cpus: tuple[int, ...], backend: str = "onnxruntime", spin: bool = True,
                  device_id: int | None = None, output_casts: tuple = ()) -> None:
@@ -65,6 +63,8 @@ class OnnxRuntimeCard:
             raise DataError(f"onnxruntime cannot load {model_path}: {str(exc).splitlines()[0][:200]}; "
                             f"rerun `appliance prepare` or pass a valid --model") from None
         self.input_name = input_name
+        # an int8 model built by `prepare --precision int8` reads the stored uint8 samples as they are
+        self.input_dtype = "uint8" if self._input_type(input_name) == "tensor(uint8)" else "float32"
         self.outputs = list(outputs)
         emulated = id_key is None
         self.info = CardInfo(index=index, backend=backend,
@@ -72,6 +72,9 @@ class OnnxRuntimeCard:
                              details={"provider": provider, "providers_in_session": self.session.get_providers(),
                                       "output_dtypes": [o.type for o in self.session.get_outputs()],
                                       "intra_op_threads": threads, "onnxruntime": ort.__version__})
+
+    def _input_type(self, name: str) -> str:
+        return next(i.type for i in self.session.get_inputs() if i.name == name)
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         return self.session.run(self.outputs, {self.input_name: batch})
