@@ -102,7 +102,7 @@ class CardPlan:
         if self.profile is not None:
             cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
             return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
-        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "null"))
+        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "openvino", "null"))
 
 
 def plan_cards(opts: RunOptions) -> CardPlan:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
 
 from harness.cli import main
 
@@ -35,3 +38,33 @@ def appliance(*args: object) -> int:
 def appliance_subprocess(*args: object, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
                           text=True, **kw)
+
+
+def _snapshot(seen: dict[int, tuple[str, str]]) -> None:
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            comm = (task / "comm").read_text().strip()
+            allowed = next(line.split(":", 1)[1].strip() for line in (task / "status").read_text().splitlines()
+                           if line.startswith("Cpus_allowed_list:"))
+        except (OSError, StopIteration):
+            continue  # the thread ended meanwhile
+        seen[int(task.name)] = (comm, allowed)
+
+
+def watch_threads(body: Callable[[], int]) -> tuple[int, dict[int, tuple[str, str]]]:
+    """Run `body` while sampling every thread's name and Cpus_allowed_list from /proc every 50 ms."""
+    seen: dict[int, tuple[str, str]] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            _snapshot(seen)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        rc = body()
+    finally:
+        stop.set()
+        watcher.join()
+    return rc, seen

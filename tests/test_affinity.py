@@ -9,45 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from pathlib import Path
 
 import pytest
-from helpers import appliance
+from helpers import appliance, watch_threads
 
 from harness.topology.sysfs import format_cpulist
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs for emulate:2")
 
 
-def _snapshot(seen: dict[int, tuple[str, str]]) -> None:
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            comm = (task / "comm").read_text().strip()
-            allowed = next(line.split(":", 1)[1].strip() for line in (task / "status").read_text().splitlines()
-                           if line.startswith("Cpus_allowed_list:"))
-        except (OSError, StopIteration):
-            continue  # the thread ended meanwhile
-        seen[int(task.name)] = (comm, allowed)
-
-
 def test_card_threads_stay_on_their_cpus(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("APPLIANCE_INTRA_OP_THREADS", "2")  # so each card's onnxruntime starts a pool thread
-    seen: dict[int, tuple[str, str]] = {}
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(0.05):
-            _snapshot(seen)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        rc = appliance("run", "--data-dir", data_dir, "--results", tmp_path, "--cards", "emulate:2",
-                       "--duration-ms", 500, "--count", 8, "-q")
-    finally:
-        stop.set()
-        watcher.join()
+    rc, seen = watch_threads(lambda: appliance("run", "--data-dir", data_dir, "--results", tmp_path, "--cards",
+                                               "emulate:2", "--duration-ms", 500, "--count", 8, "-q"))
     assert rc == 0
     manifest = json.loads(next(tmp_path.glob("*/resnet50/Offline/performance/run_1/manifest.json")).read_text())
     cards = {c["index"]: format_cpulist(c["cpus"]) for c in manifest["cards"]}

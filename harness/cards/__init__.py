@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.cards.base import Card
 
 ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
-BACKENDS = (*ONNXRUNTIME_BACKENDS, "null", "simulated")
+BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,11 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card:
         from harness.cards.simulated_card import SimulatedCard
 
         return SimulatedCard(index, spec.profile, spec.output_specs, cpus)  # type: ignore[arg-type]
+    if spec.backend == "openvino":
+        from harness.cards.openvino_card import OpenVinoCard
+
+        assert spec.model_path is not None
+        return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus)
     from harness.cards.onnxruntime_card import OnnxRuntimeCard
 
     assert spec.model_path is not None

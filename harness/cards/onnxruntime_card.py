@@ -18,7 +18,7 @@ PROVIDERS: dict[str, tuple[str, str | None, str]] = {
     "onnxruntime-tensorrt": ("TensorrtExecutionProvider", "device_id", "tensorrt:{i}"),
     "onnxruntime-openvino": ("OpenVINOExecutionProvider", "device_type", "openvino:{i}"),
 }
-THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # intra-op threads per CPU-emulated card; default: one per CPU
+THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
 
 
 class OnnxRuntimeCard:
