@@ -93,7 +93,8 @@ def top1(model_path: Path, bench: Benchmark, data: store.PreparedData, batch: in
             part = np.arange(start, min(start + batch, data.count))
             data.gather(part, u8[:len(part)])
             outputs = sess.run(list(bench.outputs), {bench.input_name: u8[:len(part)]})
-            out[part] = bench.encode_response(outputs)[:, 0].astype(np.int32)
+            payload, offsets = bench.encode_response(outputs, part)
+            out[part] = payload[offsets[:-1]].astype(np.int32)  # one class id per sample
             bar.update(len(part))
     return out
 
@@ -137,6 +138,8 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     """Quantise the FP32 model of `fp32` (its record) and report top-1 agreement with it; skip if up to date."""
     import onnx
 
+    if bench.quality_metric != "top-1" or data.golden is None:
+        raise DataError(f"--precision int8 is built for classification (top-1 agreement); {bench.name} is not")
     names, _ = imagenet.read_val_map(Path(data.manifest["source"]), limit=data.count)
     if cal_list is None:
         cal_list = models_dir / f"{bench.name}-cal_image_list.txt"
@@ -151,7 +154,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         echo(f"int8 model: {old['path']} (up to date; top-1 agreement with FP32 "
              f"{old['quantization']['agreement_top1_pct']:.2f}%)")
         return old
-    if data.golden is None or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
+    if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
         raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
     path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
     with tempfile.TemporaryDirectory(dir=models_dir, prefix=".int8-") as tmp:
