@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import appliance
+from helpers import SAMPLES, appliance
 
 from harness.datasets import imagenet
 
@@ -13,13 +13,14 @@ def test_int8_model_reads_uint8_and_agrees_with_fp32(data_dir, tmp_path, capsys)
     names, _ = imagenet.read_val_map(data_dir / "imagenet")
     bad = tmp_path / "bad.txt"
     bad.write_text("ILSVRC2012_val_99999999.JPEG\n")
-    assert appliance("prepare", "--data-dir", data_dir, "--precision", "int8", "--calibration-list", bad, "-q") == 2
+    prep = ("prepare", "--data-dir", data_dir, "--samples", SAMPLES, "--precision", "int8", "-q")
+    assert appliance(*prep, "--calibration-list", bad) == 2
     assert "not in the prepared dataset" in capsys.readouterr().err
     assert not (data_dir / "models" / "resnet50-int8.json").exists()
 
     cal = tmp_path / "cal_image_list.txt"
     cal.write_text("".join(f"{n}\n" for n in names[::3]))  # 16 of the 48 images
-    assert appliance("prepare", "--data-dir", data_dir, "--precision", "int8", "--calibration-list", cal, "-q") == 0
+    assert appliance(*prep, "--calibration-list", cal) == 0
     printed = capsys.readouterr().out
     record = json.loads((data_dir / "models" / "resnet50-int8.json").read_text())
     q = record["quantization"]
@@ -32,7 +33,7 @@ def test_int8_model_reads_uint8_and_agrees_with_fp32(data_dir, tmp_path, capsys)
     manifest = json.loads(next((tmp_path / "r").glob("*/resnet50/Offline/accuracy/manifest.json")).read_text())
     assert manifest["precision"] == "int8" and manifest["model"]["sha256"] == record["sha256"]
     # the same samples through the harness (other batch compositions) give the same top-1, within one sample
-    assert abs(manifest["result"]["golden_top1"] - q["agreement_top1_pct"]) <= 100 / 48 + 1e-6
+    assert abs(manifest["result"]["golden_top1"] - q["agreement_top1_pct"]) <= 100 / SAMPLES + 1e-6
     # seeded weights: int8 flips the top-1 of some samples (see BENCHMARKS.md); mean folding or input
     # typing gone wrong would agree on almost none
     assert q["agreement_top1_pct"] >= 75.0
