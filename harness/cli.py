@@ -34,6 +34,7 @@ def cli(debug: bool) -> None:
     Examples:
       appliance prepare --benchmark resnet50
       appliance run --benchmark resnet50 --scenario Offline
+      appliance tune && appliance run --backend auto
       appliance topology detect --format table
     """
     global _DEBUG
@@ -126,10 +127,15 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
               help="Server target QPS (user.conf target_qps) [default: half the calibrated throughput].")
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="onnxruntime", show_default=True,
-              help="Card backend: onnxruntime (CPU-emulated cards), onnxruntime-cuda / -tensorrt / -openvino "
-                   "(one device per card, when that execution provider is installed), null (no inference; "
-                   "harness overhead), simulated (set by --cards simulate:PROFILE:N).")
+@click.option("--backend", type=click.Choice((*BACKENDS, "auto")), default="onnxruntime", show_default=True,
+              help="Card backend: onnxruntime (CPU-emulated cards), openvino (CPU), onnxruntime-cuda / -tensorrt "
+                   "/ -openvino (one device per card, when that execution provider is installed), null (no "
+                   "inference; harness overhead), simulated (set by --cards simulate:PROFILE:N), auto (the "
+                   "`appliance tune` record's choice, else onnxruntime). The choice and why go to manifest.json.")
+@click.option("--tuned", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="An `appliance tune` record: its backend (unless --backend is given), batch size (unless "
+                   "--batch-size) and user.conf (unless --user-conf) for this scenario [--backend auto reads "
+                   "<data-dir>/tuned/<benchmark>.json when there is one].")
 @click.option("--cards", default="auto", show_default=True,
               help="Cards and their cores: auto (detected cards, else one CPU-emulated card per L3 domain), "
                    "emulate:N (N CPU-emulated cards), simulate:PROFILE:N (N SIMULATED cards modelled on "
@@ -155,7 +161,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
         replicate: str, max_wait_us: int | None, card_outputs: str, precision: str, batch_size: int | None,
-        system_name: str | None, as_json: bool, quiet: bool) -> None:
+        system_name: str | None, as_json: bool, quiet: bool, tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -170,6 +176,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run -b resnet50 -s Offline --mode TEST01 --results /results
       appliance run -b ssd-mobilenet -s SingleStream --mode accuracy --card-outputs quantised
       appliance run --precision int8 --backend openvino
+      appliance run -s Server --tuned data/tuned/resnet50.json
     """
     from harness import launch_checks
     from harness.report import summary_table
@@ -191,11 +198,13 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
         if not (Layout(data_dir, bench).preprocessed / "manifest.json").is_file():
             echo(f"no prepared data in {data_dir}: preparing {bench.name} first")
             ctx.invoke(prepare, benchmark=benchmark, data_dir=data_dir, quiet=quiet)
+    if tuned is not None and ctx.get_parameter_source("backend") is not ParameterSource.COMMANDLINE:
+        backend = "auto"
     opts = RunOptions(benchmark=bench.name, requested=Requested(scenario, mode, duration_ms, count, target_qps,
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
-                      card_outputs=card_outputs, precision=precision)
+                      card_outputs=card_outputs, precision=precision, tuned=tuned)
     if mode in TESTS:
         from harness.compliance import run_compliance
 
@@ -208,6 +217,76 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
         click.echo(write_json_summary([outcome]))
     else:
         click.echo(summary_table([outcome]))
+
+
+def _csv(kind: type, choices: tuple[str, ...] = ()):
+    """A click callback: a comma-separated list of `kind`, each in `choices` when given."""
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple | None:
+        if value is None:
+            return None
+        try:
+            items = tuple(kind(v.strip()) for v in value.split(",") if v.strip())
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not a comma-separated list of {kind.__name__}") from None
+        bad = [v for v in items if (choices and v not in choices) or (kind is int and v < 1)]
+        if bad or not items:
+            raise click.BadParameter(f"{value!r}: " + (f"not allowed: {', '.join(map(str, bad))}" if bad else "empty")
+                                     + (f" (choose from {', '.join(choices)})" if choices else ""))
+        return items
+    return parse
+
+
+@cli.command()
+@_benchmark_opt
+@_data_dir_opt
+@click.option("--scenario", "-s", "scenarios", type=click.Choice(SCENARIOS), multiple=True,
+              help="Scenario to choose for; repeat for several [default: Offline and Server (Offline only for "
+                   "edge benchmarks)].")
+@click.option("--batch-sizes", callback=_csv(int), default="1,2,4,8,16", show_default=True,
+              help="Batch sizes to time, comma-separated.")
+@click.option("--backends", callback=_csv(str), default=None,
+              help="Backends to time, comma-separated [default: those installed of onnxruntime, openvino].")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Which prepared model to tune (one record per precision; tune never changes precision).")
+@click.option("--cards", default="auto", show_default=True, help="Cards, as for `appliance run --cards`.")
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The record to write; the user.conf goes beside it as <name>.user.conf "
+                   "[default: <data-dir>/tuned/<benchmark>[-int8].json, where --backend auto finds it].")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...],
+         backends: tuple[str, ...] | None, precision: str, cards: str, output: Path | None, as_json: bool,
+         quiet: bool) -> None:
+    """Time each backend x batch size on this machine's cards and choose per scenario.
+
+    Uses the warm-up timing every performance run does (the run's own cards, best of two batches):
+    seconds per configuration, not LoadGen runs. Writes a LoadGen user.conf (target_qps /
+    target_latency per scenario) and a JSON record of backend and batch size per scenario, which
+    `appliance run --tuned FILE` (or `--backend auto`) uses and names in manifest.json.
+
+    \b
+    Examples:
+      appliance tune
+      appliance tune -s Offline -s SingleStream --batch-sizes 1,4,8 --backends onnxruntime,openvino
+      appliance tune --precision int8 && appliance run --precision int8 --backend auto
+    """
+    import json as _json
+
+    from harness.tune import DEFAULT_SCENARIOS, available_backends, summary
+    from harness.tune import tune as run_tune
+
+    progress.set_quiet(quiet or as_json)
+    echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    bench = benchmarks.get(benchmark)
+    if not scenarios:
+        scenarios = DEFAULT_SCENARIOS if bench.server_latency_ms is not None else ("Offline",)
+    path, record = run_tune(bench.name, data_dir, scenarios, batch_sizes, backends or available_backends(),
+                            precision, cards, output, echo)
+    if as_json:
+        click.echo(_json.dumps(record, indent=2, sort_keys=True))
+    else:
+        click.echo(summary(record))
+        click.echo(f"wrote {path} and {path.parent / record['user_conf']}; use: appliance run --tuned {path}")
 
 
 @cli.command()

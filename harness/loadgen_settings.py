@@ -107,17 +107,21 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
         if scenario in ("*", s):
             put(key, value, f"{m}: the round's value, missing from LoadGen's built-in mlperf.conf")
     if cal is not None:
-        # Expected speeds a little optimistic, so LoadGen pre-generates enough queries to fill the
-        # minimum duration (it stops issuing once duration and query count are both met).
-        if s == "Offline":
-            put("target_qps", round(cal.samples_per_second * 2, 3), "calibrated expected QPS x 2")
-        elif s == "Server":
-            put("target_qps", round(cal.samples_per_second * 0.5, 3), "calibrated capacity x 0.5")
-        elif s == "SingleStream":
-            put("target_latency", round(cal.single_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms")
-        else:
-            put("target_latency", round(cal.multistream_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms")
+        put(*calibrated_setting(s, cal))
     return base.rstrip("\n") + ("\n" if base else "") + "\n".join(lines) + "\n"
+
+
+def calibrated_setting(scenario: str, cal: Calibration) -> tuple[str, float, str]:
+    """(key, value, why) of the scenario's speed setting derived from a calibration, for `appliance run`
+    and `appliance tune` alike. Expected speeds are a little optimistic, so LoadGen pre-generates
+    enough queries to fill the minimum duration (it stops issuing once duration and count are met)."""
+    if scenario == "Offline":
+        return "target_qps", round(cal.samples_per_second * 2, 3), "calibrated expected QPS x 2"
+    if scenario == "Server":
+        return "target_qps", round(cal.samples_per_second * 0.5, 3), "calibrated capacity x 0.5"
+    if scenario == "SingleStream":
+        return "target_latency", round(cal.single_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"
+    return "target_latency", round(cal.multistream_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"
 
 
 def test_settings(user_conf: Path, bench: Benchmark, scenario: str, mode: str) -> lg.TestSettings:

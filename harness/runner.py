@@ -62,6 +62,7 @@ class RunOptions:
     max_wait_us: int | None = None    # Server batch deadline; None: derived from batch / target QPS
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
     precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
+    tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,16 @@ def _make_factory(bench: Benchmark, cards: CardPlan, model_path: Path):
     return lambda index, cpus: make_card(spec, index, cpus)
 
 
+def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_path: Path, batch: int,
+             scenario: str, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
+    """The SUT of a run (sample buffers, cards, batching), not yet started: `run` and `tune` share it."""
+    replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
+                             cards.allowed)
+    qsl = SampleLibrary(bench, data, replicas, replicate)
+    return SystemUnderTest(bench, qsl, list(cards.slots), _make_factory(bench, cards, model_path), batch,
+                           scenario=scenario, max_wait_s=max_wait_s)
+
+
 def default_max_wait_s(bench: Benchmark, batch: int, target_qps: float) -> float:
     """Server batch deadline as KRAI sets it: the time `batch` samples take to arrive at the target
     QPS, capped at a tenth of the latency bound so a partial batch waits little at low load."""
@@ -207,7 +218,7 @@ def default_max_wait_s(bench: Benchmark, batch: int, target_qps: float) -> float
     return min(batch / max(target_qps, 1e-9), cap)
 
 
-def _calibrate(sut: SystemUnderTest, timed: bool) -> Calibration | None:
+def calibrate(sut: SystemUnderTest, timed: bool) -> Calibration | None:
     """Warm every card up and, for performance runs, time one batch and one sample on each."""
     timings = sut.warm_up(timed)
     if not timed:
@@ -279,6 +290,9 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 
 def run(opts: RunOptions, echo=print) -> RunOutcome:
     """Run one benchmark / scenario / mode and return what the summary table shows."""
+    from harness.tuned import resolve
+
+    opts, choice = resolve(opts)
     bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs)
     req = opts.requested
     if req.scenario not in benchmarks.SCENARIOS:
@@ -296,6 +310,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     batch = opts.batch_size or (1 if req.scenario == "SingleStream" else default_batch)
     folder = scenario_dir(opts)
     echo(f"{len(slots)} card(s), {cards.how}")
+    echo(f"backend {cards.backend}, batch {batch}: {choice['why']}")
     if cards.simulated:
         echo(f"SIMULATED cards: profile {cards.profile.name} ({cards.profile.model}), "
              f"{cards.profile.samples_per_second:g} samples/s at batch {cards.profile.batch} per card; "
@@ -307,12 +322,8 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     else:
         final, staging = _next_run_dir(folder, req.mode)
 
-    replicas = plan_replicas(opts.replicate, [(s.index, s.node, s.cpus) for s in slots], cards.node_cpus,
-                             cards.allowed)
-    qsl = SampleLibrary(bench, data, replicas, opts.replicate)
-    sut = SystemUnderTest(bench, qsl, slots, _make_factory(bench, cards, Path(model["path"])), batch,
-                          scenario=req.scenario,
-                          max_wait_s=None if opts.max_wait_us is None else opts.max_wait_us / 1e6)
+    sut = make_sut(bench, data, cards, Path(model["path"]), batch, req.scenario, opts.replicate,
+                   None if opts.max_wait_us is None else opts.max_wait_us / 1e6)
     # Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
     # starts background jobs with it ignored, and Python then never raises KeyboardInterrupt.
     previous = {sig: signal.signal(sig, handler) for sig, handler in
@@ -323,7 +334,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
             sut.start()
         for info in sut.cards:
             echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
-        cal = _calibrate(sut, timed=req.mode == "performance")
+        cal = calibrate(sut, timed=req.mode == "performance")
         user_conf = effective_user_conf(bench, req, cal, data.count, len(slots))
         if cards.simulated:
             user_conf = (f"# SIMULATED cards ({len(slots)} x {cards.profile.name}): modelled latency, no "
@@ -366,7 +377,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
                           f"({cards.profile.model}), profile {cards.profile.path}.\nNo inference was done; "
                           f"each batch was held for the profile's latency. The figures show how the harness "
                           f"scales, not how fast a real card is.\n")
-    return _finish(opts, bench, model, data, sut, staging, final, cards, energy)
+    return _finish(opts, bench, model, data, sut, staging, final, cards, energy, choice)
 
 
 def _abandon(staging: Path, final: Path, why: str) -> None:
@@ -386,7 +397,7 @@ def system_cpulist(cpus: tuple[int, ...]) -> str:
 
 def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
             sut: SystemUnderTest, staging: Path, final: Path, cards: CardPlan,
-            energy: dict[str, Any]) -> RunOutcome:
+            energy: dict[str, Any], choice: dict[str, Any]) -> RunOutcome:
     req = opts.requested
     detail = read_detail(staging / "mlperf_log_detail.txt")
     min_ms = int(detail.get("effective_min_duration_ms", 0))
@@ -433,7 +444,7 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
                               f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
                               f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
     atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
-                                                           result, notes, synthetic, cards, energy))
+                                                           result, notes, synthetic, cards, energy, choice))
     os.replace(staging, final)
     return RunOutcome(bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes))
@@ -441,7 +452,8 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
 
 def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
               sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
-              notes: list[str], synthetic: bool, cards: CardPlan, energy: dict[str, Any]) -> dict[str, Any]:
+              notes: list[str], synthetic: bool, cards: CardPlan, energy: dict[str, Any],
+              choice: dict[str, Any]) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     req = opts.requested
     return {
@@ -451,6 +463,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
         "batch_size": sut.batch_size, "backend": opts.backend, "card_outputs": bench.card_outputs,
+        "backend_choice": choice,
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},
         "precision": model.get("precision", "fp32"), "quantization": model.get("quantization"),

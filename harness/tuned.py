@@ -1,0 +1,80 @@
+"""The record `appliance tune` writes and `appliance run` reads: backend and batch size per scenario.
+
+Kept apart from harness.tune (the sweep) so the runner can read a record without importing the sweep.
+A record is machine-specific, so its default place is the data dir: <data>/tuned/<benchmark>[-int8].json,
+with the user.conf it wrote beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from harness import benchmarks
+from harness.errors import DataError
+from harness.fsutil import sha256_file
+
+FORMAT = 1
+FALLBACK = "onnxruntime"  # --backend auto without a record
+
+
+def default_path(data_dir: Path, benchmark: str, precision: str) -> Path:
+    name = benchmarks.get(benchmark).name + ("" if precision == "fp32" else f"-{precision}")
+    return data_dir / "tuned" / f"{name}.json"
+
+
+def read(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(f"tuned record {path} does not exist; run `appliance tune` first") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"tuned record {path} is unreadable ({exc}); rerun `appliance tune`") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT or "chosen" not in record:
+        raise DataError(f"{path} is not an `appliance tune` record (format {FORMAT}); rerun `appliance tune`")
+    return record
+
+
+def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
+    """RunOptions with backend "auto" or a --tuned record applied, and the manifest's `backend_choice`.
+
+    auto: the record's backend for this scenario (--tuned, else the default place), else onnxruntime.
+    An explicit backend with --tuned takes the best batch measured for that backend, and not the
+    record's user.conf (its speeds are the chosen backend's).
+    """
+    req = opts.requested
+    path = opts.tuned or (default_path(opts.data_dir, opts.benchmark, opts.precision)
+                          if opts.backend == "auto" else None)
+    if path is None:
+        return opts, {"backend": opts.backend, "why": "--backend (or its default)", "tuned": None}
+    if opts.tuned is None and not path.is_file():
+        return dataclasses.replace(opts, backend=FALLBACK), {
+            "backend": FALLBACK, "why": f"--backend auto: no tuned record at {path}, so {FALLBACK}", "tuned": None}
+    record = read(path)
+    if record["benchmark"] != benchmarks.get(opts.benchmark).name or record["precision"] != opts.precision:
+        raise DataError(f"{path} was tuned for {record['benchmark']} {record['precision']}, not "
+                        f"{opts.benchmark} {opts.precision}; rerun `appliance tune` for it")
+    chosen = record["chosen"].get(req.scenario)
+    if chosen is None:
+        raise DataError(f"{path} has no {req.scenario} choice; rerun `appliance tune --scenario {req.scenario}`")
+    info = {"file": str(path.resolve()), "sha256": sha256_file(path)}
+    if opts.backend == "auto":
+        backend, batch = chosen["backend"], chosen["batch_size"]
+        user_conf = path.parent / record["user_conf"]
+        why = f"tuned record {path}: {chosen['why']}"
+    else:
+        backend, user_conf = opts.backend, None
+        rows = [m for m in record["measured"] if m["backend"] == backend]
+        batch = max(rows, key=lambda m: m["samples_per_second"])["batch_size"] if rows else None
+        why = (f"--backend {backend}; batch from {path}" if rows else
+               f"--backend {backend} (not measured in {path}: default batch)")
+    if opts.batch_size is not None:
+        batch, why = opts.batch_size, why + "; --batch-size given"
+    if req.user_conf is not None:
+        user_conf = None
+    info["user_conf"] = None if user_conf is None else str(user_conf)
+    new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
+    return (dataclasses.replace(opts, backend=backend, batch_size=batch, requested=new_req),
+            {"backend": backend, "why": why, "tuned": info})
