@@ -1,0 +1,91 @@
+"""`appliance tune`: a real (tiny) sweep on the session's data, its user.conf read by LoadGen, its record
+used by a following `appliance run`, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from helpers import appliance
+
+from harness import benchmarks, loadgen_settings
+
+
+def _manifest(results, scenario="Offline"):
+    runs = sorted((results).glob(f"*/resnet50/{scenario}/performance/run_*/manifest.json"))
+    return json.loads(runs[-1].read_text())
+
+
+def test_tune_writes_user_conf_and_record_that_run_uses(data_dir, tmp_path, capsys):
+    results = tmp_path / "r"
+    run = ("run", "--data-dir", data_dir, "--results", results, "--duration-ms", 500, "-q")
+    # no record yet: auto falls back to onnxruntime and says so
+    assert appliance(*run, "--backend", "auto") == 0
+    fallback = _manifest(results)
+    assert fallback["backend"] == "onnxruntime" and fallback["backend_choice"]["tuned"] is None
+    assert "no tuned record" in fallback["backend_choice"]["why"]
+    capsys.readouterr()
+
+    try:
+        assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "-s", "SingleStream",
+                         "--batch-sizes", "1,2", "--backends", "onnxruntime", "--json") == 0
+        printed = json.loads(capsys.readouterr().out)
+        path = data_dir / "tuned" / "resnet50.json"
+        record = json.loads(path.read_text())
+        assert record == printed and record["precision"] == "fp32"
+        assert [(m["backend"], m["batch_size"]) for m in record["measured"]] == [("onnxruntime", 1), ("onnxruntime", 2)]
+        assert all(m["samples_per_second"] > 0 and m["single_latency_ms"] > 0 for m in record["measured"])
+        offline = record["chosen"]["Offline"]
+        best = max(record["measured"], key=lambda m: m["samples_per_second"])
+        assert offline["batch_size"] == best["batch_size"] and record["chosen"]["SingleStream"]["batch_size"] == 1
+
+        conf = path.parent / record["user_conf"]
+        keys = {line.split("=")[0].strip(): float(line.split("=")[1]) for line in conf.read_text().splitlines()
+                if line and not line.startswith("#")}
+        assert set(keys) == {"resnet50.Offline.target_qps", "resnet50.SingleStream.target_latency"}
+        bench = benchmarks.get("resnet50")
+        def read(scenario):  # what LoadGen takes from the file
+            return loadgen_settings.test_settings(conf, bench, scenario, "performance")
+
+        assert read("Offline").offline_expected_qps == keys["resnet50.Offline.target_qps"] \
+            == round(2 * best["samples_per_second"], 3)
+        assert read("SingleStream").single_stream_expected_latency_ns == \
+            int(keys["resnet50.SingleStream.target_latency"] * 1e6)
+
+        # --backend auto finds the record in the data dir; the run names it and uses its batch and user.conf
+        assert appliance(*run, "--backend", "auto") == 0
+        manifest = _manifest(results)
+        assert manifest["backend"] == offline["backend"] and manifest["batch_size"] == offline["batch_size"]
+        tuned = manifest["backend_choice"]["tuned"]
+        assert tuned["file"] == str(path.resolve()) and tuned["user_conf"] == str(conf)
+        run_dir = results.glob("*/resnet50/Offline/performance/run_2")
+        assert f"resnet50.Offline.target_qps = {keys['resnet50.Offline.target_qps']}" in \
+            (next(run_dir) / "user.conf").read_text()
+        # an explicit --batch-size wins over the record, and the manifest says so
+        assert appliance(*run, "--tuned", path, "--batch-size", 3) == 0
+        manifest = _manifest(results)
+        assert manifest["batch_size"] == 3 and "--batch-size given" in manifest["backend_choice"]["why"]
+        # the record has no Server choice: one line, nothing run
+        assert appliance(*run, "--tuned", path, "-s", "Server") == 2
+        assert "has no Server choice" in capsys.readouterr().err
+    finally:
+        shutil.rmtree(data_dir / "tuned", ignore_errors=True)  # other tests' --backend auto stays the default
+
+
+def test_tune_bad_input_one_line(data_dir, tmp_path, capsys):
+    out = tmp_path / "t" / "rec.json"
+    assert appliance("tune", "--data-dir", tmp_path / "empty", "-o", out, "-q") == 2
+    err = capsys.readouterr().err
+    assert "no fp32 model prepared" in err and len(err.strip().splitlines()) == 1
+    assert appliance("tune", "--data-dir", data_dir, "--backends", "nosuch", "-o", out, "-q") == 2
+    assert "nosuch not available here" in capsys.readouterr().err
+    assert appliance("tune", "--data-dir", data_dir, "--batch-sizes", "0,x", "-o", out) == 2
+    assert "--batch-sizes" in capsys.readouterr().err
+    assert appliance("tune", "-b", "ssd-mobilenet", "-s", "Server", "--data-dir", data_dir, "-o", out) == 2
+    assert "no Server scenario" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a record"}')
+    assert appliance("run", "--data-dir", data_dir, "--results", tmp_path / "r", "--tuned", bad, "-q") == 2
+    assert "is not an `appliance tune` record" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("run_*"))
