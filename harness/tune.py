@@ -72,8 +72,8 @@ def choose(bench: benchmarks.Benchmark, scenario: str, rows: list[Measured]) -> 
             return best, (f"highest throughput ({best.samples_per_second:g} samples/s) with a batch within half "
                           f"the {bound} ms bound ({best.batch_latency_ms:g} ms)")
         best = min(rows, key=lambda m: m.batch_latency_ms)
-        return best, (f"no batch fits half the {bound} ms bound: the shortest batch ({best.batch_latency_ms:g} ms); "
-                      f"Server will not meet its bound here")
+        return best, (f"no batch within half the {bound} ms bound: the shortest batch ({best.batch_latency_ms:g} ms)"
+                      + ("; Server cannot meet its bound here" if best.batch_latency_ms > bound else ""))
     if scenario == "SingleStream":
         best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size))
         best = Measured(**{**asdict(best), "batch_size": 1})  # one sample per query: the batch is 1
