@@ -136,6 +136,11 @@ def plan_cards(opts: RunOptions) -> CardPlan:
             cmap = plan(topo, spec)
             how = f"--cards {spec}: L3-aligned policy (topologies/README.md)"
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
+        if backend == "openvino" and len(slots) > 1:
+            raise ApplianceError(f"--backend openvino runs one card per process ({spec} gives {len(slots)}): "
+                                 f"OpenVINO's CPU worker threads are shared by every card in a process and keep "
+                                 f"the process's CPUs, so per-card pinning cannot hold; use --cards emulate:1, "
+                                 f"or --backend onnxruntime for several cards")
     return CardPlan(slots, backend, profile, how, dict(topo.numa_nodes), topo.allowed)
 
 

@@ -3,10 +3,10 @@
 A separate backend rather than onnxruntime's OpenVINO execution provider: `onnxruntime-openvino` is
 its own build of the `onnxruntime` module and cannot share one environment with `onnxruntime`
 (README). One compiled model per card, one stream, as many inference threads as the card has CPUs.
-OpenVINO's own pinning is off (it pins to the process's CPUs, not the card's). Known gap, read back
-from /proc by tests/test_openvino.py: OpenVINO starts a worker with the process's affinity, not the
-card thread's (oneTBB does this on purpose), so with several cards in one process its threads are
-not confined to their card's CPUs; one card on all the CPUs is unaffected.
+OpenVINO's own pinning is off (it pins to the process's CPUs, not the card's). OpenVINO starts its
+workers with the process's affinity, not the card thread's (oneTBB does this on purpose), and shares
+them between the cards of a process, so the runner refuses more than one openvino card per process
+(runner.plan_cards); one card on all the CPUs is unaffected.
 """
 
 from __future__ import annotations
