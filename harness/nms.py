@@ -231,18 +231,8 @@ def params_for(benchmark: Any, which: str | NMSParams = "reference") -> NMSParam
 # raw score codes
 
 _KIND_AFFINE, _KIND_F16, _KIND_F32 = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class ScoreCodes:
-    """How one score tensor's raw codes compare: lo <= code < hi means score > threshold."""
-
-    codes: np.ndarray  # int view of the scores: uint8, uint16 (fp16 bits) or int32 (fp32 bits)
-    kind: int
-    lo: int
-    hi: int
-    scale: float
-    zero_point: float
+_SCORE_SHIFT = 17  # candidate keys: class << class_shift | (hi - code) << 17 | candidate (< 2^17)
+_CODE_DTYPE = {"uint8": np.uint8, "float16": np.uint16, "float32": np.int32}  # the int view of each form
 
 
 @cache
@@ -264,30 +254,62 @@ def _threshold_codes(dtype: str, threshold: float, scale: float, zero_point: int
     return int(np.asarray(x, dtype=np.float32).view(np.int32)), 0x7F800001
 
 
-def score_codes(scores: np.ndarray, threshold: float, quant: Quant | None) -> ScoreCodes:
-    if scores.dtype == np.uint8:
-        if quant is None:
-            raise DataError("uint8 scores need the benchmark's quantisation parameters")
-        lo, hi = _threshold_codes("uint8", threshold, quant.scale, quant.zero_point)
-        return ScoreCodes(scores, _KIND_AFFINE, lo, hi, quant.scale, float(quant.zero_point))
-    if scores.dtype == np.float16:
-        lo, hi = _threshold_codes("float16", threshold, 1.0, 0)
-        return ScoreCodes(scores.view(np.uint16), _KIND_F16, lo, hi, 1.0, 0.0)
-    if scores.dtype != np.float32:
-        scores = scores.astype(np.float32)
-    lo, hi = _threshold_codes("float32", threshold, 1.0, 0)
-    return ScoreCodes(scores.view(np.int32), _KIND_F32, lo, hi, 1.0, 0.0)
+@dataclass(frozen=True)
+class _Plan:
+    """Everything one (benchmark, parameters, score form, box form) needs besides the image's arrays,
+    worked out once: the kernel then gets typed arguments and Python does no per-image table work."""
+
+    code_dtype: Any
+    lo: Any                 # codes c with lo <= c <= hi are the scores above the threshold (typed like
+    hi: Any                 # the codes, so the scan compares in the codes' own width)
+    score_kind: int
+    score_scale: float
+    score_zp: float
+    class_shift: int        # candidate keys: class << class_shift | (hi - code) << 17 | candidate
+    box_scale: float
+    box_zp: float
+    box_table: np.ndarray   # [4, 256] decode terms per uint8 box code; [0, 256] for float boxes
+    variances: np.ndarray
+    caps: tuple[float, int, int, int]  # iou threshold, pre-NMS per class, per class, per image
 
 
-def _box_values(boxes: np.ndarray, quant: Quant | None) -> tuple[np.ndarray, float, float]:
-    """Boxes as the kernel reads them: uint8 codes with (scale, zero point), or floats with (1, 0)."""
-    if boxes.dtype == np.uint8:
-        if quant is None:
-            raise DataError("uint8 boxes need the benchmark's quantisation parameters")
-        return boxes, quant.scale, float(quant.zero_point)
-    if boxes.dtype not in (np.float32, np.float64):
-        boxes = boxes.astype(np.float32)
-    return boxes, 1.0, 0.0
+@cache
+def _plan(benchmark: str, p: NMSParams, score_dtype: str, box_dtype: str) -> _Plan:
+    lay = LAYOUTS[benchmark]
+    quant = lay.score_quant if score_dtype == "uint8" else None
+    if score_dtype == "uint8" and quant is None:
+        raise DataError("uint8 scores need the benchmark's quantisation parameters")
+    if box_dtype == "uint8" and lay.box_quant is None:
+        raise DataError("uint8 boxes need the benchmark's quantisation parameters")
+    scale, zp = (quant.scale, quant.zero_point) if quant else (1.0, 0)
+    lo, hi = _threshold_codes(score_dtype, p.score_threshold, scale, zp)
+    code_dtype = _CODE_DTYPE[score_dtype]
+    if lo >= hi:  # no code is above the threshold: an empty range
+        lo, hi = 1, 1
+    kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[score_dtype]
+    bscale, bzp = (lay.box_quant.scale, lay.box_quant.zero_point) if box_dtype == "uint8" else (1.0, 0)
+    table = _box_table(lay) if box_dtype == "uint8" else np.empty((0, 256))
+    variances = np.asarray(lay.variances, dtype=np.float64)
+    for arr in (table, variances):
+        arr.setflags(write=False)
+    return _Plan(code_dtype, code_dtype(lo), code_dtype(hi - 1), kind, float(scale), float(zp),
+                 _SCORE_SHIFT + max(hi - 1 - lo, 1).bit_length(), float(bscale), float(bzp), table, variances,
+                 (float(p.iou_threshold), int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image)))
+
+
+def _box_table(lay: Layout) -> np.ndarray:
+    """The SSD decode's per-coordinate terms for each uint8 box code (dequantised, divided or scaled by
+    the variance, exponentiated for the sizes), computed with the very operations `_decode` uses, so a
+    table lookup gives the same bits as decoding: quantised boxes then cost no exp per candidate."""
+    q, var = lay.box_quant, lay.variances
+    rows = []
+    for code in range(256):
+        t = q.scale * (float(code) - q.zero_point)
+        if lay.kind == "box-major":
+            rows.append((t / var[0], t / var[1], math.exp(t / var[2]), math.exp(t / var[3])))
+        else:
+            rows.append((t * var[0], t * var[0], math.exp(t * var[1]), math.exp(t * var[1])))
+    return np.ascontiguousarray(np.asarray(rows, dtype=np.float64).T)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -315,24 +337,26 @@ def _score_value(code, kind, scale, zp):
 
 
 @njit(cache=True)
-def _iou(b, i, j):
-    ih = min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0])
-    iw = min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1])
-    if ih <= 0.0 or iw <= 0.0:
-        return 0.0
-    inter = ih * iw
-    union = (b[i, 2] - b[i, 0]) * (b[i, 3] - b[i, 1]) + (b[j, 2] - b[j, 0]) * (b[j, 3] - b[j, 1]) - inter
-    return inter / union if union > 0.0 else 0.0
-
-
-@njit(cache=True)
 def _clip01(v):
     return min(max(v, 0.0), 1.0)
 
 
 @njit(cache=True)
-def _decode_one(kind, boxes, bscale, bzp, priors, var, cand, anchor, size, out, r):
-    """Decode candidate `cand` (anchor `anchor`) into out[r] = (ymin, xmin, ymax, xmax), clipped, 0..1."""
+def _decode(kind, boxes, bscale, bzp, tab, priors, var, cand, anchor, size):
+    """Candidate `cand` (anchor `anchor`) decoded to (ymin, xmin, ymax, xmax), clipped, 0..1. With a
+    table (uint8 boxes only) the per-code terms are looked up instead of computed: the same values."""
+    if kind == 0 and tab.shape[0]:
+        yc = tab[0, int(boxes[cand, 0])] * priors[anchor, 2] + priors[anchor, 0]
+        xc = tab[1, int(boxes[cand, 1])] * priors[anchor, 3] + priors[anchor, 1]
+        h = tab[2, int(boxes[cand, 2])] * priors[anchor, 2]
+        w = tab[3, int(boxes[cand, 3])] * priors[anchor, 3]
+        return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
+    if kind == 1 and tab.shape[0]:
+        cx = tab[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
+        cy = tab[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
+        w = tab[2, int(boxes[2, cand])] * priors[anchor, 2]
+        h = tab[3, int(boxes[3, cand])] * priors[anchor, 3]
+        return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
     if kind == 0:  # box-major TF coder: boxes [A, 4] = (ty, tx, th, tw); priors (yc, xc, h, w)
         ty = bscale * (float(boxes[cand, 0]) - bzp)
         tx = bscale * (float(boxes[cand, 1]) - bzp)
@@ -342,11 +366,8 @@ def _decode_one(kind, boxes, bscale, bzp, priors, var, cand, anchor, size, out, 
         xc = tx / var[1] * priors[anchor, 3] + priors[anchor, 1]
         h = math.exp(th / var[2]) * priors[anchor, 2]
         w = math.exp(tw / var[3]) * priors[anchor, 3]
-        out[r, 0] = _clip01(yc - h / 2.0)
-        out[r, 1] = _clip01(xc - w / 2.0)
-        out[r, 2] = _clip01(yc + h / 2.0)
-        out[r, 3] = _clip01(xc + w / 2.0)
-    elif kind == 1:  # class-major SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
+        return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
+    if kind == 1:  # class-major SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
         dx = bscale * (float(boxes[0, cand]) - bzp)
         dy = bscale * (float(boxes[1, cand]) - bzp)
         dw = bscale * (float(boxes[2, cand]) - bzp)
@@ -355,184 +376,235 @@ def _decode_one(kind, boxes, bscale, bzp, priors, var, cand, anchor, size, out, 
         cy = dy * var[0] * priors[anchor, 3] + priors[anchor, 1]
         w = math.exp(dw * var[1]) * priors[anchor, 2]
         h = math.exp(dh * var[1]) * priors[anchor, 3]
-        out[r, 0] = _clip01(cy - h / 2.0)
-        out[r, 1] = _clip01(cx - w / 2.0)
-        out[r, 2] = _clip01(cy + h / 2.0)
-        out[r, 3] = _clip01(cx + w / 2.0)
-    else:  # topk RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels
-        clip = math.log(1000.0 / 16)
-        dx = (bscale * (float(boxes[cand, 0]) - bzp)) / var[0]
-        dy = (bscale * (float(boxes[cand, 1]) - bzp)) / var[1]
-        dw = min((bscale * (float(boxes[cand, 2]) - bzp)) / var[2], clip)
-        dh = min((bscale * (float(boxes[cand, 3]) - bzp)) / var[3], clip)
-        aw = priors[anchor, 2] - priors[anchor, 0]
-        ah = priors[anchor, 3] - priors[anchor, 1]
-        cx = dx * aw + (priors[anchor, 0] + 0.5 * aw)
-        cy = dy * ah + (priors[anchor, 1] + 0.5 * ah)
-        w = math.exp(dw) * aw
-        h = math.exp(dh) * ah
-        out[r, 0] = min(max(cy - 0.5 * h, 0.0), size) / size
-        out[r, 1] = min(max(cx - 0.5 * w, 0.0), size) / size
-        out[r, 2] = min(max(cy + 0.5 * h, 0.0), size) / size
-        out[r, 3] = min(max(cx + 0.5 * w, 0.0), size) / size
+        return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
+    # topk RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels
+    clip = math.log(1000.0 / 16)
+    dx = (bscale * (float(boxes[cand, 0]) - bzp)) / var[0]
+    dy = (bscale * (float(boxes[cand, 1]) - bzp)) / var[1]
+    dw = min((bscale * (float(boxes[cand, 2]) - bzp)) / var[2], clip)
+    dh = min((bscale * (float(boxes[cand, 3]) - bzp)) / var[3], clip)
+    aw = priors[anchor, 2] - priors[anchor, 0]
+    ah = priors[anchor, 3] - priors[anchor, 1]
+    cx = dx * aw + (priors[anchor, 0] + 0.5 * aw)
+    cy = dy * ah + (priors[anchor, 1] + 0.5 * ah)
+    w = math.exp(dw) * aw
+    h = math.exp(dh) * ah
+    return (min(max(cy - 0.5 * h, 0.0), size) / size, min(max(cx - 0.5 * w, 0.0), size) / size,
+            min(max(cy + 0.5 * h, 0.0), size) / size, min(max(cx + 0.5 * w, 0.0), size) / size)
 
 
-_SCORE_SHIFT, _CLASS_SHIFT = 17, 48  # key = class << 48 | (2^31 - 1 - code) << 17 | candidate
-_CAND_MASK = (1 << 17) - 1
-_CODE_MAX = (1 << 31) - 1
+_FOLD = 8  # scan: codes folded onto one flag byte, one bit each
+_LOWEST_BIT = np.array([0] + [(b & -b).bit_length() - 1 for b in range(1, 256)], dtype=np.int64)
 
 
 @njit(cache=True)
-def _nms_sorted(keys, n, ccand, canchor, kind, codes_kind, sscale, szp, boxes, bscale, bzp, priors,
+def _scan(flat, start, stop, lo, hi, period, fold_len):
+    """Indices i in [start, stop) with lo <= flat[i] <= hi, skipping offsets i - start that are multiples
+    of `period` (the background column; 0: none), in no particular order.
+
+    Vectorised without per-block horizontal reductions (LLVM does not vectorise those at such short
+    lengths): each chunk of up to _FOLD * fold_len codes is folded onto fold_len flag bytes by
+    elementwise compares (bit k of byte i: code k * fold_len + i is a hit), then only the fold_len / 8
+    flag words are tested one by one, and the set bits give the hits. fold_len is a multiple of 8 and
+    of period."""
+    flags = np.zeros(fold_len, dtype=np.uint8)
+    words = flags.view(np.uint64)
+    chunk = np.empty(_FOLD * fold_len, dtype=np.int64)  # one chunk's hits (the inner loops never grow it)
+    hits = np.empty(256, dtype=np.int64)
+    n = 0
+    o = start
+    while o < stop:
+        folds = min(_FOLD, (stop - o) // fold_len)
+        m = 0
+        if folds == 0:  # the tail, shorter than fold_len
+            for i in range(o, stop):
+                v = flat[i]
+                if v >= lo and v <= hi and (period == 0 or (i - start) % period != 0):
+                    chunk[m] = i
+                    m += 1
+            o = stop
+        else:
+            flags[:] = 0
+            for k in range(folds):
+                x = flat[o + k * fold_len:o + (k + 1) * fold_len]
+                bit = np.uint8(1 << k)
+                for i in range(fold_len):
+                    v = x[i]
+                    if v >= lo and v <= hi:
+                        flags[i] |= bit
+            if period:
+                for i in range(0, fold_len, period):
+                    flags[i] = 0
+            for w in range(fold_len // 8):
+                if words[w] == 0:
+                    continue
+                for i in range(8 * w, 8 * w + 8):
+                    b = int(flags[i])
+                    while b:
+                        chunk[m] = o + _LOWEST_BIT[b] * fold_len + i
+                        m += 1
+                        b &= b - 1
+            o += folds * fold_len
+        if n + m > hits.size:
+            grown = np.empty(2 * (n + m), dtype=np.int64)
+            grown[:n] = hits[:n]
+            hits = grown
+        hits[n:n + m] = chunk[:m]
+        n += m
+    return hits[:n]
+
+
+_RADIX_BITS = 11
+
+
+@njit(cache=True)
+def _sort_keys(keys):
+    """Non-negative int64 keys sorted ascending: LSD radix sort (11-bit digits, digits that are the same
+    in every key skipped), several times faster than quicksort for the thousands of keys of SSD-ResNet34."""
+    n = keys.size
+    if n < 256:
+        keys.sort()
+        return keys
+    top = keys.max()
+    counts = np.empty(1 << _RADIX_BITS, dtype=np.int64)
+    src, dst = keys, np.empty_like(keys)
+    shift = 0
+    while (top >> shift) > 0:
+        counts[:] = 0
+        for i in range(n):
+            counts[(src[i] >> shift) & ((1 << _RADIX_BITS) - 1)] += 1
+        if counts.max() < n:
+            total = 0
+            for d in range(1 << _RADIX_BITS):
+                c = counts[d]
+                counts[d] = total
+                total += c
+            for i in range(n):
+                d = (src[i] >> shift) & ((1 << _RADIX_BITS) - 1)
+                dst[counts[d]] = src[i]
+                counts[d] += 1
+            src, dst = dst, src
+        shift += _RADIX_BITS
+    return src
+
+
+_CAND_MASK = (1 << _SCORE_SHIFT) - 1
+
+
+@njit(cache=True, error_model="numpy")
+def _nms_sorted(keys, cshift, anchor_of, kind, hi, codes_kind, sscale, szp, boxes, bscale, bzp, tab, priors,
                 var, size, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx):
-    """Greedy per-class NMS over candidates whose keys are sorted (class, score desc, index)."""
-    kept_key = np.empty(n, dtype=np.int64)
+    """Greedy per-class NMS over candidate keys sorted by (class, score desc, candidate); the anchor of
+    candidate i is anchor_of[i] (empty: i itself). Boxes are decoded only when a candidate's turn comes;
+    the IoU test against the class's kept boxes is branch-free (vectorised)."""
+    n = keys.size
     kept_box = np.empty((n, 4), dtype=np.float64)
-    kept_score = np.empty(n, dtype=np.float64)
     kept_cls = np.empty(n, dtype=np.int64)
+    kept_key = np.empty(n, dtype=np.int64)  # (hi - code) << 32 | kept index: score desc, class, rank
+    cap = max(class_cap, 0)
+    score_mask = (1 << (cshift - _SCORE_SHIFT)) - 1
+    y1s, x1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    y2s, x2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    areas = np.empty(cap, dtype=np.float64)
     nk = 0
-    work = np.empty((max(n, 1), 4), dtype=np.float64)
     start = 0
     while start < n:
-        c = keys[start] >> _CLASS_SHIFT
-        end = start
-        while end < n and (keys[end] >> _CLASS_SHIFT) == c:
+        c = keys[start] >> cshift
+        end = start + 1
+        while end < n and (keys[end] >> cshift) == c:
             end += 1
-        take = end - start
-        if pre_cap > 0 and take > pre_cap:
-            take = pre_cap
-        kept_here = np.empty(take, dtype=np.int64)
+        stop = min(end, start + pre_cap) if pre_cap > 0 else end
         nh = 0
-        for t in range(take):
-            if nh >= class_cap:
+        for t in range(start, stop):
+            if nh >= cap:
                 break
-            k = keys[start + t]
+            k = keys[t]
             cand = k & _CAND_MASK
-            _decode_one(kind, boxes, bscale, bzp, priors, var, ccand[cand], canchor[cand], size, work, t)
-            ok = True
-            for q in range(nh):
-                if _iou(work, t, kept_here[q]) > iou_thr:
-                    ok = False
-                    break
-            if ok:
-                kept_here[nh] = t
-                code = _CODE_MAX - ((k >> _SCORE_SHIFT) & _CODE_MAX)
-                kept_score[nk] = _score_value(code, codes_kind, sscale, szp)
-                kept_box[nk, :] = work[t, :]
+            anchor = anchor_of[cand] if anchor_of.size else cand
+            y1, x1, y2, x2 = _decode(kind, boxes, bscale, bzp, tab, priors, var, cand, anchor, size)
+            area = (y2 - y1) * (x2 - x1)
+            suppressed = False
+            for q in range(nh):  # IoU > threshold with a kept box (IoU 0 without positive overlap)
+                ih = min(y2, y2s[q]) - max(y1, y1s[q])
+                iw = min(x2, x2s[q]) - max(x1, x1s[q])
+                inter = ih * iw
+                union = area + areas[q] - inter
+                suppressed |= (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_thr)
+            if not suppressed:
+                y1s[nh], x1s[nh], y2s[nh], x2s[nh], areas[nh] = y1, x1, y2, x2, area
+                kept_box[nk, 0], kept_box[nk, 1], kept_box[nk, 2], kept_box[nk, 3] = y1, x1, y2, x2
                 kept_cls[nk] = c
-                # final order: score desc, class asc, rank in class asc
-                kept_key[nk] = (((k >> _SCORE_SHIFT) & _CODE_MAX) << 20) | (c << 10) | nh
+                kept_key[nk] = (((k >> _SCORE_SHIFT) & score_mask) << 32) | nk
                 nk += 1
                 nh += 1
         start = end
-    order = np.argsort(kept_key[:nk], kind="mergesort")
     m = min(nk, image_cap)
+    if m < nk:  # only the best image_cap are wanted: select them, then order those
+        sel = _sort_keys(np.partition(kept_key[:nk], m - 1)[:m]) if m > 0 else kept_key[:0]
+    else:
+        sel = _sort_keys(kept_key[:nk])
     out = np.empty((m, 7), dtype=np.float32)
     for r in range(m):
-        i = order[r]
+        i = sel[r] & 0xFFFFFFFF
         out[r, 0] = qsl_idx
         out[r, 1] = kept_box[i, 0]
         out[r, 2] = kept_box[i, 1]
         out[r, 3] = kept_box[i, 2]
         out[r, 4] = kept_box[i, 3]
-        out[r, 5] = kept_score[i]
+        out[r, 5] = _score_value(int(hi) - (sel[r] >> 32), codes_kind, sscale, szp)
         out[r, 6] = class_ids[kept_cls[i]]
     return out
 
 
-_CHUNK = 64  # class-major scan: codes counted per chunk (vectorised), then only chunks with hits scanned
-
-
 @njit(cache=True)
-def _box_major(codes, lo, hi, skind, sscale, szp, boxes, bscale, bzp, priors, var, class_ids,
-               iou_thr, pre_cap, class_cap, image_cap, qsl_idx):
-    """SSD-MobileNet: scores [A, C] box-outer; rows are counted first (vectorised), hits collected after."""
+def _box_major(codes, lo, hi, cshift, skind, sscale, szp, boxes, bscale, bzp, tab, priors, var, class_ids,
+               iou_thr, pre_cap, class_cap, image_cap, qsl_idx, fold_len):
+    """SSD-MobileNet: scores [A, C] box-outer, background column 0 skipped in the scan."""
     a_n, c_n = codes.shape
-    counts = np.zeros(a_n, dtype=np.int32)
-    total = 0
-    for a in range(a_n):
-        row = codes[a]
-        m = 0
-        for c in range(1, c_n):
-            s = row[c]
-            m += (s >= lo) & (s < hi)
-        counts[a] = m
-        total += m
-    keys = np.empty(total, dtype=np.int64)
-    n = 0
-    for a in range(a_n):
-        if counts[a] == 0:
-            continue
-        row = codes[a]
-        for c in range(1, c_n):
-            s = row[c]
-            if s >= lo and s < hi:
-                keys[n] = (c << _CLASS_SHIFT) | ((_CODE_MAX - int(s)) << _SCORE_SHIFT) | a
-                n += 1
-    keys = np.sort(keys)
-    ident = np.arange(a_n)
-    return _nms_sorted(keys, n, ident, ident, 0, skind, sscale, szp, boxes, bscale, bzp, priors, var,
-                       1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
+    flat = codes.reshape(a_n * c_n)
+    hits = _scan(flat, 0, flat.size, lo, hi, c_n, fold_len)
+    keys = np.empty(hits.size, dtype=np.int64)
+    for j in range(hits.size):
+        i = hits[j]
+        a, c = i // c_n, i % c_n
+        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << _SCORE_SHIFT) | a
+    return _nms_sorted(_sort_keys(keys), cshift, hits[:0], 0, hi, skind, sscale, szp, boxes, bscale, bzp, tab,
+                       priors, var, 1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
 
 
 @njit(cache=True)
-def _class_major(codes, lo, hi, skind, sscale, szp, boxes, bscale, bzp, priors, var, class_ids,
-                 iou_thr, pre_cap, class_cap, image_cap, qsl_idx):
-    """SSD-ResNet34: scores [C, A] class-outer; chunks of a class row are counted first (vectorised),
-    then only chunks with hits are scanned; candidates come out grouped by class."""
+def _class_major(codes, lo, hi, cshift, skind, sscale, szp, boxes, bscale, bzp, tab, priors, var, class_ids,
+                 iou_thr, pre_cap, class_cap, image_cap, qsl_idx, fold_len):
+    """SSD-ResNet34: scores [C, A] class-outer; the background row 0 is not scanned at all."""
     c_n, a_n = codes.shape
-    nch = (a_n + _CHUNK - 1) // _CHUNK
-    counts = np.zeros((c_n, nch), dtype=np.int32)
-    total = 0
-    for c in range(1, c_n):
-        row = codes[c]
-        for k in range(nch):
-            m = 0
-            for a in range(k * _CHUNK, min(k * _CHUNK + _CHUNK, a_n)):
-                s = row[a]
-                m += (s >= lo) & (s < hi)
-            counts[c, k] = m
-            total += m
-    keys = np.empty(total, dtype=np.int64)
-    n = 0
-    for c in range(1, c_n):
-        row = codes[c]
-        first = n
-        for k in range(nch):
-            if counts[c, k] == 0:
-                continue
-            for a in range(k * _CHUNK, min(k * _CHUNK + _CHUNK, a_n)):
-                s = row[a]
-                if s >= lo and s < hi:
-                    keys[n] = (c << _CLASS_SHIFT) | ((_CODE_MAX - int(s)) << _SCORE_SHIFT) | a
-                    n += 1
-        if n - first > 1:
-            keys[first:n] = np.sort(keys[first:n])
-    ident = np.arange(a_n)
-    return _nms_sorted(keys, n, ident, ident, 1, skind, sscale, szp, boxes, bscale, bzp, priors, var,
-                       1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
+    flat = codes.reshape(a_n * c_n)
+    hits = _scan(flat, a_n, flat.size, lo, hi, 0, fold_len)
+    keys = np.empty(hits.size, dtype=np.int64)
+    for j in range(hits.size):
+        i = hits[j]
+        c, a = i // a_n, i % a_n
+        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << _SCORE_SHIFT) | a
+    return _nms_sorted(_sort_keys(keys), cshift, hits[:0], 1, hi, skind, sscale, szp, boxes, bscale, bzp, tab,
+                       priors, var, 1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
 
 
 @njit(cache=True)
-def _topk(codes, lo, hi, skind, sscale, szp, indices, boxes, bscale, bzp, priors, var, size, level_start,
-          per_level, num_classes, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx):
+def _topk(codes, lo, hi, cshift, skind, sscale, szp, indices, boxes, bscale, bzp, tab, priors, var, size,
+          level_start, per_level, num_classes, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx,
+          fold_len):
     """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""
     k_n = codes.shape[0]
-    keys = np.empty(k_n, dtype=np.int64)
+    hits = _scan(codes, 0, k_n, lo, hi, 0, fold_len)
+    keys = np.empty(hits.size, dtype=np.int64)
     anchor = np.empty(k_n, dtype=np.int64)
-    n = 0
-    for p in range(k_n):
-        s = codes[p]
-        if s >= lo and s < hi:
-            flat = indices[p]
-            c = flat % num_classes
-            anchor[p] = level_start[p // per_level] + flat // num_classes
-            keys[n] = (c << _CLASS_SHIFT) | ((_CODE_MAX - int(s)) << _SCORE_SHIFT) | p
-            n += 1
-    keys = np.sort(keys[:n])
-    ident = np.arange(k_n)
-    return _nms_sorted(keys, n, ident, anchor, 2, skind, sscale, szp, boxes, bscale, bzp, priors, var,
-                       float(size), class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
+    for j in range(hits.size):
+        p = hits[j]
+        flat = indices[p]
+        c = flat % num_classes
+        anchor[p] = level_start[p // per_level] + flat // num_classes
+        keys[j] = (c << cshift) | ((int(hi) - int(codes[p])) << _SCORE_SHIFT) | p
+    return _nms_sorted(_sort_keys(keys), cshift, anchor, 2, hi, skind, sscale, szp, boxes, bscale, bzp, tab,
+                       priors, var, float(size), class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -545,6 +617,11 @@ def _check_shape(lay: Layout, role: str, arr: np.ndarray) -> None:
                         f"({lay.kind} layout); is the model cut for this benchmark?")
 
 
+# the raw forms the kernels read as they are (dtype -> name; `dtype.name` itself costs microseconds)
+_SCORE_FORMS = {np.dtype(t): np.dtype(t).name for t in (np.uint8, np.float16, np.float32)}
+_BOX_FORMS = {np.dtype(t): np.dtype(t).name for t in (np.uint8, np.float32, np.float64)}
+
+
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
@@ -552,22 +629,37 @@ def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: 
     p = params_for(lay.benchmark, params)
     _check_shape(lay, "boxes", boxes)
     _check_shape(lay, "scores", scores)
-    sc = score_codes(np.ascontiguousarray(scores), p.score_threshold, lay.score_quant)
-    bx, bscale, bzp = _box_values(np.ascontiguousarray(boxes), lay.box_quant)
-    var = np.asarray(lay.variances, dtype=np.float64)
-    common = (sc.lo, sc.hi, sc.kind, sc.scale, sc.zero_point)
-    caps = (float(p.iou_threshold), int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image),
-            float(qsl_idx))
+    if scores.dtype not in _SCORE_FORMS:
+        scores = scores.astype(np.float32)
+    if boxes.dtype not in _BOX_FORMS:
+        boxes = boxes.astype(np.float32)
+    plan = _plan(lay.benchmark, p, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
+    codes = np.ascontiguousarray(scores).view(plan.code_dtype)
+    bx = np.ascontiguousarray(boxes)
+    common = (plan.lo, plan.hi, plan.class_shift, plan.score_kind, plan.score_scale, plan.score_zp)
+    caps = (*plan.caps, float(qsl_idx), _fold_len(lay.benchmark))
     if lay.kind == "box-major":
-        return _box_major(sc.codes, *common, bx, bscale, bzp, lay.priors, var, lay.class_ids, *caps)
+        return _box_major(codes, *common, bx, plan.box_scale, plan.box_zp, plan.box_table, lay.priors,
+                          plan.variances, lay.class_ids, *caps)
     if lay.kind == "class-major":
-        return _class_major(sc.codes, *common, bx, bscale, bzp, lay.priors, var, lay.class_ids, *caps)
+        return _class_major(codes, *common, bx, plan.box_scale, plan.box_zp, plan.box_table, lay.priors,
+                            plan.variances, lay.class_ids, *caps)
     if indices is None:
         raise DataError(f"{lay.benchmark} needs the card's candidate indices as well as boxes and scores")
     _check_shape(lay, "indices", indices)
-    return _topk(sc.codes, *common, np.ascontiguousarray(indices, dtype=np.int64), bx, bscale, bzp, lay.priors,
-                 var, lay.image_size, _level_starts(lay.benchmark), lay.topk_per_level, lay.num_classes,
-                 lay.class_ids, *caps)
+    return _topk(codes, *common, np.ascontiguousarray(indices, dtype=np.int64), bx, plan.box_scale, plan.box_zp,
+                 plan.box_table, lay.priors, plan.variances, lay.image_size, _level_starts(lay.benchmark),
+                 lay.topk_per_level, lay.num_classes, lay.class_ids, *caps)
+
+
+@cache
+def _fold_len(benchmark: str) -> int:
+    """Flag bytes the scan folds codes onto: a multiple of 8 (one word) and, box-major, of the row
+    length, so each flag byte's codes are of one class and the background column can be cleared."""
+    lay = LAYOUTS[benchmark]
+    if lay.kind == "box-major":
+        return math.lcm(lay.num_classes, 8)
+    return 1000 if lay.kind == "topk" else 1024
 
 
 @cache
