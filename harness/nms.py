@@ -25,7 +25,11 @@ Semantics (the tests' plain reference NMS implements exactly this):
    `max_per_image` are returned as rows of 7 float32 `[qsl_idx, ymin, xmin, ymax, xmax, score, class]`,
    boxes normalised to 0..1, class the dataset's category id.
 
-Everything runs in one numba-compiled kernel per layout (`cache=True`: compiled once per machine).
+Everything runs in one numba-compiled kernel per layout (`cache=True`: compiled once per machine). What
+keeps them inside the paper's budgets (tools/bench_nms.py): the scan over the raw codes is vectorised
+(`_scan`), each candidate is one int64 key (class, score, index) and the keys are radix-sorted, the IoU
+test against a class's kept boxes is branch-free, uint8 box codes decode through a 256-entry table of
+the very same values, and Python does no per-image table work (`Postprocessor`).
 """
 
 from __future__ import annotations
@@ -232,7 +236,7 @@ def params_for(benchmark: Any, which: str | NMSParams = "reference") -> NMSParam
 
 _KIND_AFFINE, _KIND_F16, _KIND_F32 = 0, 1, 2
 _SCORE_SHIFT = 17  # candidate keys: class << class_shift | (hi - code) << 17 | candidate (< 2^17)
-_CODE_DTYPE = {"uint8": np.uint8, "float16": np.uint16, "float32": np.int32}  # the int view of each form
+_CODE_DTYPE = {"uint8": np.uint8, "float16": np.uint16, "float32": np.uint32}  # unsigned int views
 
 
 @cache
@@ -256,45 +260,58 @@ def _threshold_codes(dtype: str, threshold: float, scale: float, zero_point: int
 
 @dataclass(frozen=True)
 class _Plan:
-    """Everything one (benchmark, parameters, score form, box form) needs besides the image's arrays,
-    worked out once: the kernel then gets typed arguments and Python does no per-image table work."""
+    """One (benchmark, parameters, score form, box form), worked out once: the layout's kernel, the int
+    view of the scores, and the kernel's arguments after the image's own (codes, boxes, qsl_idx[,
+    indices]), typed as the kernel takes them (lo and hi in the codes' own width, so that the scan
+    compares without widening)."""
 
+    kernel: Any
     code_dtype: Any
-    lo: Any                 # codes c with lo <= c <= hi are the scores above the threshold (typed like
-    hi: Any                 # the codes, so the scan compares in the codes' own width)
-    score_kind: int
-    score_scale: float
-    score_zp: float
-    class_shift: int        # candidate keys: class << class_shift | (hi - code) << 17 | candidate
-    box_scale: float
-    box_zp: float
-    box_table: np.ndarray   # [4, 256] decode terms per uint8 box code; [0, 256] for float boxes
-    variances: np.ndarray
-    caps: tuple[float, int, int, int]  # iou threshold, pre-NMS per class, per class, per image
+    args: tuple
 
 
 @cache
-def _plan(benchmark: str, p: NMSParams, score_dtype: str, box_dtype: str) -> _Plan:
+def _plan(benchmark: str, p: NMSParams, score_form: str, box_form: str) -> _Plan:
     lay = LAYOUTS[benchmark]
-    quant = lay.score_quant if score_dtype == "uint8" else None
-    if score_dtype == "uint8" and quant is None:
+    quant = lay.score_quant if score_form == "uint8" else None
+    if score_form == "uint8" and quant is None:
         raise DataError("uint8 scores need the benchmark's quantisation parameters")
-    if box_dtype == "uint8" and lay.box_quant is None:
+    if box_form == "uint8" and lay.box_quant is None:
         raise DataError("uint8 boxes need the benchmark's quantisation parameters")
     scale, zp = (quant.scale, quant.zero_point) if quant else (1.0, 0)
-    lo, hi = _threshold_codes(score_dtype, p.score_threshold, scale, zp)
-    code_dtype = _CODE_DTYPE[score_dtype]
+    lo, hi = _threshold_codes(score_form, p.score_threshold, scale, zp)
     if lo >= hi:  # no code is above the threshold: an empty range
         lo, hi = 1, 1
-    kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[score_dtype]
-    bscale, bzp = (lay.box_quant.scale, lay.box_quant.zero_point) if box_dtype == "uint8" else (1.0, 0)
-    table = _box_table(lay) if box_dtype == "uint8" else np.empty((0, 256))
+    code_dtype = _CODE_DTYPE[score_form]
+    score_kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[score_form]
+    class_shift = _SCORE_SHIFT + max(hi - 1 - lo, 1).bit_length()
+    bscale, bzp = (lay.box_quant.scale, lay.box_quant.zero_point) if box_form == "uint8" else (1.0, 0)
+    table = _box_table(lay) if box_form == "uint8" else np.empty((0, 256))
     variances = np.asarray(lay.variances, dtype=np.float64)
     for arr in (table, variances):
         arr.setflags(write=False)
-    return _Plan(code_dtype, code_dtype(lo), code_dtype(hi - 1), kind, float(scale), float(zp),
-                 _SCORE_SHIFT + max(hi - 1 - lo, 1).bit_length(), float(bscale), float(bzp), table, variances,
-                 (float(p.iou_threshold), int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image)))
+    args = (code_dtype(lo), code_dtype(hi - 1), class_shift, score_kind, float(scale), float(zp), float(bscale),
+            float(bzp), table, lay.priors, variances, lay.class_ids, float(p.iou_threshold),
+            int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image), _fold_len(lay))
+    if lay.kind == "topk":
+        args += (float(lay.image_size), _level_starts(benchmark), lay.topk_per_level, lay.num_classes)
+    kernel = {"box-major": _box_major, "class-major": _class_major, "topk": _topk}[lay.kind]
+    return _Plan(kernel, code_dtype, args)
+
+
+def _fold_len(lay: Layout) -> int:
+    """Flag bytes the scan folds codes onto: a multiple of 8 (one word) and, box-major, of the row
+    length, so each flag byte's codes are of one class and the background column can be cleared."""
+    if lay.kind == "box-major":
+        return math.lcm(lay.num_classes, 8)
+    return 1000 if lay.kind == "topk" else 1024
+
+
+def _level_starts(benchmark: str) -> np.ndarray:
+    counts = LAYOUTS[benchmark].level_anchors
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    starts.setflags(write=False)
+    return starts
 
 
 def _box_table(lay: Layout) -> np.ndarray:
@@ -394,7 +411,11 @@ def _decode(kind, boxes, bscale, bzp, tab, priors, var, cand, anchor, size):
 
 
 _FOLD = 8  # scan: codes folded onto one flag byte, one bit each
-_LOWEST_BIT = np.array([0] + [(b & -b).bit_length() - 1 for b in range(1, 256)], dtype=np.int64)
+# lowest set bit of a 64-bit word by a de Bruijn multiplication (numba has no count-trailing-zeros)
+_DE_BRUIJN = 0x03F79D71B4CB0A89
+_DE_BRUIJN_BIT = np.zeros(64, dtype=np.int64)
+for _bit in range(64):
+    _DE_BRUIJN_BIT[(((1 << _bit) * _DE_BRUIJN) & ((1 << 64) - 1)) >> 58] = _bit
 
 
 @njit(cache=True)
@@ -404,72 +425,79 @@ def _scan(flat, start, stop, lo, hi, period, fold_len):
 
     Vectorised without per-block horizontal reductions (LLVM does not vectorise those at such short
     lengths): each chunk of up to _FOLD * fold_len codes is folded onto fold_len flag bytes by
-    elementwise compares (bit k of byte i: code k * fold_len + i is a hit), then only the fold_len / 8
-    flag words are tested one by one, and the set bits give the hits. fold_len is a multiple of 8 and
-    of period."""
-    flags = np.zeros(fold_len, dtype=np.uint8)
-    words = flags.view(np.uint64)
-    chunk = np.empty(_FOLD * fold_len, dtype=np.int64)  # one chunk's hits (the inner loops never grow it)
-    hits = np.empty(256, dtype=np.int64)
+    elementwise compares (bit k of byte i: code k * fold_len + i is a hit; one unsigned compare in the
+    codes' own width tests lo <= code <= hi), then the flag words are tested four at a time and the
+    set bits give the hits. fold_len is a multiple of 8 and of period."""
+    span = flat.dtype.type(hi - lo)
+    padded = (fold_len + 31) // 32 * 32
+    flags = np.zeros(padded, dtype=np.uint8)
+    words = flags.view(np.int64)
+    keep = np.full(padded, 0xFF, dtype=np.uint8)  # flag bytes of the background column cleared
+    if period:
+        for i in range(0, fold_len, period):
+            keep[i] = 0
+    keep_words = keep.view(np.int64)
+    hits = np.empty(_FOLD * fold_len, dtype=np.int64)
     n = 0
     o = start
     while o < stop:
-        folds = min(_FOLD, (stop - o) // fold_len)
-        m = 0
-        if folds == 0:  # the tail, shorter than fold_len
-            for i in range(o, stop):
-                v = flat[i]
-                if v >= lo and v <= hi and (period == 0 or (i - start) % period != 0):
-                    chunk[m] = i
-                    m += 1
-            o = stop
-        else:
-            flags[:] = 0
-            for k in range(folds):
-                x = flat[o + k * fold_len:o + (k + 1) * fold_len]
-                bit = np.uint8(1 << k)
-                for i in range(fold_len):
-                    v = x[i]
-                    if v >= lo and v <= hi:
-                        flags[i] |= bit
-            if period:
-                for i in range(0, fold_len, period):
-                    flags[i] = 0
-            for w in range(fold_len // 8):
-                if words[w] == 0:
-                    continue
-                for i in range(8 * w, 8 * w + 8):
-                    b = int(flags[i])
-                    while b:
-                        chunk[m] = o + _LOWEST_BIT[b] * fold_len + i
-                        m += 1
-                        b &= b - 1
-            o += folds * fold_len
-        if n + m > hits.size:
-            grown = np.empty(2 * (n + m), dtype=np.int64)
+        if hits.size - n < _FOLD * fold_len:  # room for a whole chunk's hits: no checks inside
+            grown = np.empty(2 * hits.size, dtype=np.int64)
             grown[:n] = hits[:n]
             hits = grown
-        hits[n:n + m] = chunk[:m]
-        n += m
+        folds = min(_FOLD, (stop - o) // fold_len)
+        if folds == 0:  # the tail, shorter than fold_len
+            for i in range(o, stop):
+                if flat.dtype.type(flat[i] - lo) <= span and (period == 0 or (i - start) % period != 0):
+                    hits[n] = i
+                    n += 1
+            break
+        flags[:fold_len] = 0
+        for k in range(folds):
+            x = flat[o + k * fold_len:o + (k + 1) * fold_len]
+            bit = np.uint8(1 << k)
+            for i in range(fold_len):
+                if flat.dtype.type(x[i] - lo) <= span:
+                    flags[i] |= bit
+        for g in range(0, padded // 8, 4):
+            if ((words[g] & keep_words[g]) | (words[g + 1] & keep_words[g + 1]) | (words[g + 2] & keep_words[g + 2])
+                    | (words[g + 3] & keep_words[g + 3])) == 0:
+                continue
+            for w in range(g, g + 4):
+                word = words[w] & keep_words[w]
+                while word:
+                    b = _DE_BRUIJN_BIT[(((word & -word) * _DE_BRUIJN) >> 58) & 63]  # byte b >> 3, fold b & 7
+                    hits[n] = o + (b & 7) * fold_len + 8 * w + (b >> 3)
+                    n += 1
+                    word &= word - 1
+        o += folds * fold_len
     return hits[:n]
 
 
-_RADIX_BITS = 11
+_RADIX_BITS = 8
+_INSERTION_MAX = 64
 
 
 @njit(cache=True)
 def _sort_keys(keys):
-    """Non-negative int64 keys sorted ascending: LSD radix sort (11-bit digits, digits that are the same
-    in every key skipped), several times faster than quicksort for the thousands of keys of SSD-ResNet34."""
+    """Non-negative int64 keys sorted ascending, in place or in a new array (the one returned): insertion
+    sort for a few dozen keys (SSD-MobileNet's), else LSD radix sort on 8-bit digits, digits that are
+    the same in every key skipped (SSD-ResNet34's thousands); both several times faster than np.sort."""
     n = keys.size
-    if n < 256:
-        keys.sort()
+    if n <= _INSERTION_MAX:
+        for i in range(1, n):
+            v = keys[i]
+            j = i - 1
+            while j >= 0 and keys[j] > v:
+                keys[j + 1] = keys[j]
+                j -= 1
+            keys[j + 1] = v
         return keys
     top = keys.max()
     counts = np.empty(1 << _RADIX_BITS, dtype=np.int64)
     src, dst = keys, np.empty_like(keys)
     shift = 0
-    while (top >> shift) > 0:
+    while shift < 63 and (top >> shift) > 0:  # (a shift by 64 or more is undefined)
         counts[:] = 0
         for i in range(n):
             counts[(src[i] >> shift) & ((1 << _RADIX_BITS) - 1)] += 1
@@ -557,8 +585,8 @@ def _nms_sorted(keys, cshift, anchor_of, kind, hi, codes_kind, sscale, szp, boxe
 
 
 @njit(cache=True)
-def _box_major(codes, lo, hi, cshift, skind, sscale, szp, boxes, bscale, bzp, tab, priors, var, class_ids,
-               iou_thr, pre_cap, class_cap, image_cap, qsl_idx, fold_len):
+def _box_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
+               class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len):
     """SSD-MobileNet: scores [A, C] box-outer, background column 0 skipped in the scan."""
     a_n, c_n = codes.shape
     flat = codes.reshape(a_n * c_n)
@@ -573,8 +601,8 @@ def _box_major(codes, lo, hi, cshift, skind, sscale, szp, boxes, bscale, bzp, ta
 
 
 @njit(cache=True)
-def _class_major(codes, lo, hi, cshift, skind, sscale, szp, boxes, bscale, bzp, tab, priors, var, class_ids,
-                 iou_thr, pre_cap, class_cap, image_cap, qsl_idx, fold_len):
+def _class_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
+                 class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len):
     """SSD-ResNet34: scores [C, A] class-outer; the background row 0 is not scanned at all."""
     c_n, a_n = codes.shape
     flat = codes.reshape(a_n * c_n)
@@ -589,9 +617,8 @@ def _class_major(codes, lo, hi, cshift, skind, sscale, szp, boxes, bscale, bzp, 
 
 
 @njit(cache=True)
-def _topk(codes, lo, hi, cshift, skind, sscale, szp, indices, boxes, bscale, bzp, tab, priors, var, size,
-          level_start, per_level, num_classes, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx,
-          fold_len):
+def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
+          class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len, size, level_start, per_level, num_classes):
     """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""
     k_n = codes.shape[0]
     hits = _scan(codes, 0, k_n, lo, hi, 0, fold_len)
@@ -622,50 +649,50 @@ _SCORE_FORMS = {np.dtype(t): np.dtype(t).name for t in (np.uint8, np.float16, np
 _BOX_FORMS = {np.dtype(t): np.dtype(t).name for t in (np.uint8, np.float32, np.float64)}
 
 
+class Postprocessor:
+    """`postprocess` bound to one benchmark and parameter set, for callers that run it image after image
+    (the harness's NMS threads): the kernel's arguments are worked out once per score and box dtype, so a
+    call costs the shape checks, numba's dispatch and the kernel. It holds no scratch memory (each
+    kernel call allocates its own), so one instance can serve several threads."""
+
+    def __init__(self, benchmark: Any, params: str | NMSParams = "reference") -> None:
+        self.layout = layout(benchmark)
+        self.params = params_for(self.layout.benchmark, params)
+        self._plans: dict[tuple[np.dtype, np.dtype], _Plan] = {}
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
+                 qsl_idx: int = 0) -> np.ndarray:
+        lay = self.layout
+        _check_shape(lay, "boxes", boxes)
+        _check_shape(lay, "scores", scores)
+        if scores.dtype not in _SCORE_FORMS:
+            scores = scores.astype(np.float32)
+        if boxes.dtype not in _BOX_FORMS:
+            boxes = boxes.astype(np.float32)
+        plan = self._plans.get((scores.dtype, boxes.dtype))
+        if plan is None:
+            plan = _plan(lay.benchmark, self.params, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
+            self._plans[(scores.dtype, boxes.dtype)] = plan
+        codes = np.ascontiguousarray(scores).view(plan.code_dtype)
+        if lay.kind != "topk":
+            return plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.args)
+        if indices is None:
+            raise DataError(f"{lay.benchmark} needs the card's candidate indices as well as boxes and scores")
+        _check_shape(lay, "indices", indices)
+        return plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx),
+                           np.ascontiguousarray(indices, dtype=np.int64), *plan.args)
+
+
+@cache
+def _postprocessor(benchmark: str, p: NMSParams) -> Postprocessor:
+    return Postprocessor(benchmark, p)
+
+
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
     lay = layout(benchmark)
-    p = params_for(lay.benchmark, params)
-    _check_shape(lay, "boxes", boxes)
-    _check_shape(lay, "scores", scores)
-    if scores.dtype not in _SCORE_FORMS:
-        scores = scores.astype(np.float32)
-    if boxes.dtype not in _BOX_FORMS:
-        boxes = boxes.astype(np.float32)
-    plan = _plan(lay.benchmark, p, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
-    codes = np.ascontiguousarray(scores).view(plan.code_dtype)
-    bx = np.ascontiguousarray(boxes)
-    common = (plan.lo, plan.hi, plan.class_shift, plan.score_kind, plan.score_scale, plan.score_zp)
-    caps = (*plan.caps, float(qsl_idx), _fold_len(lay.benchmark))
-    if lay.kind == "box-major":
-        return _box_major(codes, *common, bx, plan.box_scale, plan.box_zp, plan.box_table, lay.priors,
-                          plan.variances, lay.class_ids, *caps)
-    if lay.kind == "class-major":
-        return _class_major(codes, *common, bx, plan.box_scale, plan.box_zp, plan.box_table, lay.priors,
-                            plan.variances, lay.class_ids, *caps)
-    if indices is None:
-        raise DataError(f"{lay.benchmark} needs the card's candidate indices as well as boxes and scores")
-    _check_shape(lay, "indices", indices)
-    return _topk(codes, *common, np.ascontiguousarray(indices, dtype=np.int64), bx, plan.box_scale, plan.box_zp,
-                 plan.box_table, lay.priors, plan.variances, lay.image_size, _level_starts(lay.benchmark),
-                 lay.topk_per_level, lay.num_classes, lay.class_ids, *caps)
-
-
-@cache
-def _fold_len(benchmark: str) -> int:
-    """Flag bytes the scan folds codes onto: a multiple of 8 (one word) and, box-major, of the row
-    length, so each flag byte's codes are of one class and the background column can be cleared."""
-    lay = LAYOUTS[benchmark]
-    if lay.kind == "box-major":
-        return math.lcm(lay.num_classes, 8)
-    return 1000 if lay.kind == "topk" else 1024
-
-
-@cache
-def _level_starts(benchmark: str) -> np.ndarray:
-    counts = LAYOUTS[benchmark].level_anchors
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return _postprocessor(lay.benchmark, params_for(lay.benchmark, params))(boxes, scores, indices, qsl_idx)
 
 
 def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -248,3 +248,29 @@ def test_raw_threshold_codes_match_values() -> None:
         lo, _ = nms._threshold_codes("float16", th, 1.0, 0)
         codes = np.arange(0x7C00, dtype=np.uint16)
         assert ((codes >= lo) == (codes.view(np.float16).astype(np.float64) > th)).all()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 64, 65, 300, 5000])
+def test_sort_keys_matches_numpy(n: int) -> None:
+    """The kernels' key sort (insertion / LSD radix) on keys up to 63 bits, duplicates included."""
+    rng = np.random.default_rng(n)
+    for top in (1 << 8, 1 << 40, (1 << 63) - 1):
+        keys = rng.integers(0, top, n, dtype=np.int64)
+        keys[: n // 4] = keys[n // 2: n // 2 + n // 4]
+        np.testing.assert_array_equal(nms._sort_keys(keys.copy()), np.sort(keys))
+
+
+def test_raw_float_codes_exclude_negative_nan_and_keep_inf() -> None:
+    """fp32 / fp16 scores compared as unsigned codes: negatives and NaN are never candidates, +inf is."""
+    for quantised in (False, True):
+        arrays = _raw_arrays("ssd-resnet34", False)
+        arrays["scores"][1, 10] = -0.9
+        arrays["scores"][2, 20] = np.nan
+        arrays["scores"][3, 30] = np.inf
+        arrays["scores"][4, 40] = 0.7
+        if quantised:
+            arrays = nms.quantise("ssd-resnet34", arrays)
+        _check("ssd-resnet34", arrays)
+        out = nms.postprocess("ssd-resnet34", arrays["boxes"], arrays["scores"])
+        ids = nms.layout("ssd-resnet34").class_ids
+        assert sorted(out[:, 6].tolist()) == [ids[3], ids[4]]

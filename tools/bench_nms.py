@@ -66,8 +66,8 @@ def torch_pipeline(bench: str):
         return None, None
     torch.set_num_threads(1)
     lay, p = nms.layout(bench), nms.params_for(bench)
-    priors = torch.from_numpy(lay.priors)
-    class_ids = torch.from_numpy(lay.class_ids)
+    priors = torch.from_numpy(lay.priors.copy())  # read-only arrays make torch warn
+    class_ids = torch.from_numpy(lay.class_ids.copy())
     bq, sq = lay.box_quant, lay.score_quant
 
     def run(boxes_np: np.ndarray, scores_np: np.ndarray) -> np.ndarray:
