@@ -266,7 +266,7 @@ class _Plan:
     compares without widening)."""
 
     kernel: Any
-    code_dtype: Any
+    code_dtype: Any         # None: the scores are read as they are (uint8)
     args: tuple
 
 
@@ -296,7 +296,7 @@ def _plan(benchmark: str, p: NMSParams, score_form: str, box_form: str) -> _Plan
     if lay.kind == "topk":
         args += (float(lay.image_size), _level_starts(benchmark), lay.topk_per_level, lay.num_classes)
     kernel = {"box-major": _box_major, "class-major": _class_major, "topk": _topk}[lay.kind]
-    return _Plan(kernel, code_dtype, args)
+    return _Plan(kernel, None if score_form == "uint8" else code_dtype, args)
 
 
 def _fold_len(lay: Layout) -> int:
@@ -663,8 +663,9 @@ class Postprocessor:
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                  qsl_idx: int = 0) -> np.ndarray:
         lay = self.layout
-        _check_shape(lay, "boxes", boxes)
-        _check_shape(lay, "scores", scores)
+        if boxes.shape != lay.shapes["boxes"] or scores.shape != lay.shapes["scores"]:
+            _check_shape(lay, "boxes", boxes)
+            _check_shape(lay, "scores", scores)
         if scores.dtype not in _SCORE_FORMS:
             scores = scores.astype(np.float32)
         if boxes.dtype not in _BOX_FORMS:
@@ -673,7 +674,9 @@ class Postprocessor:
         if plan is None:
             plan = _plan(lay.benchmark, self.params, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
             self._plans[(scores.dtype, boxes.dtype)] = plan
-        codes = np.ascontiguousarray(scores).view(plan.code_dtype)
+        codes = np.ascontiguousarray(scores)
+        if plan.code_dtype is not None:
+            codes = codes.view(plan.code_dtype)
         if lay.kind != "topk":
             return plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.args)
         if indices is None:
@@ -684,15 +687,14 @@ class Postprocessor:
 
 
 @cache
-def _postprocessor(benchmark: str, p: NMSParams) -> Postprocessor:
-    return Postprocessor(benchmark, p)
+def _postprocessor(benchmark: str, params: str | NMSParams) -> Postprocessor:
+    return Postprocessor(benchmark, params)
 
 
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
-    lay = layout(benchmark)
-    return _postprocessor(lay.benchmark, params_for(lay.benchmark, params))(boxes, scores, indices, qsl_idx)
+    return _postprocessor(getattr(benchmark, "name", benchmark), params)(boxes, scores, indices, qsl_idx)
 
 
 def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
