@@ -29,7 +29,8 @@ Everything runs in one numba-compiled kernel per layout (`cache=True`: compiled 
 keeps them inside the paper's budgets (tools/bench_nms.py): the scan over the raw codes is vectorised
 (`_scan`), each candidate is one int64 key (class, score, index) and the keys are radix-sorted, the IoU
 test against a class's kept boxes is branch-free, uint8 box codes decode through a 256-entry table of
-the very same values, and Python does no per-image table work (`Postprocessor`).
+the very same values, and Python does no per-image table work (`Postprocessor`). The kernels release
+the GIL, so NMS on a host thread runs beside the harness's other threads.
 """
 
 from __future__ import annotations
@@ -584,7 +585,7 @@ def _nms_sorted(keys, cshift, anchor_of, kind, hi, codes_kind, sscale, szp, boxe
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _box_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
                class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len):
     """SSD-MobileNet: scores [A, C] box-outer, background column 0 skipped in the scan."""
@@ -600,7 +601,7 @@ def _box_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale
                        priors, var, 1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _class_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
                  class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len):
     """SSD-ResNet34: scores [C, A] class-outer; the background row 0 is not scanned at all."""
@@ -616,7 +617,7 @@ def _class_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bsca
                        priors, var, 1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
           class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len, size, level_start, per_level, num_classes):
     """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""

@@ -274,3 +274,16 @@ def test_raw_float_codes_exclude_negative_nan_and_keep_inf() -> None:
         out = nms.postprocess("ssd-resnet34", arrays["boxes"], arrays["scores"])
         ids = nms.layout("ssd-resnet34").class_ids
         assert sorted(out[:, 6].tolist()) == [ids[3], ids[4]]
+
+
+def test_postprocessor_keeps_one_plan_per_dtype() -> None:
+    """One bound Postprocessor fed float then quantised outputs of the same image: each form as postprocess."""
+    pp = nms.Postprocessor("ssd-mobilenet", "krai")
+    arrays = _raw_arrays("ssd-mobilenet", False)
+    arrays["scores"][7, 5], arrays["scores"][9, 5], arrays["scores"][300, 12] = 0.8, 0.75, 0.5
+    for form in (arrays, nms.quantise("ssd-mobilenet", arrays), arrays):
+        out = pp(form["boxes"], form["scores"], qsl_idx=3)
+        ref = nms.postprocess("ssd-mobilenet", form["boxes"], form["scores"], params="krai", qsl_idx=3)
+        np.testing.assert_array_equal(out, ref)
+        assert len(out) == 3 and (out[:, 0] == 3).all()
+    assert len(pp._plans) == 2
