@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,10 +119,11 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
         artefact = check.artefact
         model = load_onnx(model_file, bench)
         path, synthetic = model_file.resolve(), False
+        builder = None
     else:
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = existing_record(layout.model_record)
-        builder = _builder_digest(bench)
+        builder = _builder_digest(bench)  # written to the record below, so a changed builder rebuilds
         if record and record.get("synthetic") and Path(record["path"]) == path and path.is_file() \
                 and record.get("builder_sha256") == builder and sha256_file(path) == record["sha256"]:
             echo(f"model: {path} (already built, {record['stats']})")
@@ -144,7 +145,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
               "seed": MODEL_SEED if synthetic else None, "official_artefact": artefact.name if artefact else None,
               "precision": "fp32",
               "params": stats.params, "macs_per_sample": stats.macs_per_sample, "stats": stats.describe(),
-              "builder_sha256": _builder_digest(bench) if synthetic else None}
+              "builder_sha256": builder}
     atomic_write_json(layout.model_record, record)
     return record
 
@@ -236,6 +237,29 @@ def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def reference_pass(model_path: str | Path, bench: Benchmark, data: store.PreparedData, batch: int,
+                   label: str) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A plain onnxruntime CPU pass over the prepared dataset, outside the harness: per batch, the QSL
+    indices and the encoded (payload, offsets). A uint8-input model (int8) reads the stored bytes; an
+    FP32 one the mean-subtracted floats, as the harness stages them."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    raw = next(i.type for i in sess.get_inputs() if i.name == bench.input_name) == "tensor(uint8)"
+    mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)
+    u8 = np.empty((batch, *bench.input_shape), dtype=np.uint8)
+    with progress.bar(data.count, label) as bar:
+        for start in range(0, data.count, batch):
+            part = np.arange(start, min(start + batch, data.count))
+            x = u8[:len(part)]
+            data.gather(part, x)
+            outputs = sess.run(list(bench.outputs), {bench.input_name: x if raw else x.astype(np.float32) - mean})
+            yield (part, *bench.encode_response(outputs, part))
+            bar.update(len(part))
+
+
 def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, echo: Echo) -> None:
     """The golden reference from a plain FP32 onnxruntime pass of the model, to prove the accuracy path.
 
@@ -243,28 +267,15 @@ def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, ech
     for ResNet50, the host-NMS detections as COCO annotations for detection) shows that the harness
     feeds, batches, post-processes and logs every sample correctly.
     """
-    import onnxruntime as ort
-
     bench = layout.bench
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(layout.data_dir))
     if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model_record["sha256"]:
         echo("golden reference: up to date")
         return
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model_record["path"], opts, providers=["CPUExecutionProvider"])
-    mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)
     payloads: list[np.ndarray] = []
-    idx = np.arange(data.count)
-    with progress.bar(data.count, "golden reference (FP32 pass)") as bar:
-        for start in range(0, data.count, batch):
-            part = idx[start:start + batch]
-            u8 = np.empty((len(part), *bench.input_shape), dtype=np.uint8)
-            data.gather(part, u8)
-            outputs = sess.run(list(bench.outputs), {bench.input_name: u8.astype(np.float32) - mean})
-            payload, offsets = bench.encode_response(outputs, part)
-            payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
-            bar.update(len(part))
+    for part, payload, offsets in reference_pass(model_record["path"], bench, data, batch,
+                                                 "golden reference (FP32 pass)"):
+        payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
     name, content, summary = bench.accuracy.golden(payloads, data)
     tmp = layout.preprocessed / f".{name}.tmp"
     tmp.write_bytes(content)

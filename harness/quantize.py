@@ -22,11 +22,11 @@ import numpy as np
 
 from harness import progress
 from harness.benchmarks import Benchmark
-from harness.datasets import imagenet, store
+from harness.datasets import store
 from harness.errors import DataError
 from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file
 from harness.models import registry
-from harness.prepare import existing_record
+from harness.prepare import existing_record, reference_pass
 
 Echo = Callable[[str], None]
 CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet lists have 500 names)
@@ -80,22 +80,10 @@ def synthetic_calibration_list(path: Path, dataset_names: list[str]) -> None:
 
 
 def top1(model_path: Path, bench: Benchmark, data: store.PreparedData, batch: int, label: str) -> np.ndarray:
-    """Top-1 (background removed) of a uint8-input model over the prepared dataset, onnxruntime CPU."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    """Top-1 (background removed) of a model over the prepared dataset, onnxruntime CPU."""
     out = np.empty(data.count, dtype=np.int32)
-    u8 = np.empty((batch, *bench.input_shape), dtype=np.uint8)
-    with progress.bar(data.count, label) as bar:
-        for start in range(0, data.count, batch):
-            part = np.arange(start, min(start + batch, data.count))
-            data.gather(part, u8[:len(part)])
-            outputs = sess.run(list(bench.outputs), {bench.input_name: u8[:len(part)]})
-            payload, offsets = bench.encode_response(outputs, part)
-            out[part] = payload[offsets[:-1]].astype(np.int32)  # one class id per sample
-            bar.update(len(part))
+    for part, payload, offsets in reference_pass(model_path, bench, data, batch, label):
+        out[part] = payload[offsets[:-1]].astype(np.int32)  # one class id per sample
     return out
 
 
@@ -140,7 +128,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
 
     if bench.quality_metric != "top-1" or data.golden is None:
         raise DataError(f"--precision int8 is built for classification (top-1 agreement); {bench.name} is not")
-    names, _ = imagenet.read_val_map(Path(data.manifest["source"]), limit=data.count)
+    names = bench.dataset.read(Path(data.manifest["source"]), data.count).names
     if cal_list is None:
         cal_list = models_dir / f"{bench.name}-cal_image_list.txt"
         if not cal_list.is_file():

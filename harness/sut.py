@@ -260,10 +260,7 @@ class _Worker:
                 self.free.put(buf)
                 self._fail(exc, samples)
                 continue
-            self.finished += 1
             self.free.put(buf)
-            if self.in_hand <= 0:
-                sut.card_ran_dry()
             self._finish(samples, outputs)
 
     def _take_and_run(self, card: Card) -> None:
@@ -277,14 +274,16 @@ class _Worker:
             except Exception as exc:
                 self._fail(exc, item)
                 break
-            self.finished += 1
-            if self.in_hand <= 0:
-                self.sut.card_ran_dry()
             self._finish(item, outputs)
         if not self.alive:
             self._give_back_queue()
 
     def _finish(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+        """A batch off the card: count it, let an overdue Server batch come if this card is now dry, then
+        complete here or hand the outputs to the NMS thread."""
+        self.finished += 1
+        if self.in_hand <= 0:
+            self.sut.card_ran_dry()
         if self.to_done is None:
             self._complete(samples, outputs)
         else:
