@@ -151,10 +151,15 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
 
 
 def _builder_digest(bench: Benchmark) -> str:
-    """sha256 of the source file of the seeded model's builder: a changed builder rebuilds the model."""
+    """sha256 of the seeded model's builder and its dataset's code: a change to either rebuilds the model.
+
+    The dataset module counts because a seeded classifier may be fitted to the synthetic world's scenes.
+    """
+    import hashlib
     import inspect
 
-    return sha256_file(Path(inspect.getsourcefile(bench.build_model) or ""))
+    files = (inspect.getsourcefile(bench.build_model), inspect.getsourcefile(bench.dataset.make_synthetic))
+    return hashlib.sha256("".join(sha256_file(Path(f or "")) for f in files).encode()).hexdigest()
 
 
 def existing_record(path: Path) -> dict[str, Any] | None:

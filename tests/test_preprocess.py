@@ -44,7 +44,7 @@ def test_shards_equal_reference(data_dir):
 
 
 def test_synthetic_has_grayscale_and_varied_aspect(tmp_path):
-    imagenet.make_synthetic(tmp_path, 100, seed=7)
+    imagenet.make_synthetic(tmp_path, 300, seed=7)
     names, _ = imagenet.read_val_map(tmp_path)
     shapes = [cv2.imread(str(tmp_path / n), cv2.IMREAD_UNCHANGED).shape for n in names]
     assert any(len(s) == 2 for s in shapes)

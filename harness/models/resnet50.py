@@ -87,25 +87,42 @@ def _features(g: _Graph) -> str:
     return "resnet_model/pooled"
 
 
-def _centre_classifier(features: onnx.ModelProto, seed: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Data-free calibration of the classifier so seeded weights give varied, not constant, argmax.
+def _template_classifier(features: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
+    """Classifier [NUM_CLASSES, 2048] weights and bias that know the synthetic world's class scenes.
 
-    Deep random ReLU nets map all inputs near one feature vector; centring and whitening the logits on
-    seeded noise images (no dataset involved, so the model is a pure function of the seed) spreads the
-    predictions over the classes, which makes the golden-label accuracy check meaningful.
+    A trained ResNet50 separates real photographs with wide margins; random weights separate nothing.
+    Here the pooled features of each class's seeded scene (`imagenet.render_template`, preprocessed as
+    a sample is) become that class's prototype, and the classifier is nearest-prototype: synthetic
+    pictures, jittered renderings of the scenes, land near their own prototype, so FP32 top-1 matches
+    the val_map label and int8 keeps it. The prototypes' common direction is projected out because deep
+    random features share one large mean vector and int8's small gain error along it would otherwise
+    move every sample at once. Data-free: the scenes come from a fixed seed, not from any dataset.
+    Background (class 0) gets no weight and the lowest logit seen, never the top-1, inside the range
+    int8 calibration sees.
     """
     import onnxruntime as ort
 
-    rng = np.random.default_rng(seed + 1)
-    coarse = rng.normal(0.0, 60.0, (16, 3, 14, 14)).astype(np.float32)
-    probes = np.repeat(np.repeat(coarse, 16, axis=2), 16, axis=3)  # smooth, image-like noise
+    from harness.datasets import imagenet
+
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(features.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feats = sess.run(None, {INPUT: probes})[0]
-    logits = feats @ w.T
-    scale = 4.0 / (logits.std(axis=0) + 1e-6)
-    return (w * scale[:, None]).astype(np.float32), (-logits.mean(axis=0) * scale).astype(np.float32)
+    mean = np.asarray(imagenet.MEAN_RGB, np.float32).reshape(1, 3, 1, 1)
+    protos = []
+    for start in range(0, imagenet.NUM_LABELS, 25):
+        scenes = np.stack([imagenet.preprocess_bgr(imagenet.render_template(label, 256, 256))
+                           for label in range(start, min(start + 25, imagenet.NUM_LABELS))])
+        protos.append(sess.run(None, {INPUT: scenes.astype(np.float32) - mean})[0])
+    p = np.concatenate(protos).astype(np.float64)
+    centre = p.mean(axis=0)
+    along = centre / np.linalg.norm(centre)
+    w = p - centre
+    w -= np.outer(w @ along, along)
+    logits = (p - centre) @ w.T - 0.5 * (w * w).sum(axis=1)   # -|x - prototype|^2 / 2 up to a per-sample term
+    scale = 4.0 / logits.std()
+    weights = np.vstack([np.zeros((1, p.shape[1])), w]) * scale
+    bias = np.concatenate([[logits.min()], -0.5 * (w * w).sum(axis=1) - w @ centre]) * scale
+    return weights.astype(np.float32), bias.astype(np.float32)
 
 
 def build(seed: int = 0) -> onnx.ModelProto:
@@ -117,8 +134,7 @@ def build(seed: int = 0) -> onnx.ModelProto:
         helper.make_graph(g.nodes, "resnet50_features", [io_in],
                           [helper.make_tensor_value_info(pooled, TensorProto.FLOAT, ["N", 2048])], g.inits),
         opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
-    w0 = g.rng.normal(0.0, np.sqrt(1.0 / 2048), (NUM_CLASSES, 2048))
-    w, b = _centre_classifier(feats, seed, w0)
+    w, b = _template_classifier(feats)
     g.const("resnet_model/dense/kernel", w)
     g.const("resnet_model/dense/bias", b)
     g.nodes += [
