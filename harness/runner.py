@@ -42,7 +42,7 @@ from harness.loadgen_settings import (
 from harness.prepare import Layout, read_model_record
 from harness.qsl import REPLICATE, SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
-from harness.sut import CardSlot, SystemUnderTest
+from harness.sut import CardSlot, SystemUnderTest, gc_paused
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,8 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
 
     def body() -> None:
         try:
-            lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings)
+            with gc_paused():
+                lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings)
         except BaseException as exc:
             failure.append(exc)
         finally:

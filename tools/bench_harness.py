@@ -41,6 +41,7 @@ from harness.datasets import store
 from harness.loadgen_settings import Requested
 from harness.prepare import Layout, read_model_record
 from harness.runner import RunOptions, run
+from harness.sut import gc_paused
 
 
 def raw_loop(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
@@ -93,7 +94,8 @@ def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: st
         sut = lg.ConstructSUT(issue, lambda: None)
         qsl = lg.ConstructQSL(data.count, min(data.count, bench.performance_sample_count), lambda i: None,
                               lambda i: None)
-        lg.StartTestWithLogSettings(sut, qsl, settings, log)
+        with gc_paused():  # as the harness runs LoadGen: the same conditions for both sides
+            lg.StartTestWithLogSettings(sut, qsl, settings, log)
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
         perf = perf_result(read_detail(Path(out) / "mlperf_log_detail.txt"), scenario)
