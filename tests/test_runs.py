@@ -90,3 +90,28 @@ def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
     # a second accuracy run lands beside the first
     assert appliance("run", "--mode", "accuracy", "--data-dir", data_dir, "--results", tmp_path, "-q") == 0
     assert (acc.parent / "accuracy_2" / "accuracy.txt").is_file()
+
+
+def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
+    """The garbage collector is off while LoadGen runs (harness.sut.gc_paused): that is only safe if
+    reference counting frees everything the per-query path allocates. Runs of 200 and 20,000 queries
+    (null cards, Server and Offline) must leave the same number of cycles behind (setup and teardown's)."""
+    import gc
+
+    from harness.loadgen_settings import Requested
+    from harness.runner import RunOptions, run
+
+    def cycles_left(scenario: str, queries: int) -> int:
+        gc.collect()
+        gc.disable()
+        try:
+            run(RunOptions("resnet50", Requested(scenario, "performance", duration_ms=100, count=queries,
+                                                 target_qps=4000 if scenario == "Server" else None),
+                           data_dir, tmp_path / f"{scenario}{queries}", backend="null", batch_size=8,
+                           cards="emulate:2"), echo=lambda m: None)
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    for scenario in ("Server", "Offline"):
+        assert cycles_left(scenario, 20_000) - cycles_left(scenario, 200) < 20
