@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import mlperf_loadgen as lg
 import numpy as np
 
-from harness.benchmarks import Benchmark, FixedWidth
+from harness.benchmarks import Benchmark, Encoder, FixedWidth
 from harness.cards.base import Card, CardInfo
 from harness.qsl import SampleLibrary
 
@@ -134,15 +134,7 @@ class _Worker:
         self.feeder: threading.Thread | None = None  # started by the card thread once it knows the card
         self.completer = None if self.to_done is None else \
             threading.Thread(target=self._done_loop, name=f"c{i}.done", daemon=True)
-        # fixed-width responses: one payload buffer per card, reused (LoadGen copies what it logs before
-        # QuerySamplesComplete returns), its per-sample addresses and per-size views computed once
-        enc = sut.benchmark.encode_response
-        self.fixed = enc if isinstance(enc, FixedWidth) else None
-        if self.fixed is not None:
-            w, b = self.fixed.width, sut.batch_size
-            self.payload = np.zeros(b * w, np.float32)
-            self.payload_views = [self.payload[:n * w] for n in range(b + 1)]
-            self.payload_addrs = [self.payload.ctypes.data + 4 * w * j for j in range(b)]
+        self.respond = _responder(sut.benchmark.encode_response, sut.batch_size)
 
     @property
     def in_hand(self) -> int:
@@ -329,21 +321,8 @@ class _Worker:
     # completion ---------------------------------------------------------------------------------
     def _complete(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
         """Encode a batch's outputs and complete all its samples in one QuerySamplesComplete call."""
-        n = len(samples)
-        if self.fixed is not None and n <= len(self.payload_addrs):
-            self.fixed.into(outputs, self.payload_views[n])
-            size = 4 * self.fixed.width
-            responses = [lg.QuerySampleResponse(s.id, a, size)
-                         for s, a in zip(samples, self.payload_addrs, strict=False)]  # n <= batch size
-        else:  # variable length (detections): sample j is payload[at[j]:at[j+1]]
-            payload, offsets = self.sut.benchmark.encode_response(outputs, [s.index for s in samples])
-            payload = np.ascontiguousarray(payload, dtype=np.float32)
-            addr = payload.ctypes.data
-            at = offsets.tolist()  # plain lists over numpy calls for a handful of items
-            responses = [lg.QuerySampleResponse(s.id, addr + 4 * at[j], 4 * (at[j + 1] - at[j]))
-                         for j, s in enumerate(samples)]
-        lg.QuerySamplesComplete(responses)  # LoadGen copies the bytes it logs before returning
-        self.completed += n
+        self.respond(samples, outputs)
+        self.completed += len(samples)
         self.batches += 1
 
     def _done_loop(self) -> None:
@@ -351,6 +330,47 @@ class _Worker:
         assert self.to_done is not None
         while (item := self.to_done.get()) is not None:
             self._complete(*item)
+
+
+Respond = Callable[[Sequence[lg.QuerySample], list[np.ndarray]], None]
+
+
+def _responder(encode: Encoder, batch_size: int) -> Respond:
+    """How a card's thread completes a batch: `(samples, outputs) -> None`, one QuerySamplesComplete.
+    LoadGen copies the bytes it logs before QuerySamplesComplete returns, so payloads can be reused."""
+    def encoded(samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+        payload, offsets = encode(outputs, [s.index for s in samples])  # sample j: payload[at[j]:at[j+1]]
+        payload = np.ascontiguousarray(payload, dtype=np.float32)
+        addr = payload.ctypes.data
+        at = offsets.tolist()  # plain lists over numpy calls for a handful of items
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr + 4 * at[j], 4 * (at[j + 1] - at[j]))
+                                 for j, s in enumerate(samples)])
+
+    return _FixedWidthResponder(encode, batch_size, encoded) if isinstance(encode, FixedWidth) else encoded
+
+
+class _FixedWidthResponder:
+    """Fixed-width responses (ResNet50's class id) from one preallocated payload per card, its per-sample
+    addresses and per-size views computed once: cheaper than encoding a new payload every batch."""
+
+    def __init__(self, fixed: FixedWidth, batch_size: int, larger: Respond) -> None:
+        w = fixed.width
+        self.into = fixed.into
+        self.size = 4 * w
+        self.payload = np.zeros(batch_size * w, np.float32)
+        self.views = [self.payload[:n * w] for n in range(batch_size + 1)]
+        self.addrs = [self.payload.ctypes.data + 4 * w * j for j in range(batch_size)]
+        self.larger = larger  # a batch beyond the batch size (none is dispatched) takes the encoded path
+
+    def __call__(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+        n = len(samples)
+        if n > len(self.addrs):
+            self.larger(samples, outputs)
+            return
+        self.into(outputs, self.views[n])
+        size = self.size
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, a, size)
+                                 for s, a in zip(samples, self.addrs, strict=False)])  # n <= batch size
 
 
 class SystemUnderTest:
