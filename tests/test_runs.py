@@ -63,13 +63,18 @@ def test_second_run_never_overwrites_first(data_dir, tmp_path):
 @pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
 def test_fast_card_gives_valid_results(scenario, data_dir, tmp_path):
     """With a card fast enough for early stopping, the derived settings give VALID runs."""
-    # Server: a modest QPS (the Python issue path, not the card, limits it) for 2 s, so that the ~1000
-    # queries leave early stopping room for a few slow ones on a busy machine
-    extra = ["--target-qps", 500, "--duration-ms", 2000] if scenario == "Server" else ["--duration-ms", 1000]
+    # Server: a modest QPS (the Python issue path, not the card, limits it) for 5 s. A null card's queries
+    # take ~2 ms, but a shared 2-vCPU VM stalls threads for 5-20 ms now and then (timed waits measured
+    # late by up to 7 ms on an idle VM). Early stopping (99th percentile) allows 2 queries over the 15 ms
+    # bound in 1,000 and ~33 in 5,000: the longer run rides out a ~45 ms stall instead of a ~15 ms one.
+    extra = ["--target-qps", 1000, "--duration-ms", 5000] if scenario == "Server" else ["--duration-ms", 1000]
     assert appliance("run", "-s", scenario, "--data-dir", data_dir, "--results", tmp_path, "--backend", "null",
                      "-q", *extra) == 0
-    detail = read_detail(only_run(tmp_path, scenario) / "mlperf_log_detail.txt")
-    assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
+    run = only_run(tmp_path, scenario)
+    detail = read_detail(run / "mlperf_log_detail.txt")
+    tail = [line for line in (run / "mlperf_log_summary.txt").read_text().splitlines()
+            if "percentile latency" in line or "Max latency" in line or "Early" in line or "* " in line]
+    assert detail["result_validity"] == "VALID", [detail.get("result_invalid_reason"), *tail]
 
 
 def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
