@@ -38,6 +38,8 @@ def test_scenario_writes_compliant_logs(scenario, data_dir, tmp_path, capsys):
         assert detail[f"effective_{key}"] == value
     assert detail["effective_scenario"] == scenario
     assert detail["effective_min_duration_ms"] == 1500
+    # Server: due queries coalesced into one IssueQuery when the issue thread runs late (derived user.conf)
+    assert detail.get("requested_server_coalesce_queries", False) is (scenario == "Server")  # logged for Server
     assert detail["result_validity"] in ("VALID", "INVALID")
     assert "not submission-length" in out and "synthetic" in out and scenario in out
     manifest = json.loads((run / "manifest.json").read_text())
@@ -120,3 +122,18 @@ def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
 
     for scenario in ("Server", "Offline"):
         assert cycles_left(scenario, 20_000) - cycles_left(scenario, 200) < 20
+
+
+def test_user_conf_can_turn_query_coalescing_off(tmp_path):
+    from harness import benchmarks
+    from harness.loadgen_settings import Requested, effective_user_conf
+
+    bench = benchmarks.get("resnet50")
+    derived = effective_user_conf(bench, Requested("Server", "performance"), None, SAMPLES, 1)
+    assert "resnet50.Server.coalesce_queries = 1" in derived.splitlines()
+    assert "coalesce_queries" not in effective_user_conf(bench, Requested("Offline", "performance"), None, SAMPLES, 1)
+    own = tmp_path / "user.conf"
+    own.write_text("resnet50.Server.coalesce_queries = 0\n")
+    mine = effective_user_conf(bench, Requested("Server", "performance", user_conf=own), None, SAMPLES, 1)
+    set_lines = [line for line in mine.splitlines() if "coalesce_queries =" in line]
+    assert set_lines == ["resnet50.Server.coalesce_queries = 0"]
