@@ -72,11 +72,10 @@ def test_fast_card_gives_valid_results(scenario, data_dir, tmp_path):
     extra = ["--target-qps", 1000, "--duration-ms", 5000] if scenario == "Server" else ["--duration-ms", 1000]
     assert appliance("run", "-s", scenario, "--data-dir", data_dir, "--results", tmp_path, "--backend", "null",
                      "-q", *extra) == 0
-    run = only_run(tmp_path, scenario)
-    detail = read_detail(run / "mlperf_log_detail.txt")
-    tail = [line for line in (run / "mlperf_log_summary.txt").read_text().splitlines()
-            if "percentile latency" in line or "Max latency" in line or "Early" in line or "* " in line]
-    assert detail["result_validity"] == "VALID", [detail.get("result_invalid_reason"), *tail]
+    detail = read_detail(only_run(tmp_path, scenario) / "mlperf_log_detail.txt")
+    # on failure: LoadGen's own figures (latency percentiles, over-latency count, early stopping verdict)
+    why = {k: v for k, v in detail.items() if k.startswith(("result_", "early_stopping"))}
+    assert detail["result_validity"] == "VALID", why
 
 
 def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
