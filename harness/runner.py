@@ -247,7 +247,6 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
     log_settings = lg.LogSettings()
     log_settings.log_output = log_out
     log_settings.enable_trace = False
-    lg_sut = lg.ConstructSUT(sut.issue_query, sut.flush_queries)
     lg_qsl = lg.ConstructQSL(qsl.total_sample_count, qsl.performance_sample_count, qsl.load, qsl.unload)
     done = threading.Event()
     failure: list[BaseException] = []
@@ -255,7 +254,7 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
     def body() -> None:
         try:
             with gc_paused():
-                lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings)
+                lg.StartTestWithLogSettings(sut.handle, lg_qsl, settings, log_settings)
         except BaseException as exc:
             failure.append(exc)
         finally:
@@ -274,7 +273,6 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
                                 refresh=False)
     meter.stop()
     lg.DestroyQSL(lg_qsl)
-    lg.DestroySUT(lg_sut)
     if failure:
         raise failure[0]
     return meter.result(sut.completed)

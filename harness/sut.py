@@ -1,10 +1,16 @@
 """LoadGen's system under test: queries in, batches to card workers, completions back to LoadGen.
 
-Dispatch (LoadGen's issue thread, and in Server the batcher): a query is cut into batches (Offline,
-SingleStream, MultiStream: at once; Server: samples wait in one open batch until it is full or its
-deadline `max_wait` passes and some card has nothing in hand — a partial batch is never sent to cards
-that are all busy, where it would only wait while capacity is lost to its empty rows; it keeps filling
-until a card runs dry). A batch goes round-robin to the next card with nothing in hand, or else
+Intake (native, `harness._intake`): LoadGen is handed a C++ SystemUnderTest whose IssueQuery only
+queues the samples, so LoadGen's issue thread never takes the GIL or makes a Python object; the
+`intake` thread takes them out in bulk as two flat arrays (ids, QSL indices), the GIL released while
+it waits. Without this, the issue thread had to win the GIL back from the card threads for every
+query and fell behind the Server schedule long before the cards were busy.
+
+Dispatch (the intake thread): samples are cut into batches (Offline, SingleStream, MultiStream: as
+they come; Server: they wait in the intake until a batch is full or the oldest has waited `max_wait`
+and some card has nothing in hand — a partial batch is never sent to cards that are all busy, where it
+would only wait while capacity is lost to its empty rows; it keeps filling until a card runs dry).
+A batch goes round-robin to the next card with nothing in hand, or else
 to the card with the fewest batches in hand, among those whose bounded queue has room (so a card
 that fell behind is skipped instead of queueing latency); when every queue is full it goes to a
 shared backlog that idle cards drain. Nothing on the issue path waits for a card.
@@ -37,12 +43,13 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import mlperf_loadgen as lg
 import numpy as np
 
+from harness._intake import Intake
 from harness.benchmarks import Benchmark, Encoder, FixedWidth
 from harness.cards.base import Card, CardInfo
 from harness.qsl import SampleLibrary
@@ -50,6 +57,7 @@ from harness.qsl import SampleLibrary
 CardFactory = Callable[[int, tuple[int, ...]], Card]
 QUEUE_DEPTH = 8  # batches per card queue, as KRAI's KILT
 STAGING_BUFFERS = 2  # per card: one being filled while the card reads the other
+INTAKE_CHUNK = 1 << 16  # samples the intake thread takes at a time outside Server (an Offline query: in chunks)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -78,6 +86,19 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class Batch:
+    """Samples that travel together: LoadGen's response ids and the QSL indices, in the same order."""
+
+    __slots__ = ("ids", "indices")
+
+    def __init__(self, ids: list[int], indices: np.ndarray) -> None:
+        self.ids = ids
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 @dataclass(frozen=True)
@@ -110,7 +131,7 @@ class _Worker:
         self.sut = sut
         self.slot = slot
         self.factory = factory
-        self.queue: deque[Sequence[lg.QuerySample]] = deque()
+        self.queue: deque[Batch] = deque()
         self.calls: deque[_Call] = deque()  # work for a card thread that takes batches itself
         self.cv = threading.Condition()
         self.waiting = False
@@ -179,7 +200,7 @@ class _Worker:
         return task.box[0]
 
     # taking batches (feeder, or the card thread of a card without input) -------------------------
-    def _take(self) -> Sequence[lg.QuerySample] | _Call | None:
+    def _take(self) -> Batch | _Call | None:
         backlog = self.sut.backlog
         with self.cv:
             while True:
@@ -223,8 +244,7 @@ class _Worker:
                 break
             staged = error = None
             try:
-                indices = np.fromiter((s.index for s in samples), dtype=np.int64, count=len(samples))
-                staged = sut.qsl.stage(indices, self.buffers[buf], replica)
+                staged = sut.qsl.stage(samples.indices, self.buffers[buf], replica)
             except Exception as exc:  # a staging error is this card's failure too
                 error = exc
             self.to_card.put((buf, samples, staged, error))
@@ -300,7 +320,7 @@ class _Worker:
         if not self.alive:
             self._give_back_queue()
 
-    def _finish(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+    def _finish(self, samples: Batch, outputs: list[np.ndarray]) -> None:
         """A batch off the card: count it, let an overdue Server batch come if this card is now dry, then
         complete here or hand the outputs to the NMS thread."""
         self.finished += 1
@@ -311,7 +331,7 @@ class _Worker:
         else:
             self.to_done.put((samples, outputs))
 
-    def _fail(self, exc: BaseException, samples: Sequence[lg.QuerySample]) -> None:
+    def _fail(self, exc: BaseException, samples: Batch) -> None:
         self.sut.card_failed(self, f"{self.info.label() if self.info else f'card {self.slot.index}'} failed "
                                    f"after {self.batches} batches: {type(exc).__name__}: {exc}")
         with self.cv:
@@ -319,7 +339,7 @@ class _Worker:
         self.sut.redispatch(samples)
 
     # completion ---------------------------------------------------------------------------------
-    def _complete(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+    def _complete(self, samples: Batch, outputs: list[np.ndarray]) -> None:
         """Encode a batch's outputs and complete all its samples in one QuerySamplesComplete call."""
         self.respond(samples, outputs)
         self.completed += len(samples)
@@ -332,19 +352,19 @@ class _Worker:
             self._complete(*item)
 
 
-Respond = Callable[[Sequence[lg.QuerySample], list[np.ndarray]], None]
+Respond = Callable[[Batch, list[np.ndarray]], None]
 
 
 def _responder(encode: Encoder, batch_size: int) -> Respond:
     """How a card's thread completes a batch: `(samples, outputs) -> None`, one QuerySamplesComplete.
     LoadGen copies the bytes it logs before QuerySamplesComplete returns, so payloads can be reused."""
-    def encoded(samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
-        payload, offsets = encode(outputs, [s.index for s in samples])  # sample j: payload[at[j]:at[j+1]]
+    def encoded(samples: Batch, outputs: list[np.ndarray]) -> None:
+        payload, offsets = encode(outputs, samples.indices)  # sample j: payload[at[j]:at[j+1]]
         payload = np.ascontiguousarray(payload, dtype=np.float32)
         addr = payload.ctypes.data
         at = offsets.tolist()  # plain lists over numpy calls for a handful of items
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr + 4 * at[j], 4 * (at[j + 1] - at[j]))
-                                 for j, s in enumerate(samples)])
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(i, addr + 4 * at[j], 4 * (at[j + 1] - at[j]))
+                                 for j, i in enumerate(samples.ids)])
 
     return _FixedWidthResponder(encode, batch_size, encoded) if isinstance(encode, FixedWidth) else encoded
 
@@ -362,15 +382,15 @@ class _FixedWidthResponder:
         self.addrs = [self.payload.ctypes.data + 4 * w * j for j in range(batch_size)]
         self.larger = larger  # a batch beyond the batch size (none is dispatched) takes the encoded path
 
-    def __call__(self, samples: Sequence[lg.QuerySample], outputs: list[np.ndarray]) -> None:
+    def __call__(self, samples: Batch, outputs: list[np.ndarray]) -> None:
         n = len(samples)
         if n > len(self.addrs):
             self.larger(samples, outputs)
             return
         self.into(outputs, self.views[n])
         size = self.size
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, a, size)
-                                 for s, a in zip(samples, self.addrs, strict=False)])  # n <= batch size
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(i, a, size)
+                                 for i, a in zip(samples.ids, self.addrs, strict=False)])  # n <= batch size
 
 
 class SystemUnderTest:
@@ -386,27 +406,27 @@ class SystemUnderTest:
         self.max_wait_s = max_wait_s
         self.queue_depth = queue_depth
         self.workers = [_Worker(self, s, factory) for s in slots]
-        self.backlog: deque[Sequence[lg.QuerySample]] = deque()
+        self.backlog: deque[Batch] = deque()
         self._next = 0
         self._dispatch_lock = threading.Lock()
         self.failure: str | None = None
         self.card_failures: list[str] = []
         self.redispatched = 0
         self.backlogged = 0
-        # Server: one open batch, flushed when full (issue thread) or at its deadline (batcher thread)
-        self._open: list[lg.QuerySample] = []
-        self._deadline = 0.0
-        self._batcher_cv = threading.Condition()
-        self._batcher_idle = False
-        self._overdue = False  # the open batch is past its deadline, waiting for a card with nothing in hand
+        self.intake = Intake()
+        self._overdue = False  # a Server batch is past its deadline, waiting for a card with nothing in hand
         self._stopping = False
-        self._batcher = threading.Thread(target=self._batcher_loop, name="batcher", daemon=True) \
-            if scenario == "Server" else None
+        self._intake_thread = threading.Thread(target=self._intake_loop, name="intake", daemon=True)
         self._completed_offset = 0
 
     @property
     def cards(self) -> list[CardInfo]:
         return [w.info for w in self.workers if w.info is not None]
+
+    @property
+    def handle(self) -> int:
+        """The SUT LoadGen's StartTest takes (owned by `intake`: never lg.DestroySUT it)."""
+        return self.intake.handle
 
     @property
     def completed(self) -> int:
@@ -422,21 +442,19 @@ class SystemUnderTest:
         if errors:
             self.stop()
             raise errors[0]
-        if self._batcher is not None:
-            self._batcher.start()
+        self._intake_thread.start()
 
     def stop(self) -> None:
         self._stopping = True
-        with self._batcher_cv:
-            self._batcher_cv.notify()
+        self.intake.close()
+        if self._intake_thread.is_alive():
+            self._intake_thread.join()
         for w in self.workers:
             w.stop()
         for w in self.workers:
             for t in w.threads:
                 if t.is_alive():
                     t.join()
-        if self._batcher is not None and self._batcher.is_alive():
-            self._batcher.join()
 
     def warm_up(self, timed: bool) -> list[tuple[float, float]]:
         """Warm every card up through the real stage / infer / encode path; if `timed`, return per card
@@ -463,66 +481,48 @@ class SystemUnderTest:
         self._completed_offset = sum(w.completed for w in self.workers)
         return timings  # type: ignore[return-value]
 
-    # LoadGen callbacks -------------------------------------------------------------------------
+    # issuing from Python (LoadGen itself calls the native intake) ------------------------------------
     def issue_query(self, samples: list[lg.QuerySample]) -> None:
-        if self._batcher is None:
-            b = self.batch_size
-            batches = [samples[start:start + b] for start in range(0, len(samples), b)]
+        """Issue samples as LoadGen's IssueQuery does (anything with `.id` and `.index`)."""
+        self.intake.push(np.fromiter((s.id for s in samples), np.uint64, len(samples)),
+                         np.fromiter((s.index for s in samples), np.int64, len(samples)))
+
+    def flush_queries(self) -> None:
+        self.intake.flush()
+
+    # dispatch ------------------------------------------------------------------------------------
+    def _intake_loop(self) -> None:
+        """Take what LoadGen issued, cut it into batches and dispatch them (Server: see `_overdue_fill`)."""
+        name_os_thread("intake")
+        b = self.batch_size
+        server = self.scenario == "Server"
+        ids = np.empty(b if server else INTAKE_CHUNK, np.uint64)
+        indices = np.empty_like(ids, dtype=np.int64)
+        min_n, max_wait = (b, self.max_wait_s or 0.0) if server else (1, 0.0)
+        take = self.intake.take
+        while not self._stopping:
+            n = take(ids, indices, min_n, max_wait, 0.1)
+            if n and server and n < b:
+                n = self._overdue_fill(ids, indices, n)
+            if not n or self._stopping:
+                continue
+            id_list, idx = ids[:n].tolist(), indices[:n].copy()
+            batches = [Batch(id_list[i:i + b], idx[i:i + b]) for i in range(0, n, b)]
             room = self.queue_depth * len(self.workers)  # more than this can only go to the backlog
             with self._dispatch_lock:
                 for batch in batches[:room]:
                     self._dispatch(batch)
                 if len(batches) > room:  # an Offline query: the rest in one step, cards take from it
                     self._backlog_all(batches[room:])
-            return
-        full = None
-        with self._batcher_cv:
-            first = not self._open
-            self._open.extend(samples)
-            if len(self._open) >= self.batch_size:
-                full, self._open = self._open, []
-            elif first:
-                self._deadline = time.perf_counter() + (self.max_wait_s or 0.0)
-                if self._batcher_idle or self._overdue:
-                    self._batcher_cv.notify()
-        if full is not None:
-            with self._dispatch_lock:
-                for start in range(0, len(full), self.batch_size):
-                    self._dispatch(full[start:start + self.batch_size])
 
-    def flush_queries(self) -> None:
-        with self._batcher_cv:
-            batch, self._open = self._open, []
-        if batch:
-            with self._dispatch_lock:
-                self._dispatch(batch)
-
-    # dispatch ------------------------------------------------------------------------------------
-    def _batcher_loop(self) -> None:
-        name_os_thread("batcher")
-        cv = self._batcher_cv
-        while True:
-            with cv:
-                while not self._stopping:
-                    if not self._open:
-                        self._batcher_idle = True
-                        cv.wait()
-                        self._batcher_idle = False
-                        continue
-                    left = self._deadline - time.perf_counter()
-                    if left > 0:
-                        cv.wait(left)
-                        continue
-                    self._overdue = True  # before looking: a card that runs dry after the look pokes us
-                    if self._idle_card():
-                        break
-                    cv.wait()  # until a card runs dry, the batch fills (issue thread) or the run stops
-                self._overdue = False
-                if self._stopping:
-                    return
-                batch, self._open = self._open, []
-            with self._dispatch_lock:
-                self._dispatch(batch)
+    def _overdue_fill(self, ids: np.ndarray, indices: np.ndarray, n: int) -> int:
+        """A partial Server batch past its deadline: keep filling it until a card has nothing in hand."""
+        self.intake.unpoke()
+        self._overdue = True  # before looking: a card that runs dry after the look pokes the intake
+        while n < self.batch_size and not self._stopping and not self._idle_card():
+            n += self.intake.take(ids[n:], indices[n:], self.batch_size - n, 3600.0, 0.1, True)
+        self._overdue = False
+        return n
 
     def _idle_card(self) -> bool:
         """A card with nothing in hand (or no card left, so the batch goes out and completes empty)."""
@@ -532,10 +532,9 @@ class SystemUnderTest:
     def card_ran_dry(self) -> None:
         """Called by a card that finished its last batch in hand: an overdue partial batch can go to it."""
         if self._overdue:
-            with self._batcher_cv:
-                self._batcher_cv.notify()
+            self.intake.poke()
 
-    def _dispatch(self, batch: Sequence[lg.QuerySample]) -> None:
+    def _dispatch(self, batch: Batch) -> None:
         """Round-robin from the card after the last one used, to the first card with nothing in hand, else
         the one with the fewest batches in hand whose queue has room; else the backlog. Never waits.
         Hold _dispatch_lock."""
@@ -558,7 +557,7 @@ class SystemUnderTest:
             return
         self._backlog_all([batch])
 
-    def _backlog_all(self, batches: list[Sequence[lg.QuerySample]]) -> None:
+    def _backlog_all(self, batches: list[Batch]) -> None:
         """Batches no card queue has room for, for idle cards to take. Hold _dispatch_lock."""
         if not any(w.alive for w in self.workers):
             for batch in batches:
@@ -570,7 +569,7 @@ class SystemUnderTest:
             if w.alive:
                 w.wake()
 
-    def redispatch(self, batch: Sequence[lg.QuerySample]) -> None:
+    def redispatch(self, batch: Batch) -> None:
         """Samples of a failed card: to the other cards, or completed empty when none is left."""
         with self._dispatch_lock:
             self.redispatched += len(batch)
@@ -591,8 +590,8 @@ class SystemUnderTest:
         self.card_ran_dry()  # an overdue batch waiting for this card goes elsewhere (or completes empty)
 
 
-def _complete_empty(batch: Sequence[lg.QuerySample]) -> None:
-    lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in batch])
+def _complete_empty(batch: Batch) -> None:
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(i, 0, 0) for i in batch.ids])
 
 
 def _best_of(n: int, fn: Callable[[], object]) -> float:

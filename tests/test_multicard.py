@@ -143,6 +143,8 @@ def test_offline_issue_never_blocks_and_every_sample_completes(data_dir, complet
     t0 = time.monotonic()
     sut.issue_query(samples)  # 50 batches; the cards are blocked, queues hold 2 each
     assert time.monotonic() - t0 < 5
+    while sut.backlogged == 0 and time.monotonic() - t0 < 5:  # the intake thread dispatches them
+        time.sleep(0.01)
     assert all(len(w.queue) <= 2 for w in sut.workers) and sut.backlogged > 0
     gate.set()
     assert completions.wait_for(400) == 400
