@@ -14,8 +14,10 @@
 
 FROM debian:bookworm-slim AS builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# g++ and the Python headers build the package's one C++ extension (the native LoadGen intake)
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
+      python3-dev=3.11.2-1+b1 g++=4:12.2.0-3 \
  && rm -rf /var/lib/apt/lists/*
 ARG VARIANT=cpu
 COPY requirements.lock /src/requirements.lock

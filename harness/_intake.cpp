@@ -79,17 +79,23 @@ class Intake final : public mlperf::SystemUnderTest {
     if (wake) cv_.notify_one();
   }
 
-  // Up to `cap` samples into ids/indices once `min_n` are waiting, or the oldest waiting sample is
-  // `max_wait` old, or queries were flushed, or the intake closed; 0 after `timeout` with nothing.
+  // Up to `cap` samples into ids/indices once `min_n` are waiting (then a multiple of min_n: whole
+  // batches), or the oldest waiting sample is `max_wait` old, or queries were flushed, or the intake
+  // closed, or (pokeable) Poke was called; 0 after `timeout` with nothing ready.
   size_t Take(uint64_t* ids, int64_t* indices, size_t cap, size_t min_n, double max_wait, double timeout,
               bool pokeable) {
     std::unique_lock<std::mutex> lock(mu_);
     const Clock::time_point give_up = Clock::now() + seconds(timeout);
     const Clock::duration wait = seconds(max_wait);
     min_n = std::max<size_t>(1, std::min(min_n, cap));
+    bool whole = false;  // ready because min_n wait: take whole multiples of min_n (full batches) only
     for (;;) {
       size_t avail = pending_.size() - head_;
-      if (closed_ || avail >= min_n || (avail > 0 && flushed_) || (pokeable && poked_)) break;
+      if (closed_ || (avail > 0 && flushed_) || (pokeable && poked_)) break;
+      if (avail >= min_n) {
+        whole = true;
+        break;
+      }
       Clock::time_point now = Clock::now(), until = give_up;
       if (avail > 0) {
         Clock::time_point due = OldestArrival() + wait;
@@ -103,6 +109,7 @@ class Intake final : public mlperf::SystemUnderTest {
     }
     if (pokeable) poked_ = false;
     size_t n = std::min(pending_.size() - head_, cap);
+    if (whole) n -= n % min_n;
     for (size_t i = 0; i < n; ++i) {
       ids[i] = pending_[head_ + i].id;
       indices[i] = static_cast<int64_t>(pending_[head_ + i].index);
@@ -280,7 +287,8 @@ PyObject* intake_issued(IntakeObject* self, void*) {
 PyMethodDef intake_methods[] = {
     {"take", reinterpret_cast<PyCFunction>(intake_take), METH_VARARGS,
      "take(ids, indices, min_n, max_wait_s, timeout_s, pokeable=False) -> n\n\n"
-     "Move up to len(ids) waiting samples into ids (uint64) and indices (int64) once min_n wait, the oldest\n"
+     "Move up to len(ids) waiting samples into ids (uint64) and indices (int64) once min_n wait (then a\n"
+     "multiple of min_n), the oldest\n"
      "has waited max_wait_s, queries were flushed, the intake closed or (pokeable) poke() was called;\n"
      "0 after timeout_s with nothing ready. The GIL is released while it waits."},
     {"poke", reinterpret_cast<PyCFunction>(intake_poke), METH_NOARGS,

@@ -42,7 +42,7 @@ from harness.loadgen_settings import (
 from harness.prepare import Layout, read_model_record
 from harness.qsl import REPLICATE, SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
-from harness.sut import CardSlot, SystemUnderTest, gc_paused
+from harness.sut import CardSlot, SystemUnderTest, loadgen_window
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,7 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
 
     def body() -> None:
         try:
-            with gc_paused():
+            with loadgen_window():
                 lg.StartTestWithLogSettings(sut.handle, lg_qsl, settings, log_settings)
         except BaseException as exc:
             failure.append(exc)

@@ -99,7 +99,7 @@ def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
 
 
 def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
-    """The garbage collector is off while LoadGen runs (harness.sut.gc_paused): that is only safe if
+    """The garbage collector is off while LoadGen runs (harness.sut.loadgen_window): that is only safe if
     reference counting frees everything the per-query path allocates. Runs of 200 and 20,000 queries
     (null cards, Server and Offline) must leave the same number of cycles behind (setup and teardown's)."""
     import gc

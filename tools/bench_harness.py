@@ -41,7 +41,7 @@ from harness.datasets import store
 from harness.loadgen_settings import Requested
 from harness.prepare import Layout, read_model_record
 from harness.runner import RunOptions, run
-from harness.sut import gc_paused
+from harness.sut import loadgen_window
 
 
 def raw_loop(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
@@ -94,7 +94,7 @@ def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: st
         sut = lg.ConstructSUT(issue, lambda: None)
         qsl = lg.ConstructQSL(data.count, min(data.count, bench.performance_sample_count), lambda i: None,
                               lambda i: None)
-        with gc_paused():  # as the harness runs LoadGen: the same conditions for both sides
+        with loadgen_window():  # as the harness runs LoadGen: the same conditions for both sides
             lg.StartTestWithLogSettings(sut, qsl, settings, log)
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
