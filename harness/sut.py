@@ -163,11 +163,9 @@ class _Worker:
         self.to_card: queue.SimpleQueue = queue.SimpleQueue()
         self.to_done: queue.SimpleQueue | None = queue.SimpleQueue() if sut.benchmark.host_postprocess else None
         self.free: queue.SimpleQueue = queue.SimpleQueue()
-        i = slot.index
-        self.card_thread = threading.Thread(target=self._card_loop, name=f"c{i}.card", daemon=True)
+        self.card_thread = self._thread(self._card_loop, "card")
         self.feeder: threading.Thread | None = None  # started by the card thread once it knows the card
-        self.completer = None if self.to_done is None else \
-            threading.Thread(target=self._done_loop, name=f"c{i}.done", daemon=True)
+        self.completer = None if self.to_done is None else self._thread(self._done_loop, "done")
         self.respond = _responder(sut.benchmark.encode_response, sut.batch_size)
 
     @property
@@ -179,6 +177,19 @@ class _Worker:
         return [t for t in (self.card_thread, self.feeder, self.completer) if t is not None]
 
     # helpers ------------------------------------------------------------------------------------
+    def _thread(self, loop: Callable[[], None], role: str) -> threading.Thread:
+        """A thread of this card that, once its loop ends (a failed card), lingers until the SUT stops.
+        LoadGen keeps a log buffer for every thread that has completed queries; a thread that exits
+        while the test runs leaves it to be torn down under LoadGen's logging thread, which crashed
+        (SIGSEGV in TlsLogger::SwapBuffers, seen in the all-cards-failed test)."""
+        def run() -> None:
+            try:
+                loop()
+            finally:
+                self.sut.stopped.wait()
+
+        return threading.Thread(target=run, name=f"c{self.slot.index}.{role}", daemon=True)
+
     def _pin(self, role: str) -> None:
         name_os_thread(f"c{self.slot.index}.{role}")
         if self.slot.cpus:
@@ -283,7 +294,7 @@ class _Worker:
         if not self.direct:
             for b in range(STAGING_BUFFERS):
                 self.free.put(b)
-            self.feeder = threading.Thread(target=self._feed_loop, name=f"c{self.slot.index}.feed", daemon=True)
+            self.feeder = self._thread(self._feed_loop, "feed")
             self.feeder.start()
         self.ready.set()
         try:
@@ -432,6 +443,7 @@ class SystemUnderTest:
         self.intake = Intake()
         self._overdue = False  # a Server batch is past its deadline, waiting for a card with nothing in hand
         self._stopping = False
+        self.stopped = threading.Event()  # set by stop(): the card threads of a failed card may end then
         self._intake_thread = threading.Thread(target=self._intake_loop, name="intake", daemon=True)
         self._completed_offset = 0
 
@@ -465,6 +477,7 @@ class SystemUnderTest:
         self.intake.close()
         if self._intake_thread.is_alive():
             self._intake_thread.join()
+        self.stopped.set()
         for w in self.workers:
             w.stop()
         for w in self.workers:
