@@ -144,8 +144,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
               help="Sample buffer replicas: one per NUMA node, one per card, or one shared; each filled by a "
                    "thread pinned to its node's (card's) CPUs.")
 @click.option("--max-wait-us", type=click.IntRange(0), default=None,
-              help="Server: longest a partial batch waits for samples [default: batch / target QPS, at most "
-                   "a tenth of the latency bound].")
+              help="Server: longest a partial batch waits for samples [default: the time a batch fills in with "
+                   "99% probability at the target QPS, at most a tenth of the latency bound].")
 @click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
               help="Precision the cards return their outputs in: fp32, or quantised as the paper's cards do "
                    "(ssd-mobilenet: uint8 scores and boxes; ssd-resnet34: fp16 scores, uint8 boxes).")

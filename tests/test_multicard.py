@@ -224,3 +224,18 @@ def test_bad_cards_spec_is_one_line(spec, data_dir, tmp_path, capsys):
     assert appliance("run", "--data-dir", data_dir, "--results", tmp_path, "--cards", spec, "-q") != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and ("--cards" in err[0] or "profile" in err[0]), err
+
+
+@pytest.mark.parametrize("batch", [2, 4, 8])
+def test_default_server_deadline_fills_99_percent_of_batches(batch):
+    """The default deadline is the 99th percentile of a batch's fill time under Poisson arrivals
+    (checked against 200,000 seeded simulated batches), capped at a tenth of the latency bound."""
+    from harness.runner import default_max_wait_s
+
+    qps = 50_000.0  # high enough that the cap does not bind
+    deadline = default_max_wait_s(BENCH, batch, qps)
+    assert deadline < BENCH.server_latency_ms / 1000 / 10
+    fill = np.random.default_rng(batch).exponential(1 / qps, (200_000, batch - 1)).sum(axis=1)
+    assert 0.985 < (fill <= deadline).mean() < 0.995
+    assert default_max_wait_s(BENCH, 1, qps) == 0.0  # a batch of one never waits
+    assert default_max_wait_s(BENCH, batch, 1.0) == BENCH.server_latency_ms / 1000 / 10
