@@ -527,10 +527,10 @@ class SystemUnderTest:
         server = self.scenario == "Server"
         ids = np.empty(b * SERVER_TAKE_BATCHES if server else INTAKE_CHUNK, np.uint64)
         indices = np.empty_like(ids, dtype=np.int64)
-        min_n, max_wait = (b, self.max_wait_s or 0.0) if server else (1, 0.0)
+        min_n = b if server else 1
         take = self.intake.take
         while not self._stopping:
-            n = take(ids, indices, min_n, max_wait, 0.1)
+            n = take(ids, indices, min_n, (self.max_wait_s or 0.0) if server else 0.0, 0.1)  # set after start
             if n and server and n < b:
                 n = self._overdue_fill(ids, indices, n)
             if not n or self._stopping:
