@@ -157,11 +157,9 @@ class Intake final : public mlperf::SystemUnderTest {
   }
 
  private:
-  Clock::time_point OldestArrival() const {  // the arrival of the chunk holding the first waiting sample
-    for (const auto& a : arrivals_)
-      if (a.first > head_) return a.second;
-    return Clock::now();
-  }
+  // The arrival of the chunk holding the first waiting sample: Take pops every chunk it has consumed,
+  // so while samples wait it is the front one.
+  Clock::time_point OldestArrival() const { return arrivals_.empty() ? Clock::now() : arrivals_.front().second; }
 
   std::string name_{"mlperf-appliance"};
   std::mutex mu_;
@@ -288,9 +286,9 @@ PyMethodDef intake_methods[] = {
     {"take", reinterpret_cast<PyCFunction>(intake_take), METH_VARARGS,
      "take(ids, indices, min_n, max_wait_s, timeout_s, pokeable=False) -> n\n\n"
      "Move up to len(ids) waiting samples into ids (uint64) and indices (int64) once min_n wait (then a\n"
-     "multiple of min_n), the oldest\n"
-     "has waited max_wait_s, queries were flushed, the intake closed or (pokeable) poke() was called;\n"
-     "0 after timeout_s with nothing ready. The GIL is released while it waits."},
+     "multiple of min_n: whole batches), the oldest has waited max_wait_s, queries were flushed, the\n"
+     "intake closed or (pokeable) poke() was called; 0 after timeout_s with nothing ready. The GIL is\n"
+     "released while it waits."},
     {"poke", reinterpret_cast<PyCFunction>(intake_poke), METH_NOARGS,
      "Wake a pokeable take now (or make the next one return at once)."},
     {"unpoke", reinterpret_cast<PyCFunction>(intake_unpoke), METH_NOARGS, "Forget an earlier poke."},

@@ -510,15 +510,6 @@ class SystemUnderTest:
         self._completed_offset = sum(w.completed for w in self.workers)
         return timings  # type: ignore[return-value]
 
-    # issuing from Python (LoadGen itself calls the native intake) ------------------------------------
-    def issue_query(self, samples: list[lg.QuerySample]) -> None:
-        """Issue samples as LoadGen's IssueQuery does (anything with `.id` and `.index`)."""
-        self.intake.push(np.fromiter((s.id for s in samples), np.uint64, len(samples)),
-                         np.fromiter((s.index for s in samples), np.int64, len(samples)))
-
-    def flush_queries(self) -> None:
-        self.intake.flush()
-
     # dispatch ------------------------------------------------------------------------------------
     def _intake_loop(self) -> None:
         """Take what LoadGen issued, cut it into batches and dispatch them (Server: see `_overdue_fill`)."""

@@ -30,6 +30,11 @@ class Sample:
     index: int
 
 
+def _issue(sut: SystemUnderTest, samples: list[Sample]) -> None:
+    """Issue samples into the SUT's native intake, as LoadGen's IssueQuery does."""
+    sut.intake.push(np.asarray([s.id for s in samples], np.uint64), np.asarray([s.index for s in samples], np.int64))
+
+
 def _data(data_dir):
     return store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare first")
 
@@ -141,7 +146,7 @@ def test_offline_issue_never_blocks_and_every_sample_completes(data_dir, complet
     sut = _sut(data_dir, cards, depth=2)
     samples = [Sample(i, i % SAMPLES) for i in range(400)]
     t0 = time.monotonic()
-    sut.issue_query(samples)  # 50 batches; the cards are blocked, queues hold 2 each
+    _issue(sut, samples)  # 50 batches; the cards are blocked, queues hold 2 each
     assert time.monotonic() - t0 < 5
     while sut.backlogged == 0 and time.monotonic() - t0 < 5:  # the intake thread dispatches them
         time.sleep(0.01)
@@ -158,13 +163,13 @@ def test_server_batches_wait_for_the_deadline_or_a_full_batch(data_dir, completi
     cards = [FakeCard(0, (CPUS[0],))]
     sut = _sut(data_dir, cards, scenario="Server", max_wait_s=0.2)
     for i in range(3):
-        sut.issue_query([Sample(i, i)])
+        _issue(sut, [Sample(i, i)])
     time.sleep(0.05)
     assert completions.ids() == []  # still waiting for more samples
     assert completions.wait_for(3) == 3 and cards[0].sizes == [3]  # flushed at the deadline as one batch
     t0 = time.monotonic()
     for i in range(3, 11):
-        sut.issue_query([Sample(i, i)])
+        _issue(sut, [Sample(i, i)])
     assert completions.wait_for(11) == 11
     assert cards[0].sizes == [3, 8] and time.monotonic() - t0 < 0.2 + 5  # full batch went at once
     sut.stop()
@@ -173,7 +178,7 @@ def test_server_batches_wait_for_the_deadline_or_a_full_batch(data_dir, completi
 def test_failed_card_redispatches_to_the_others(data_dir, completions):
     cards = [FakeCard(0, (CPUS[0],), fail_after=2), FakeCard(1, (CPUS[-1],))]
     sut = _sut(data_dir, cards, depth=3)
-    sut.issue_query([Sample(i, i % SAMPLES) for i in range(200)])
+    _issue(sut, [Sample(i, i % SAMPLES) for i in range(200)])
     assert completions.wait_for(200) == 200
     sut.stop()
     assert sorted(completions.ids()) == list(range(200))
@@ -184,9 +189,9 @@ def test_failed_card_redispatches_to_the_others(data_dir, completions):
 def test_all_cards_failing_completes_everything_empty(data_dir, completions):
     cards = [FakeCard(0, (CPUS[0],), fail_after=1), FakeCard(1, (CPUS[-1],), fail_after=0)]
     sut = _sut(data_dir, cards)
-    sut.issue_query([Sample(i, i % SAMPLES) for i in range(120)])
+    _issue(sut, [Sample(i, i % SAMPLES) for i in range(120)])
     assert completions.wait_for(120) == 120
-    sut.issue_query([Sample(1000, 0)])  # after the last card died: answered at once
+    _issue(sut, [Sample(1000, 0)])  # after the last card died: answered at once
     assert completions.wait_for(121) == 121
     sut.stop()
     assert sut.failure and "every card failed" in sut.failure
