@@ -10,10 +10,12 @@ Dispatch (the intake thread): samples are cut into batches (Offline, SingleStrea
 they come; Server: they wait in the intake until a batch is full or the oldest has waited `max_wait`
 and some card has nothing in hand — a partial batch is never sent to cards that are all busy, where it
 would only wait while capacity is lost to its empty rows; it keeps filling until a card runs dry).
-A batch goes round-robin to the next card with nothing in hand, or else
-to the card with the fewest batches in hand, among those whose bounded queue has room (so a card
-that fell behind is skipped instead of queueing latency); when every queue is full it goes to a
-shared backlog that idle cards drain. Nothing on the issue path waits for a card.
+A batch goes round-robin to the next card with nothing in hand, or else,
+among the cards whose bounded queue has room, to the one with the fewest batches in hand (Offline)
+or the one expected to be free first (Server: the rest of the batch on the card plus a moving-average
+batch time per batch in hand, so a batch does not wait a whole batch time on one card while another
+is about to finish); when every queue is full it goes to a shared backlog that idle cards drain.
+Nothing on the issue path waits for a card.
 
 Each card has up to three threads, all pinned to the card's CPUs before the card is created (threads
 they start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
@@ -160,6 +162,10 @@ class _Worker:
         self.dispatched = 0  # dispatcher (under the SUT's dispatch lock)
         self.stolen = 0      # the thread that takes batches: those it took from the backlog
         self.finished = 0    # card thread
+        # Server dispatch's estimate of the work ahead of a new batch (card thread writes, dispatcher reads)
+        self.running = False  # a batch is on the card now
+        self.busy_until = 0.0  # perf_counter when the batch on the card is expected back
+        self.service_s = 0.0  # batch time on the card, a moving average
         self.to_card: queue.SimpleQueue = queue.SimpleQueue()
         self.to_done: queue.SimpleQueue | None = queue.SimpleQueue() if sut.benchmark.host_postprocess else None
         self.free: queue.SimpleQueue = queue.SimpleQueue()
@@ -171,6 +177,29 @@ class _Worker:
     @property
     def in_hand(self) -> int:
         return self.dispatched + self.stolen - self.finished
+
+    def work_ahead(self, now: float) -> float:
+        """Seconds until a batch queued here now would reach the card: the rest of the batch on the card,
+        then one batch time for each batch in hand that has not started. 0 only for a card with nothing
+        in hand; before the first batch time is known, busy cards compare by batches in hand."""
+        in_hand = self.in_hand
+        if in_hand <= 0:
+            return 0.0
+        running = self.running
+        rest = max(self.busy_until - now, 1e-6) if running else 0.0  # an overdue batch: back any moment
+        return rest + max(self.service_s, 1e-6) * (in_hand - running)
+
+    def _infer(self, card: Card, staged: np.ndarray | None, n: int) -> list[np.ndarray]:
+        """`card.infer`, timed for `work_ahead`."""
+        start = time.perf_counter()
+        self.busy_until = start + self.service_s
+        self.running = True
+        try:
+            return card.infer(staged, n)
+        finally:
+            self.running = False
+            took = time.perf_counter() - start
+            self.service_s = took if not self.service_s else self.service_s + 0.125 * (took - self.service_s)
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -321,7 +350,7 @@ class _Worker:
             try:
                 if error is not None:
                     raise error
-                outputs = card.infer(staged, len(samples))
+                outputs = self._infer(card, staged, len(samples))
             except Exception as exc:
                 self.free.put(buf)
                 self._fail(exc, samples)
@@ -336,7 +365,7 @@ class _Worker:
                 item.run(card)
                 continue
             try:
-                outputs = card.infer(None, len(item))
+                outputs = self._infer(card, None, len(item))
             except Exception as exc:
                 self._fail(exc, item)
                 break
@@ -430,6 +459,7 @@ class SystemUnderTest:
         self.qsl = qsl
         self.batch_size = batch_size
         self.scenario = scenario
+        self.server = scenario == "Server"
         self.max_wait_s = max_wait_s
         self.queue_depth = queue_depth
         self.workers = [_Worker(self, s, factory) for s in slots]
@@ -556,15 +586,16 @@ class SystemUnderTest:
 
     def _dispatch(self, batch: Batch) -> None:
         """Round-robin from the card after the last one used, to the first card with nothing in hand, else
-        the one with the fewest batches in hand whose queue has room; else the backlog. Never waits.
-        Hold _dispatch_lock."""
+        the one whose queue has room with the fewest batches in hand (Server: the least work ahead); else
+        the backlog. Never waits. Hold _dispatch_lock."""
         workers, n = self.workers, len(self.workers)
-        best, best_k, best_load = None, 0, 1 << 30
+        best, best_k, best_load = None, 0, float("inf")
+        now = time.perf_counter()
         for k in range(n):
             w = workers[(self._next + k) % n]
             if not w.alive or len(w.queue) >= self.queue_depth:
                 continue
-            load = w.in_hand
+            load = w.work_ahead(now) if self.server else w.in_hand
             if load < best_load:
                 best, best_k, best_load = w, k, load
                 if load <= 0:

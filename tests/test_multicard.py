@@ -42,14 +42,15 @@ def _data(data_dir):
 class FakeCard:
     """Returns each sample's first staged byte as its 'class', so a response tells what was staged."""
 
-    def __init__(self, index, cpus, fail_after=None, gate=None):
+    def __init__(self, index, cpus, fail_after=None, gate=None, seconds=0.0):
         self.input_dtype = "uint8"
         self.info = CardInfo(index, "fake", "fake", cpus, emulated=True)
-        self.fail_after, self.gate, self.batches, self.sizes = fail_after, gate, 0, []
+        self.fail_after, self.gate, self.seconds, self.batches, self.sizes = fail_after, gate, seconds, 0, []
 
     def infer(self, batch, n):
         if self.gate is not None:
             self.gate.wait()
+        time.sleep(self.seconds)
         if self.fail_after is not None and self.batches >= self.fail_after:
             raise RuntimeError("boom")
         self.batches += 1
@@ -173,6 +174,21 @@ def test_server_batches_wait_for_the_deadline_or_a_full_batch(data_dir, completi
     assert completions.wait_for(11) == 11
     assert cards[0].sizes == [3, 8] and time.monotonic() - t0 < 0.2 + 5  # full batch went at once
     sut.stop()
+
+
+def test_server_sends_a_batch_to_the_card_that_frees_first(data_dir, completions):
+    """With every card busy, a Server batch goes to the card expected back first (the rest of its batch
+    plus its batch time per batch in hand), not round-robin: a slow card would hold it a whole batch."""
+    cards = [FakeCard(0, (CPUS[0],), seconds=0.4), FakeCard(1, (CPUS[-1],), seconds=0.04)]
+    sut = _sut(data_dir, cards, scenario="Server", max_wait_s=5.0)
+    for k in range(2):  # one batch each, one after the other: each card learns its batch time
+        _issue(sut, [Sample(8 * k + i, i) for i in range(8)])
+        assert completions.wait_for(8 * (k + 1)) == 8 * (k + 1)
+    assert [c.batches for c in cards] == [1, 1]
+    _issue(sut, [Sample(16 + i, i % SAMPLES) for i in range(24)])  # one to each idle card, then both busy
+    assert completions.wait_for(40) == 40
+    sut.stop()
+    assert [c.batches for c in cards] == [2, 3]  # round-robin would have queued the third on the slow card
 
 
 def test_failed_card_redispatches_to_the_others(data_dir, completions):
