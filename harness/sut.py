@@ -22,7 +22,10 @@ they start, such as onnxruntime's intra-op pool, inherit the affinity and the na
 
     c<i>.feed   takes a batch (own queue first, then the backlog) and stages it from the card's
                 replica into one of two preallocated staging buffers, while the card works on the other;
-                a card that reads no input (null) has no feeder, its card thread takes batches itself
+                a batch dispatched to an idle card skips it (there is nothing to overlap with): the card
+                thread stages that one itself, one thread wake-up instead of two (16% less CPU with 16
+                simulated cards in Server); a card that reads no input (null) has no feeder, its card
+                thread takes batches itself
     c<i>.card   creates the card, runs `infer` on staged batches, and completes each batch itself
                 (encode + one QuerySamplesComplete): on a few CPUs every hand-off between Python
                 threads costs a wake-up and a GIL transfer, more than the completion itself
@@ -312,8 +315,9 @@ class _Worker:
             card = self.factory(self.slot.index, self.slot.cpus)
             self.info = card.info
             self.direct = card.input_dtype is None
+            # the feeder's, plus one the card thread stages into when a batch comes to it straight
             self.buffers = [self.sut.qsl.staging_buffer(self.sut.batch_size, card.input_dtype)
-                            for _ in range(STAGING_BUFFERS)]
+                            for _ in range(STAGING_BUFFERS + 1)]
         except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
             self.startup_error = exc
             self.ready.set()
@@ -338,25 +342,35 @@ class _Worker:
 
     def _run_staged(self, card: Card) -> None:
         sut = self.sut
+        replica = sut.qsl.replica_for(self.slot.index)
+        own = STAGING_BUFFERS  # the card thread's own buffer, never on `free`
         while (item := self.to_card.get()) is not None:
             if isinstance(item, _Call):
                 item.run(card)
                 continue
-            buf, samples, staged, error = item
+            if isinstance(item, Batch):  # dispatched to this card while idle: staged here, no feeder hop
+                buf, samples, staged, error = own, item, None, None
+                if self.alive:
+                    try:
+                        staged = sut.qsl.stage(samples.indices, self.buffers[own], replica)
+                    except Exception as exc:  # as in the feeder: this card's failure
+                        error = exc
+            else:
+                buf, samples, staged, error = item
+            outputs = None
             if not self.alive:  # failed earlier: staged batches go back to dispatch
-                self.free.put(buf)
                 sut.redispatch(samples)
-                continue
-            try:
-                if error is not None:
-                    raise error
-                outputs = self._infer(card, staged, len(samples))
-            except Exception as exc:
-                self.free.put(buf)
-                self._fail(exc, samples)
-                continue
-            self.free.put(buf)
-            self._finish(samples, outputs)
+            else:
+                try:
+                    if error is not None:
+                        raise error
+                    outputs = self._infer(card, staged, len(samples))
+                except Exception as exc:
+                    self._fail(exc, samples)
+            if buf != own:
+                self.free.put(buf)  # only now: the card has read it
+            if outputs is not None:
+                self._finish(samples, outputs)
 
     def _take_and_run(self, card: Card) -> None:
         """A card without input: take, infer and complete on this one thread, no hand-off at all."""
@@ -601,10 +615,13 @@ class SystemUnderTest:
                 if load <= 0:
                     break
         if best is not None:
-            best.queue.append(batch)
             best.dispatched += 1
             self._next = (self._next + best_k + 1) % n
-            best.wake()
+            if best_load <= 0 and not best.direct:
+                best.to_card.put(batch)  # an idle card stages it on its own thread: one hop, not two
+            else:
+                best.queue.append(batch)
+                best.wake()
             return
         self._backlog_all([batch])
 
