@@ -46,6 +46,7 @@ class FakeCard:
         self.input_dtype = "uint8"
         self.info = CardInfo(index, "fake", "fake", cpus, emulated=True)
         self.fail_after, self.gate, self.seconds, self.batches, self.sizes = fail_after, gate, seconds, 0, []
+        self.seen: list[np.ndarray] = []  # first byte of every sample staged for it
 
     def infer(self, batch, n):
         if self.gate is not None:
@@ -55,6 +56,7 @@ class FakeCard:
             raise RuntimeError("boom")
         self.batches += 1
         self.sizes.append(n)
+        self.seen.append(batch[:n, 0, 0, 0].copy())
         return [batch[:, 0, 0, 0].astype(np.int64) + 1, np.zeros((n, 1001), np.float32)]
 
     def close(self):
@@ -158,6 +160,22 @@ def test_offline_issue_never_blocks_and_every_sample_completes(data_dir, complet
     assert sorted(completions.ids()) == list(range(400))
     assert all(len(call) <= 8 for call in completions.calls)  # completed in batches
     assert cards[0].batches > 0 and cards[1].batches > 0
+
+
+def test_idle_and_busy_card_paths_stage_the_right_samples(data_dir, completions):
+    """The first batch reaches the idle card straight (its card thread stages it), the next ones wait in
+    its queue and the feeder stages them: every sample the card reads is the one LoadGen asked for."""
+    gate = threading.Event()
+    cards = [FakeCard(0, (CPUS[0],), gate=gate)]
+    sut = _sut(data_dir, cards)
+    order = [(7 * i + 3) % SAMPLES for i in range(32)]
+    _issue(sut, [Sample(i, k) for i, k in enumerate(order)])  # 4 batches: 1 on the card, 3 queued
+    gate.set()
+    assert completions.wait_for(32) == 32
+    sut.stop()
+    first = np.empty((SAMPLES, *BENCH.input_shape), np.uint8)
+    _data(data_dir).gather(np.arange(SAMPLES), first)
+    assert np.array_equal(np.concatenate(cards[0].seen), first[order, 0, 0, 0])
 
 
 def test_server_batches_wait_for_the_deadline_or_a_full_batch(data_dir, completions):
