@@ -287,6 +287,14 @@ class _Worker:
         for batch in left:
             self.sut.redispatch(batch)
 
+    def _stage(self, samples: Batch, buf: int, replica: int) -> tuple[np.ndarray | None, Exception | None]:
+        """Stage a batch into staging buffer `buf`; an error is this card's failure, raised where the
+        card would have run the batch."""
+        try:
+            return self.sut.qsl.stage(samples.indices, self.buffers[buf], replica), None
+        except Exception as exc:
+            return None, exc
+
     def _feed_loop(self) -> None:
         self._pin("feed")
         sut = self.sut
@@ -298,12 +306,7 @@ class _Worker:
             if not self.alive:
                 sut.redispatch(samples)
                 break
-            staged = error = None
-            try:
-                staged = sut.qsl.stage(samples.indices, self.buffers[buf], replica)
-            except Exception as exc:  # a staging error is this card's failure too
-                error = exc
-            self.to_card.put((buf, samples, staged, error))
+            self.to_card.put((buf, samples, *self._stage(samples, buf, replica)))
         if not self.alive:
             self._give_back_queue()
         self.to_card.put(None)
@@ -349,12 +352,8 @@ class _Worker:
                 item.run(card)
                 continue
             if isinstance(item, Batch):  # dispatched to this card while idle: staged here, no feeder hop
-                buf, samples, staged, error = own, item, None, None
-                if self.alive:
-                    try:
-                        staged = sut.qsl.stage(samples.indices, self.buffers[own], replica)
-                    except Exception as exc:  # as in the feeder: this card's failure
-                        error = exc
+                buf, samples = own, item
+                staged, error = self._stage(samples, own, replica) if self.alive else (None, None)
             else:
                 buf, samples, staged, error = item
             outputs = None
