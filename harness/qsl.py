@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness import _copy
 from harness.benchmarks import Benchmark
 from harness.datasets.store import PreparedData
 
@@ -146,23 +147,24 @@ class SampleLibrary:
 
     def stage(self, indices: np.ndarray, out: np.ndarray, replica: int = 0) -> np.ndarray:
         """Write samples `indices` from `replica` into `out[:n]` (a copy for uint8, mean-subtracted for
-        float32) and return that view."""
+        float32) and return that view. uint8: one native call (`harness/_copy.cpp`) that looks up, checks
+        and copies with the GIL released, one memcpy per run of consecutive rows."""
         n = len(indices)
+        buf = self.replicas[replica].buffer
+        view = out[:n]
+        if out.dtype == np.uint8:
+            try:
+                _copy.gather(buf, self._slot, indices, out)
+            except LookupError as exc:
+                raise RuntimeError(f"LoadGen issued samples that are not loaded: {exc}") from None
+            return view
         slots = self._slot[indices]
         found = slots.tolist()  # a few Python ints: cheaper to check than more numpy calls per batch
         if min(found) < 0:
             raise RuntimeError(f"LoadGen issued samples that are not loaded: {indices[slots < 0][:5]}")
-        buf = self.replicas[replica].buffer
-        view = out[:n]
         first = found[0]
         contiguous = found[-1] - first == n - 1 and all(v == first + j for j, v in enumerate(found))
-        if out.dtype == np.uint8:
-            if contiguous:
-                np.copyto(view, buf[first:first + n])  # one copy of one block
-            else:
-                np.take(buf, slots, axis=0, out=view, mode="clip")  # one row copy per sample (slots checked
-                # above; mode="raise" would copy through a temporary buffer)
-        elif contiguous:
+        if contiguous:
             np.subtract(buf[first:first + n], self.mean, out=view)  # conversion fused with the copy
         else:
             for j, s in enumerate(slots):

@@ -141,6 +141,10 @@ def test_staging_is_aligned_and_both_paths_agree(data_dir):
     staged = qsl.stage(np.arange(3, 11), f32)
     assert np.allclose(staged, contiguous.astype(np.float32) - qsl.mean)
     assert np.allclose(qsl.stage(order, f32)[2], qsl.replicas[0].buffer[40] - qsl.mean)
+    qsl.unload([40])
+    for out in (buf, f32):
+        with pytest.raises(RuntimeError, match="not loaded"):
+            qsl.stage(order, out)
 
 
 def test_offline_issue_never_blocks_and_every_sample_completes(data_dir, completions):
