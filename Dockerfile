@@ -14,7 +14,7 @@
 
 FROM debian:bookworm-slim AS builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-# g++ and the Python headers build the package's one C++ extension (the native LoadGen intake)
+# g++ and the Python headers build the package's two C++ extensions (LoadGen intake, batch copy)
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
       python3-dev=3.11.2-1+b1 g++=4:12.2.0-3 \
