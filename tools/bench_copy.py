@@ -7,13 +7,14 @@ performance sample count, 154 MB). Each round times `--batches` batches of `--ba
 
   assembly (contiguous): stage() of consecutive samples into the 256-byte-aligned staging buffer
                          (the single-copy path)
-  assembly (gather):     stage() of random samples (one row copy per sample)
+  assembly (gather):     stage() of random samples (one row copy per run of consecutive samples)
   plain copy:            np.copyto of a block of the same size from the same replica into an equally
                          large destination (what a bare memcpy of those bytes costs here)
 
-Rounds run the measurements in alternating order; the medians of the per-round rates give the
-ratios. Also printed for information: the float32 staging of an FP32 model (mean subtraction fused
-with the copy) against a plain np.subtract of the same bytes.
+Rounds run the measurements in alternating order (the uint8 ones and the float32 ones in rounds of
+their own); the medians of the per-round rates give the ratios. Also printed for information: the
+float32 staging of an FP32 model (mean subtraction fused with the copy) against a plain np.subtract
+of the same bytes.
 
     python tools/bench_copy.py
 """
