@@ -1,29 +1,17 @@
 // Batch assembly in native code: rows of a sample replica copied into a card's staging buffer.
 //
-// Why: at 20+ GB/s a batch of eight ResNet50 samples (1.2 MB) copies in about 50 us, and the numpy
-// calls around it (index lookup, checks, slicing, np.take) cost 5-8 us of Python, 10-15% of the copy,
+// Why: at 20+ GB/s a batch of eight ResNet50 samples (1.2 MB) copies in about 55 us, and the numpy
+// calls around it (index lookup, checks, slicing, np.take) cost 7-17% of that (tools/bench_copy.py),
 // all of it holding the GIL that the other cards' threads wait for. Here one call looks the samples up,
 // checks them, and copies with the GIL released: one memcpy per run of consecutive rows (a contiguous
 // batch is one memcpy), glibc's vectorised memcpy (the paper's AVX2 copy, chosen by glibc per CPU).
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buffer.h"
 
 #include <cstdint>
 #include <cstring>
 
 namespace {
-
-// A C-contiguous buffer, writable or not; int64 items when `int64` (numpy int64 arrays).
-bool get(PyObject* obj, Py_buffer* view, int flags, bool int64, const char* what) {
-  if (PyObject_GetBuffer(obj, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return false;
-  if (int64 && view->itemsize != 8) {
-    PyBuffer_Release(view);
-    PyErr_Format(PyExc_TypeError, "%s must hold 8-byte integers", what);
-    return false;
-  }
-  return true;
-}
 
 struct Views {  // releases whatever it got, however the call ends
   Py_buffer v[4];
@@ -37,13 +25,13 @@ PyObject* gather(PyObject*, PyObject* args) {
   PyObject *src_obj, *slot_obj, *idx_obj, *dst_obj;
   if (!PyArg_ParseTuple(args, "OOOO", &src_obj, &slot_obj, &idx_obj, &dst_obj)) return nullptr;
   Views views;
-  if (!get(src_obj, &views.v[0], PyBUF_ND, false, "src")) return nullptr;
+  if (!contiguous_buffer(src_obj, &views.v[0], PyBUF_ND, false, "src")) return nullptr;
   views.n = 1;
-  if (!get(slot_obj, &views.v[1], 0, true, "slot_of")) return nullptr;
+  if (!contiguous_buffer(slot_obj, &views.v[1], 0, true, "slot_of")) return nullptr;
   views.n = 2;
-  if (!get(idx_obj, &views.v[2], 0, true, "indices")) return nullptr;
+  if (!contiguous_buffer(idx_obj, &views.v[2], 0, true, "indices")) return nullptr;
   views.n = 3;
-  if (!get(dst_obj, &views.v[3], PyBUF_WRITABLE, false, "dst")) return nullptr;
+  if (!contiguous_buffer(dst_obj, &views.v[3], PyBUF_WRITABLE, false, "dst")) return nullptr;
   views.n = 4;
   const Py_buffer &src = views.v[0], &slot = views.v[1], &idx = views.v[2], &dst = views.v[3];
   if (src.ndim < 1 || src.shape[0] == 0) {

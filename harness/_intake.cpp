@@ -12,8 +12,7 @@
 // with a virtual destructor and the virtual methods Name, IssueQuery and FlushQueries, in that order.
 // The declaration below is that interface, so the vtable LoadGen calls through is this one.
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buffer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -189,17 +188,6 @@ void intake_dealloc(IntakeObject* self) {
   Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
 }
 
-// A writable (or readable) buffer of 8-byte items, as numpy int64 / uint64 arrays give.
-bool words(PyObject* obj, Py_buffer* view, bool writable, const char* what) {
-  if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-    return false;
-  if (view->itemsize != 8) {
-    PyBuffer_Release(view);
-    PyErr_Format(PyExc_TypeError, "%s must hold 8-byte integers", what);
-    return false;
-  }
-  return true;
-}
 
 PyObject* intake_take(IntakeObject* self, PyObject* args) {
   PyObject *ids_obj, *idx_obj;
@@ -208,8 +196,8 @@ PyObject* intake_take(IntakeObject* self, PyObject* args) {
   int pokeable = 0;
   if (!PyArg_ParseTuple(args, "OOndd|p", &ids_obj, &idx_obj, &min_n, &max_wait, &timeout, &pokeable)) return nullptr;
   Py_buffer ids, idx;
-  if (!words(ids_obj, &ids, true, "ids")) return nullptr;
-  if (!words(idx_obj, &idx, true, "indices")) {
+  if (!contiguous_buffer(ids_obj, &ids, PyBUF_WRITABLE, true, "ids")) return nullptr;
+  if (!contiguous_buffer(idx_obj, &idx, PyBUF_WRITABLE, true, "indices")) {
     PyBuffer_Release(&ids);
     return nullptr;
   }
@@ -229,8 +217,8 @@ PyObject* intake_push(IntakeObject* self, PyObject* args) {
   PyObject *ids_obj, *idx_obj;
   if (!PyArg_ParseTuple(args, "OO", &ids_obj, &idx_obj)) return nullptr;
   Py_buffer ids, idx;
-  if (!words(ids_obj, &ids, false, "ids")) return nullptr;
-  if (!words(idx_obj, &idx, false, "indices")) {
+  if (!contiguous_buffer(ids_obj, &ids, 0, true, "ids")) return nullptr;
+  if (!contiguous_buffer(idx_obj, &idx, 0, true, "indices")) {
     PyBuffer_Release(&ids);
     return nullptr;
   }

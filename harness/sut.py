@@ -193,7 +193,9 @@ class _Worker:
         return rest + max(self.service_s, 1e-6) * (in_hand - running)
 
     def _infer(self, card: Card, staged: np.ndarray | None, n: int) -> list[np.ndarray]:
-        """`card.infer`, timed for `work_ahead`."""
+        """`card.infer`; in Server timed for `work_ahead` (nothing else reads the times)."""
+        if not self.sut.server:
+            return card.infer(staged, n)
         start = time.perf_counter()
         self.busy_until = start + self.service_s
         self.running = True
@@ -558,7 +560,7 @@ class SystemUnderTest:
         """Take what LoadGen issued, cut it into batches and dispatch them (Server: see `_overdue_fill`)."""
         name_os_thread("intake")
         b = self.batch_size
-        server = self.scenario == "Server"
+        server = self.server
         ids = np.empty(b * SERVER_TAKE_BATCHES if server else INTAKE_CHUNK, np.uint64)
         indices = np.empty_like(ids, dtype=np.int64)
         min_n = b if server else 1
@@ -603,12 +605,13 @@ class SystemUnderTest:
         the backlog. Never waits. Hold _dispatch_lock."""
         workers, n = self.workers, len(self.workers)
         best, best_k, best_load = None, 0, float("inf")
-        now = time.perf_counter()
+        server = self.server
+        now = time.perf_counter() if server else 0.0
         for k in range(n):
             w = workers[(self._next + k) % n]
             if not w.alive or len(w.queue) >= self.queue_depth:
                 continue
-            load = w.work_ahead(now) if self.server else w.in_hand
+            load = w.work_ahead(now) if server else w.in_hand
             if load < best_load:
                 best, best_k, best_load = w, k, load
                 if load <= 0:
