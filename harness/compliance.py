@@ -19,7 +19,6 @@ Layout written beside the reference runs (the submission layout)::
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -133,26 +132,23 @@ def _latest_complete(perf_dir: Path) -> Path:
 
 def run_compliance(test: str, opts, echo=print):  # opts: harness.runner.RunOptions
     """Run `test` for opts' benchmark/scenario, verify it against the reference runs, keep it all."""
-    from harness.runner import run, scenario_dir
+    from harness import rundirs
+    from harness.plan import resolve
+    from harness.runner import execute
 
-    folder = scenario_dir(opts)
+    plan = resolve(replace(opts, requested=replace(opts.requested, mode="performance"),
+                           audit_config=audit_config(test, opts.benchmark), test05=test == "TEST05"))
+    folder = plan.folder
     ref_perf = _latest_complete(folder / "performance")
     ref_acc = folder / "accuracy" / "mlperf_log_accuracy.json"
     if test == "TEST01" and not ref_acc.is_file():
         raise DataError(f"no accuracy run in {folder}: run `appliance run --mode accuracy` for this scenario "
                         f"first (TEST01 compares against its responses)")
-    n = 1
-    while (folder / (test if n == 1 else f"{test}_{n}")).exists():
-        n += 1
-    final = folder / (test if n == 1 else f"{test}_{n}")
-    staging = folder / f".{final.name}.staging-{os.getpid()}"
-    staging.mkdir(parents=True)
+    claimed = rundirs.claim(folder, test, bare_first=True, echo=echo)
+    staging, final = claimed.staging, claimed.final
+    test_run = staging / "performance" / "run_1"
     try:
-        outcome = run(replace(opts, requested=replace(opts.requested, mode="performance"),
-                              output_dir=staging / "performance" / "run_1",
-                              audit_config=audit_config(test, opts.benchmark), test05=test == "TEST05"),
-                  echo=echo)
-        test_run = staging / "performance" / "run_1"
+        outcome = execute(replace(plan, opts=replace(plan.opts, output_dir=test_run)), echo=echo)
         perf = verify_performance(ref_perf / "mlperf_log_detail.txt", test_run / "mlperf_log_detail.txt",
                                   no_faster_only=test == "TEST04")
         shown = lambda v: v.text().replace(str(staging), str(final))  # noqa: E731 - name paths as kept
@@ -165,10 +161,10 @@ def run_compliance(test: str, opts, echo=print):  # opts: harness.runner.RunOpti
             shutil.copy2(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")
             verdicts["accuracy"] = acc.passed
     except Interrupted:
-        os.replace(staging, final.with_name(final.name + ".incomplete"))
+        claimed.abandon("interrupted by the user (Ctrl-C / SIGTERM)", keep=True)
         raise
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        claimed.abandon("failed", keep=False)
         raise
-    os.replace(staging, final)
+    claimed.commit()
     return replace(outcome, path=final / "performance" / "run_1"), final, verdicts

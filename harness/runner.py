@@ -10,12 +10,11 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,46 +22,28 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import benchmarks, progress, system
+from harness import progress, rundirs, system
 from harness.benchmarks import Benchmark
-from harness.cards import BACKENDS, BackendSpec, make_card
+from harness.cards import BackendSpec, make_card
 from harness.datasets import store
 from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
-from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file
+from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
-    Requested,
     effective_user_conf,
     embedded_mlperf_conf,
     loadgen_version,
     test_settings,
 )
-from harness.prepare import Layout, read_model_record
-from harness.qsl import REPLICATE, SampleLibrary, plan_replicas
+from harness.plan import CardPlan, RunOptions, RunPlan, resolve
+from harness.qsl import SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
-from harness.sut import CardSlot, SystemUnderTest, loadgen_window
+from harness.sut import SystemUnderTest, loadgen_window
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    benchmark: str
-    requested: Requested
-    data_dir: Path
-    results_dir: Path
-    backend: str = "onnxruntime"
-    batch_size: int | None = None
-    system_name: str | None = None
-    output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
-    audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
-    test05: bool = False              # TEST05: LoadGen's alternate seeds
-    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
-    replicate: str = "node"           # sample buffer replicas: node | card | none
-    max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
-    card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
-    precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
-    tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
+Echo = Callable[[str], None]
+__all__ = ["RunOptions", "RunOutcome", "execute", "latest_run", "make_sut", "run"]
 
 
 @dataclass(frozen=True)
@@ -83,121 +64,11 @@ class RunOutcome:
         return d
 
 
-@dataclass(frozen=True)
-class CardPlan:
-    """The cards of a run: where each runs, which backend makes them, and how the map was made."""
-
-    slots: tuple[CardSlot, ...]
-    backend: str
-    profile: Any | None        # simulated_card.Profile for simulated cards
-    how: str                   # one line for the log and the manifest
-    node_cpus: dict[int, frozenset[int]]
-    allowed: frozenset[int]
-
-    @property
-    def simulated(self) -> bool:
-        return self.profile is not None
-
-    def system_name(self) -> str:
-        n = len(self.slots)
-        if self.profile is not None:
-            cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
-            return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
-        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "openvino", "null"))
-
-
-def plan_cards(opts: RunOptions) -> CardPlan:
-    """Resolve --cards (auto | emulate:N | simulate:PROFILE:N | map.yaml) against this machine."""
-    from harness.topology import detect, load_card_map, plan
-
-    spec, backend = opts.cards.strip(), opts.backend
-    topo = detect()
-    profile = None
-    if spec.lower().startswith("simulate:"):
-        from harness.cards.simulated_card import load_profile
-
-        name, _, count = spec[len("simulate:"):].rpartition(":")
-        if not name or not count.isdigit() or int(count) < 1:
-            raise ApplianceError(f"--cards {spec!r} is not understood; use simulate:PROFILE:N, e.g. "
-                                 f"simulate:cloud-ai-100:16")
-        if backend not in ("onnxruntime", "simulated"):  # onnxruntime: the option's default
-            raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
-                                 f"--backend {backend}")
-        profile = load_profile(name, benchmarks.get(opts.benchmark).name)
-        backend = "simulated"
-        slots, how = _shared_slots(topo, int(count))
-    else:
-        if backend == "simulated":
-            raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
-        if spec.endswith((".yaml", ".yml")):
-            cmap = load_card_map(spec, topo)
-            how = f"card map {spec}"
-        else:
-            cmap = plan(topo, spec)
-            how = f"--cards {spec}: L3-aligned policy (topologies/README.md)"
-        slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
-        if backend == "openvino" and len(slots) > 1:
-            raise ApplianceError(f"--backend openvino runs one card per process ({spec} gives {len(slots)}): "
-                                 f"OpenVINO's CPU worker threads are shared by every card in a process and keep "
-                                 f"the process's CPUs, so per-card pinning cannot hold; use --cards emulate:1, "
-                                 f"or --backend onnxruntime for several cards")
-    return CardPlan(slots, backend, profile, how, dict(topo.numa_nodes), topo.allowed)
-
-
-def _shared_slots(topo: Any, n: int) -> tuple[tuple[CardSlot, ...], str]:
-    """Simulated cards: the L3-aligned map when there are enough cores; when cards outnumber cores,
-    card i shares core block i * cores // n with its neighbours (simulated cards mostly sleep)."""
-    from harness.topology import plan
-
-    cores = len({c.first for c in topo.cores if set(c.cpus) & topo.allowed})
-    if n <= cores:
-        cmap = plan(topo, f"emulate:{n}")
-        return tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards), \
-            f"simulate: {n} cards on {cores} cores, L3-aligned policy"
-    base = plan(topo, f"emulate:{cores}").cards
-    slots = tuple(CardSlot(i, base[i * cores // n].cpus, base[i * cores // n].numa_node) for i in range(n))
-    return slots, (f"simulate: {n} cards on {cores} cores: cards outnumber cores, so card i shares the CPUs "
-                   f"of core slot i*{cores}//{n} (up to {-(-n // cores)} cards per core)")
-
-
-def _card_slots(opts: RunOptions) -> list[CardSlot]:
-    """The cards of this run and the CPUs each may use."""
-    return list(plan_cards(opts).slots)
-
-
-def scenario_dir(opts: RunOptions) -> Path:
-    """<results>/<system>/<benchmark>/<scenario>: where this run's folders go (created if needed)."""
-    name = opts.system_name or plan_cards(opts).system_name()
-    root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
-    return root / name / benchmarks.get(opts.benchmark).name / opts.requested.scenario
-
-
 def latest_run(perf_dir: Path) -> Path | None:
     """The highest-numbered finished `run_N` (one with a detail log) in a performance folder."""
     runs = [p for p in perf_dir.glob("run_*") if p.name.split("_")[1].isdigit()
             and (p / "mlperf_log_detail.txt").is_file()]
     return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
-
-
-def _next_run_dir(scenario_dir: Path, mode: str) -> tuple[Path, Path]:
-    """(final, staging) folders for this run; earlier runs are never touched."""
-    if mode == "accuracy":
-        n = 1
-        while any((scenario_dir / f"{name}{s}").exists() for name in (_acc(n),) for s in ("", ".incomplete")):
-            n += 1
-        final = scenario_dir / _acc(n)
-    else:
-        parent = scenario_dir / "performance"
-        taken = [int(p.name.split("_")[1].split(".")[0]) for p in parent.glob("run_*")
-                 if p.name.split("_")[1].split(".")[0].isdigit()] if parent.is_dir() else []
-        final = parent / f"run_{max(taken, default=0) + 1}"
-    staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
-    staging.mkdir(parents=True)
-    return final, staging
-
-
-def _acc(n: int) -> str:
-    return "accuracy" if n == 1 else f"accuracy_{n}"
 
 
 def _make_factory(bench: Benchmark, cards: CardPlan, model_path: Path):
@@ -322,105 +193,136 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run(opts: RunOptions, echo=print) -> RunOutcome:
+def run(opts: RunOptions, echo: Echo = print) -> RunOutcome:
     """Run one benchmark / scenario / mode and return what the summary table shows."""
-    from harness.tuned import resolve
+    return execute(resolve(opts), echo)
 
-    opts, choice = resolve(opts)
-    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs)
-    req = opts.requested
-    if req.scenario not in benchmarks.SCENARIOS:
-        raise ApplianceError(f"unknown scenario {req.scenario!r}; choose one of: {', '.join(benchmarks.SCENARIOS)}")
-    if opts.backend not in BACKENDS:
-        raise ApplianceError(f"unknown backend {opts.backend!r}; choose one of: {', '.join(BACKENDS)}")
-    if opts.replicate not in REPLICATE:
-        raise ApplianceError(f"unknown --replicate {opts.replicate!r}; choose one of: {', '.join(REPLICATE)}")
-    layout = Layout(opts.data_dir, bench)
-    model = read_model_record(layout, opts.precision)
-    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
-    cards = plan_cards(opts)
-    slots = list(cards.slots)
-    default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
-    batch = opts.batch_size or (1 if req.scenario == "SingleStream" else default_batch)
-    folder = scenario_dir(opts)
-    echo(f"{len(slots)} card(s), {cards.how}")
-    echo(f"backend {cards.backend}, batch {batch}: {choice['why']}")
-    if cards.simulated:
-        echo(f"SIMULATED cards: profile {cards.profile.name} ({cards.profile.model}), "
-             f"{cards.profile.samples_per_second:g} samples/s at batch {cards.profile.batch} per card; "
-             f"no inference is done")
-    if opts.output_dir is not None:
-        final = opts.output_dir.resolve()
-        staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
-        staging.mkdir(parents=True)
-    else:
-        final, staging = _next_run_dir(folder, req.mode)
 
-    sut = make_sut(bench, data, cards, Path(model["path"]), batch, req.scenario, opts.replicate,
-                   None if opts.max_wait_us is None else opts.max_wait_us / 1e6)
-    # Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
-    # starts background jobs with it ignored, and Python then never raises KeyboardInterrupt.
+def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
+    """Claim a run folder, run LoadGen on the plan's cards, keep the logs: finished, or marked incomplete."""
+    _announce(p, echo)
+    if p.folder.is_dir():
+        rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
+    rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
+    folder = _claim(p, echo)
+    sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate,
+                   None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6)
+    try:
+        with _interrupts_raised():
+            try:
+                energy = _loadgen_test(p, sut, folder.staging, echo)
+            finally:
+                sut.stop()
+        if sut.failure:
+            raise CardFailure(sut.failure)
+        for why in sut.card_failures:
+            echo(f"warning: {why}; its samples ran on the other cards")
+        return _finish(p, sut, folder, energy)
+    except BaseException as exc:
+        replacement = _end_unfinished(folder, exc)
+        if replacement is exc:
+            raise
+        raise replacement from None
+
+
+class CardFailure(ApplianceError):
+    """Every card failed, so the run cannot finish."""
+
+
+def _announce(p: RunPlan, echo: Echo) -> None:
+    echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
+    echo(f"backend {p.cards.backend}, batch {p.batch}: {p.choice['why']}")
+    if p.cards.profile is not None:
+        prof = p.cards.profile
+        echo(f"SIMULATED cards: profile {prof.name} ({prof.model}), {prof.samples_per_second:g} samples/s at "
+             f"batch {prof.batch} per card; no inference is done")
+
+
+def _log_bytes(p: RunPlan) -> int:
+    """Room LoadGen's logs need: the detail log and summary, plus an accuracy-log line per logged sample."""
+    need = 16 << 20
+    if p.mode == "accuracy" or p.opts.audit_config is not None:
+        per_sample = 2 * sum(4 * math.prod(shape) for shape, _ in p.bench.output_specs) + 100  # hex payload
+        need += p.data.count * per_sample
+    return need
+
+
+def _claim(p: RunPlan, echo: Echo) -> rundirs.RunFolder:
+    if p.opts.output_dir is not None:
+        return rundirs.fixed(p.opts.output_dir)
+    if p.mode == "accuracy":
+        return rundirs.claim(p.folder, "accuracy", bare_first=True, echo=echo)
+    return rundirs.claim(p.folder / "performance", "run", echo=echo)
+
+
+def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -> dict[str, Any]:
+    """Start the cards, time them, write the run's LoadGen settings and run the test; returns the energy."""
+    with progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
+        sut.start()
+    for info in sut.cards:
+        echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
+    cal = calibrate(sut, timed=p.mode == "performance")
+    req = p.opts.requested
+    if p.scenario == "Server":
+        if sut.max_wait_s is None:
+            qps = req.target_qps or (cal.samples_per_second * 0.5 if cal else p.bench.default_batch * 100)
+            sut.max_wait_s = default_max_wait_s(p.bench, p.batch, qps)
+        echo(f"Server batching: batch {p.batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
+             f"queues of {sut.queue_depth} batches per card")
+    settings = _write_settings(p, cal, staging)
+    expected = p.data.count if p.mode == "accuracy" else None
+    with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
+        return _run_loadgen(sut, sut.qsl, settings, staging, expected)
+
+
+def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.TestSettings:
+    """user.conf, mlperf.conf (and a compliance test's audit.config) in the run folder, read back by LoadGen."""
+    req = p.opts.requested
+    user_conf = effective_user_conf(p.bench, req, cal, p.data.count, len(p.cards.slots))
+    if p.cards.profile is not None:
+        user_conf = (f"# SIMULATED cards ({len(p.cards.slots)} x {p.cards.profile.name}): modelled latency, no "
+                     f"inference\n") + user_conf
+    atomic_write_text(staging / "user.conf", user_conf)
+    atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
+    if p.opts.audit_config is not None:
+        atomic_write_text(staging / "audit.config", p.opts.audit_config)
+    settings = test_settings(staging / "user.conf", p.bench, req.scenario, req.mode)
+    settings.test05 = p.opts.test05  # LoadGen takes test05 only from mlperf.conf or settings, not audit.config
+    return settings
+
+
+@contextlib.contextmanager
+def _interrupts_raised() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
+    starts background jobs with it ignored, and Python then never raises KeyboardInterrupt."""
     previous = {sig: signal.signal(sig, handler) for sig, handler in
                 ((signal.SIGTERM, _sigterm_as_interrupt), (signal.SIGINT, signal.default_int_handler))} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        with progress.spinner(f"loading {len(slots)} card(s)"):
-            sut.start()
-        for info in sut.cards:
-            echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
-        cal = calibrate(sut, timed=req.mode == "performance")
-        user_conf = effective_user_conf(bench, req, cal, data.count, len(slots))
-        if cards.simulated:
-            user_conf = (f"# SIMULATED cards ({len(slots)} x {cards.profile.name}): modelled latency, no "
-                         f"inference\n") + user_conf
-        if req.scenario == "Server" and sut.max_wait_s is None:
-            qps = req.target_qps or (cal.samples_per_second * 0.5 if cal else bench.default_batch * 100)
-            sut.max_wait_s = default_max_wait_s(bench, batch, qps)
-        if req.scenario == "Server":
-            echo(f"Server batching: batch {batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
-                 f"queues of {sut.queue_depth} batches per card")
-        atomic_write_text(staging / "user.conf", user_conf)
-        atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
-        settings = test_settings(staging / "user.conf", bench, req.scenario, req.mode)
-        settings.test05 = opts.test05  # LoadGen takes test05 only from mlperf.conf or settings, not audit.config
-        expected = data.count if req.mode == "accuracy" else None
-        if opts.audit_config is not None:
-            atomic_write_text(staging / "audit.config", opts.audit_config)
-        with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
-            energy = _run_loadgen(sut, sut.qsl, settings, staging, expected)
-    except KeyboardInterrupt:
-        sut.stop()
-        _abandon(staging, final, "interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished")
-        raise Interrupted(f"run interrupted; logs so far kept in {final}.incomplete") from None
-    except BaseException:
-        sut.stop()
-        _abandon(staging, final, f"failed: {sys.exc_info()[1]}")
-        raise
+        yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    sut.stop()
-    if sut.failure:
-        _abandon(staging, final, sut.failure)
-        raise ApplianceError(f"{sut.failure}; run marked INVALID, logs kept in {final}.incomplete")
-    for why in sut.card_failures:
-        echo(f"warning: {why}; its samples ran on the other cards")
-    if cards.simulated:
-        atomic_write_text(staging / "SIMULATED.txt",
-                          f"This run used SIMULATED cards: {len(slots)} x {cards.profile.name} "
-                          f"({cards.profile.model}), profile {cards.profile.path}.\nNo inference was done; "
-                          f"each batch was held for the profile's latency. The figures show how the harness "
-                          f"scales, not how fast a real card is.\n")
-    return _finish(opts, bench, model, data, sut, staging, final, cards, energy, choice)
 
 
-def _abandon(staging: Path, final: Path, why: str) -> None:
-    """Keep what LoadGen logged, marked incomplete; a run that logged nothing leaves nothing behind."""
-    if not (staging / "mlperf_log_detail.txt").is_file():
-        shutil.rmtree(staging, ignore_errors=True)
-    elif staging.is_dir():
-        atomic_write_text(staging / "INCOMPLETE.txt", why + "\n")
-        os.replace(staging, final.with_name(final.name + ".incomplete"))
+def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseException:
+    """Keep what LoadGen logged as NAME.incomplete (a run that logged nothing leaves nothing behind);
+    returns the exception to raise in `exc`'s place: one line saying why and what was kept."""
+    logged = (folder.staging / "mlperf_log_detail.txt").is_file()
+    if isinstance(exc, KeyboardInterrupt):
+        kept = folder.abandon("interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished", keep=logged)
+        return Interrupted("run interrupted; " + (f"logs so far kept in {kept}" if kept else
+                                                  "LoadGen had not started, so nothing was kept"))
+    fault = rundirs.disk_fault(exc)
+    if fault is not None:
+        kept = folder.abandon(f"stopped by a fault of the machine: {fault}", keep=True)
+        return ApplianceError(f"run stopped: {fault}; what it wrote is kept in {kept}; free some space "
+                              f"(or check the disk) and run again")
+    if isinstance(exc, CardFailure):
+        kept = folder.abandon(str(exc), keep=logged)
+        return CardFailure(f"{exc}; run marked INVALID, " + (f"logs kept in {kept}" if kept else "nothing was kept"))
+    folder.abandon(f"failed: {exc}", keep=logged)
+    return exc
 
 
 def system_cpulist(cpus: tuple[int, ...]) -> str:
@@ -429,18 +331,41 @@ def system_cpulist(cpus: tuple[int, ...]) -> str:
     return format_cpulist(cpus) or "all"
 
 
-def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
-            sut: SystemUnderTest, staging: Path, final: Path, cards: CardPlan,
-            energy: dict[str, Any], choice: dict[str, Any]) -> RunOutcome:
-    req = opts.requested
+def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any]) -> RunOutcome:
+    """Score the run, write its manifest and rename the staging folder to its final name."""
+    staging, req, cards = folder.staging, p.opts.requested, p.cards
+    if cards.profile is not None:
+        atomic_write_text(staging / "SIMULATED.txt",
+                          f"This run used SIMULATED cards: {len(cards.slots)} x {cards.profile.name} "
+                          f"({cards.profile.model}), profile {cards.profile.path}.\nNo inference was done; "
+                          f"each batch was held for the profile's latency. The figures show how the harness "
+                          f"scales, not how fast a real card is.\n")
     detail = read_detail(staging / "mlperf_log_detail.txt")
     min_ms = int(detail.get("effective_min_duration_ms", 0))
     submission_length = min_ms >= SUBMISSION_MIN_DURATION_MS
+    notes = _notes(p, sut, min_ms, submission_length)
+    synthetic = bool(p.model["synthetic"] or p.data.synthetic)
+    perf = accuracy_text = None
+    result: dict[str, Any] = {}
+    if req.mode == "performance":
+        perf = perf_result(detail, req.scenario)
+        result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
+    else:
+        accuracy_text, result = _score(p, staging)
+    atomic_write_json(staging / "manifest.json", _manifest(p, sut, detail, staging, result, notes, synthetic,
+                                                           energy))
+    final = folder.commit()
+    return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
+                      synthetic, tuple(notes))
+
+
+def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:
+    """What the summary table says about how far this run is from a submission run."""
+    model, data, cards = p.model, p.data, p.cards
     notes = []
     if not submission_length:
         notes.append(f"shortened run (min_duration {min_ms} ms < {SUBMISSION_MIN_DURATION_MS} ms): "
                      f"not submission-length")
-    synthetic = bool(model["synthetic"] or data.synthetic)
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
     if "quantization" in model:
@@ -450,45 +375,40 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
         notes.append("synthetic dataset")
-    if opts.backend == "null":
+    if p.opts.backend == "null":
         notes.append("null backend: no inference was done; measures the harness only")
-    if cards.simulated:
+    if cards.profile is not None:
         notes.append(f"SIMULATED cards ({len(cards.slots)} x {cards.profile.name}): modelled latency, no inference")
     elif any(c.emulated for c in sut.cards):
         notes.append("CPU-emulated card(s)")
     notes.extend(f"{why}; its samples were re-dispatched to the other cards" for why in sut.card_failures)
-    perf = accuracy_text = None
-    result: dict[str, Any] = {}
-    if req.mode == "performance":
-        perf = perf_result(detail, req.scenario)
-        result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
-    else:
-        log = staging / "mlperf_log_accuracy.json"
-        score = bench.accuracy.score(log, data, "dataset")
-        assert score is not None
-        digest = sha256_file(log)
-        atomic_write_text(staging / "accuracy.txt", f"{score.line}\nhash={digest}\n")
-        accuracy_text = f"{bench.quality_metric} {score.percent:.3f}% (target {bench.quality_target:.3f}%)"
-        result = {score.key: score.percent, **score.details, "hash": digest}
-        gold = bench.accuracy.score(log, data, "golden")
-        if gold is not None:
-            accuracy_text += f"; golden {gold.percent:.2f}%"
-            result[f"golden_{gold.key}"] = gold.percent
-            atomic_write_text(staging / "accuracy_golden.txt",
-                              f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
-                              f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
-    atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
-                                                           result, notes, synthetic, cards, energy, choice))
-    os.replace(staging, final)
-    return RunOutcome(bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
-                      synthetic, tuple(notes))
+    return notes
 
 
-def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: store.PreparedData,
-              sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
-              notes: list[str], synthetic: bool, cards: CardPlan, energy: dict[str, Any],
-              choice: dict[str, Any]) -> dict[str, Any]:
+def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
+    """An accuracy run's score against the dataset (and the golden reference where there is one)."""
+    bench, data = p.bench, p.data
+    log = staging / "mlperf_log_accuracy.json"
+    score = bench.accuracy.score(log, data, "dataset")
+    assert score is not None
+    digest = sha256_file(log)
+    atomic_write_text(staging / "accuracy.txt", f"{score.line}\nhash={digest}\n")
+    text = f"{bench.quality_metric} {score.percent:.3f}% (target {bench.quality_target:.3f}%)"
+    result = {score.key: score.percent, **score.details, "hash": digest}
+    gold = bench.accuracy.score(log, data, "golden")
+    if gold is not None:
+        text += f"; golden {gold.percent:.2f}%"
+        result[f"golden_{gold.key}"] = gold.percent
+        atomic_write_text(staging / "accuracy_golden.txt",
+                          f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
+                          f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
+    return text, result
+
+
+def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
+              notes: list[str], synthetic: bool, energy: dict[str, Any]) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
+    opts, bench, model, data, cards = p.opts, p.bench, p.model, p.data, p.cards
     req = opts.requested
     return {
         "format": 1,
@@ -497,7 +417,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
         "batch_size": sut.batch_size, "backend": opts.backend, "card_outputs": bench.card_outputs,
-        "backend_choice": choice,
+        "backend_choice": p.choice,
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},
         "precision": model.get("precision", "fp32"), "quantization": model.get("quantization"),
@@ -530,7 +450,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
 
 
 def _card_kind(sut: SystemUnderTest, cards: CardPlan) -> str:
-    if cards.simulated:
+    if cards.profile is not None:
         return f"SIMULATED ({cards.profile.name})"
     if cards.backend == "null":
         return "null (no inference)"

@@ -20,12 +20,12 @@ from harness import benchmarks, progress, system, tuned
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir
-from harness.loadgen_settings import Calibration, Requested, calibrated_setting
+from harness.loadgen_settings import Calibration, calibrated_setting
+from harness.plan import plan_cards
 from harness.prepare import Layout, read_model_record
-from harness.runner import RunOptions, calibrate, make_sut, plan_cards
+from harness.runner import calibrate, make_sut
 
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
-DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 DEFAULT_SCENARIOS = ("Offline", "Server")
 
 
@@ -45,9 +45,9 @@ def available_backends() -> tuple[str, ...]:
 
 def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model_path: Path, backend: str, batch: int,
              cards: str) -> Measured:
-    opts = RunOptions(bench.name, Requested("Offline", "performance"), data.root, Path("."), backend=backend,
-                      cards=cards)
-    sut = make_sut(bench, data, plan_cards(opts), model_path, batch, "Offline")
+    from harness.topology import detect
+
+    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect()), model_path, batch, "Offline")
     sut.start()
     try:
         cal = calibrate(sut, timed=True)

@@ -1,4 +1,4 @@
-"""Which PCI functions are accelerator cards, and the `--cards` spec (auto | emulate:N).
+"""Which PCI functions are accelerator cards, and the `--cards` spec (auto | emulate:N | simulate:PROFILE:N | map).
 
 A card is recognised by vendor id plus PCI class (or device id where a vendor's class is shared with
 its other products); NICs, NVMe drives, bridges and the BMC's VGA never match.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.errors import ApplianceError
 from harness.topology.model import PciDevice, Topology
@@ -110,29 +111,52 @@ def default_device_nodes(vendor: str, index: int) -> tuple[str, ...]:
     return tuple(t.replace("{128+i}", str(128 + index)).replace("{i}", str(index)) for t in kind.device_templates)
 
 
-def find_cards(topology: Topology, spec: str = "auto") -> list[FoundCard]:
+@dataclass(frozen=True)
+class CardSpec:
+    """`--cards`, parsed once: `auto`, `emulate:N`, `simulate:PROFILE:N`, or a saved card map (.yaml / .yml)."""
+
+    text: str
+    kind: str                 # auto | emulate | simulate | map
+    count: int | None = None  # emulate / simulate
+    profile: str | None = None  # simulate
+    path: Path | None = None  # map
+
+    def __str__(self) -> str:
+        return self.text
+
+
+CARD_SPEC_HELP = "use auto, emulate:N, simulate:PROFILE:N (e.g. simulate:cloud-ai-100:16) or a card map .yaml"
+
+
+def parse_card_spec(text: str) -> CardSpec:
+    """The one reader of `--cards`; a spec it does not understand is one line naming the accepted forms."""
+    spec = text.strip()
+    if spec.endswith((".yaml", ".yml")):
+        return CardSpec(spec, "map", path=Path(spec))
+    lower = spec.lower()
+    if lower == "auto":
+        return CardSpec(spec, "auto")
+    match = re.fullmatch(r"emulate:(\d+)", lower)
+    if match and int(match.group(1)) >= 1:
+        return CardSpec(spec, "emulate", count=int(match.group(1)))
+    match = re.fullmatch(r"simulate:(.+):(\d+)", spec, flags=re.IGNORECASE)
+    if match and int(match.group(2)) >= 1:
+        return CardSpec(spec, "simulate", count=int(match.group(2)), profile=match.group(1))
+    raise ApplianceError(f"--cards {spec!r} is not understood; {CARD_SPEC_HELP}")
+
+
+def find_cards(topology: Topology, spec: str | CardSpec = "auto") -> list[FoundCard]:
     """Cards in PCI address order for `auto`; `emulate:N` gives N cards; no card found: one per L3 domain."""
-    spec = spec.strip().lower()
-    if spec == "auto":
-        found = []
-        for dev in topology.pci_devices:  # already in PCI address order
-            kind = kind_of(dev)
-            if kind is not None:
-                found.append(
-                    FoundCard(
-                        dev.address,
-                        kind.vendor,
-                        kind.model(dev.device),
-                        dev.numa_node,
-                        dev.device_nodes,
-                        kind.runtime,
-                    )
-                )
-        return found or _emulated(len(topology.cache_domains()))
-    match = re.fullmatch(r"emulate:(\d+)", spec)
-    if not match or int(match.group(1)) < 1:
-        raise ApplianceError(f"--cards {spec!r} is not understood; use auto or emulate:N with N >= 1")
-    return _emulated(int(match.group(1)))
+    card_spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
+    if card_spec.kind == "emulate":
+        assert card_spec.count is not None
+        return _emulated(card_spec.count)
+    if card_spec.kind != "auto":
+        raise ApplianceError(f"--cards {card_spec.text!r} is not understood here; use auto or emulate:N with N >= 1")
+    found = [FoundCard(dev.address, kind.vendor, kind.model(dev.device), dev.numa_node, dev.device_nodes, kind.runtime)
+             for dev in topology.pci_devices  # already in PCI address order
+             if (kind := kind_of(dev)) is not None]
+    return found or _emulated(len(topology.cache_domains()))
 
 
 def _emulated(count: int) -> list[FoundCard]:

@@ -1,0 +1,170 @@
+"""The resolved plan of one run: what `appliance run` was asked, made concrete once, before anything starts.
+
+Options (`RunOptions`) become a `RunPlan`: the tuned record applied, the benchmark record, the prepared
+model and data, ONE parsed `--cards` spec placed on a topology detected ONCE, the batch size and the
+results folder. The runner, compliance tests and `reproduce` read the plan instead of re-deriving parts
+of it (and re-detecting the machine) in several places.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import benchmarks, system
+from harness.benchmarks import Benchmark
+from harness.cards import BACKENDS
+from harness.datasets import store
+from harness.errors import ApplianceError
+from harness.fsutil import ensure_writable_dir
+from harness.loadgen_settings import Requested
+from harness.prepare import Layout, read_model_record
+from harness.qsl import REPLICATE
+from harness.sut import CardSlot
+from harness.topology.cards import CardSpec, parse_card_spec
+from harness.topology.model import Topology
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    benchmark: str
+    requested: Requested
+    data_dir: Path
+    results_dir: Path
+    backend: str = "onnxruntime"
+    batch_size: int | None = None
+    system_name: str | None = None
+    output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
+    audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
+    test05: bool = False              # TEST05: LoadGen's alternate seeds
+    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
+    replicate: str = "node"           # sample buffer replicas: node | card | none
+    max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
+    card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
+    precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
+    tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    """The cards of a run: where each runs, which backend makes them, and how the map was made."""
+
+    slots: tuple[CardSlot, ...]
+    backend: str
+    profile: Any | None        # simulated_card.Profile for simulated cards
+    how: str                   # one line for the log and the manifest
+    node_cpus: dict[int, frozenset[int]]
+    allowed: frozenset[int]
+
+    @property
+    def simulated(self) -> bool:
+        return self.profile is not None
+
+    def system_name(self) -> str:
+        n = len(self.slots)
+        if self.profile is not None:
+            cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
+            return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
+        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "openvino", "null"))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs decided before it starts."""
+
+    opts: RunOptions             # with the tuned record applied
+    choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
+    bench: Benchmark
+    model: dict[str, Any]        # the prepared model's record
+    data: store.PreparedData
+    topology: Topology
+    cards: CardPlan
+    batch: int
+    folder: Path                 # <results>/<system>/<benchmark>/<scenario>
+
+    @property
+    def scenario(self) -> str:
+        return self.opts.requested.scenario
+
+    @property
+    def mode(self) -> str:
+        return self.opts.requested.mode
+
+
+def resolve(opts: RunOptions) -> RunPlan:
+    """Check the options, apply a tuned record, open the prepared data and place the cards (detecting once)."""
+    from harness import tuned
+    from harness.topology import detect
+
+    opts, choice = tuned.resolve(opts)
+    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs)
+    _check_choice("scenario", opts.requested.scenario, benchmarks.SCENARIOS)
+    _check_choice("backend", opts.backend, BACKENDS)
+    _check_choice("--replicate", opts.replicate, REPLICATE)
+    spec = parse_card_spec(opts.cards)
+    layout = Layout(opts.data_dir, bench)
+    model = read_model_record(layout, opts.precision)
+    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    topology = detect()
+    cards = plan_cards(spec, opts.backend, bench.name, topology)
+    default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
+    batch = opts.batch_size or (1 if opts.requested.scenario == "SingleStream" else default_batch)
+    root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
+    folder = root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario
+    return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
+
+
+def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ApplianceError(f"unknown {what} {value!r}; choose one of: {', '.join(choices)}")
+
+
+def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Topology) -> CardPlan:
+    """Place the cards of `spec` (auto | emulate:N | simulate:PROFILE:N | map.yaml) on `topology`."""
+    from harness.topology import load_card_map, plan
+
+    spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
+    profile = None
+    if spec.kind == "simulate":
+        from harness.cards.simulated_card import load_profile
+
+        assert spec.profile is not None and spec.count is not None
+        if backend not in ("onnxruntime", "simulated"):  # onnxruntime: the option's default
+            raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
+                                 f"--backend {backend}")
+        profile = load_profile(spec.profile, benchmarks.get(benchmark).name)
+        backend = "simulated"
+        slots, how = _shared_slots(topology, spec.count)
+    else:
+        if backend == "simulated":
+            raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
+        if spec.kind == "map":
+            cmap = load_card_map(spec.text, topology)
+            how = f"card map {spec.text}"
+        else:
+            cmap = plan(topology, spec.text)
+            how = f"--cards {spec.text}: L3-aligned policy (topologies/README.md)"
+        slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
+        if backend == "openvino" and len(slots) > 1:
+            raise ApplianceError(f"--backend openvino runs one card per process ({spec.text} gives {len(slots)}): "
+                                 f"OpenVINO's CPU worker threads are shared by every card in a process and keep "
+                                 f"the process's CPUs, so per-card pinning cannot hold; use --cards emulate:1, "
+                                 f"or --backend onnxruntime for several cards")
+    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed)
+
+
+def _shared_slots(topology: Topology, n: int) -> tuple[tuple[CardSlot, ...], str]:
+    """Simulated cards: the L3-aligned map when there are enough cores; when cards outnumber cores,
+    card i shares core block i * cores // n with its neighbours (simulated cards mostly sleep)."""
+    from harness.topology import plan
+
+    cores = len({c.first for c in topology.cores if set(c.cpus) & topology.allowed})
+    if n <= cores:
+        cmap = plan(topology, f"emulate:{n}")
+        return tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards), \
+            f"simulate: {n} cards on {cores} cores, L3-aligned policy"
+    base = plan(topology, f"emulate:{cores}").cards
+    slots = tuple(CardSlot(i, base[i * cores // n].cpus, base[i * cores // n].numa_node) for i in range(n))
+    return slots, (f"simulate: {n} cards on {cores} cores: cards outnumber cores, so card i shares the CPUs "
+                   f"of core slot i*{cores}//{n} (up to {-(-n // cores)} cards per core)")
