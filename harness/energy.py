@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.topology.sysfs import Sysfs
+
 POWERCAP = Path("sys/class/powercap")
 NOTE_NOT_MLPERF = "host CPU package energy from RAPL; informational, not MLPerf Power"
 ROOT_ENV = "APPLIANCE_POWERCAP_ROOT"  # a copied /-like tree holding sys/class/powercap (tests, dry runs)
@@ -28,18 +30,15 @@ class Domain:
 
 def rapl_domains(root: Path = Path("/")) -> list[Domain]:
     """Top-level package domains (`intel-rapl:N`, not their `:N:M` sub-zones) that can be read."""
-    domains = []
-    base = root / POWERCAP
-    for zone in sorted(base.glob("intel-rapl:*")) if base.is_dir() else []:
-        if zone.name.count(":") != 1:
+    fs, domains = Sysfs(root), []
+    for zone in fs.listdir(str(POWERCAP)):
+        if not zone.startswith("intel-rapl:") or zone.count(":") != 1:
             continue
-        try:
-            name = (zone / "name").read_text().strip()
-            max_uj = int((zone / "max_energy_range_uj").read_text())
-            int((zone / "energy_uj").read_text())
-        except (OSError, ValueError):
+        rel = f"{POWERCAP}/{zone}"
+        name, max_uj = fs.text(f"{rel}/name"), fs.int(f"{rel}/max_energy_range_uj")
+        if name is None or max_uj is None or fs.int(f"{rel}/energy_uj") is None:
             continue  # unreadable (non-root on recent kernels): treated as absent
-        domains.append(Domain(name, zone / "energy_uj", max_uj))
+        domains.append(Domain(name, fs.path(f"{rel}/energy_uj"), max_uj))
     return domains
 
 

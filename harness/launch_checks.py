@@ -19,16 +19,14 @@ import ctypes
 import dataclasses
 import errno
 import os
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.topology.sysfs import format_cpulist, parse_cpulist
+from harness import syscalls
+from harness.topology.sysfs import Sysfs, format_cpulist
 
-# set_mempolicy(2) syscall numbers; MPOL_DEFAULT with no node mask resets to the default policy
-_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261, "s390x": 270}
-MPOL_DEFAULT = 0
+MPOL_DEFAULT = 0  # set_mempolicy(2): MPOL_DEFAULT with no node mask resets to the default policy
 DOCKER_FLAGS_HINT = "see `appliance topology detect --format docker`"
 
 
@@ -77,26 +75,19 @@ def try_set_mempolicy() -> int | None:
 
     MPOL_DEFAULT is the policy a process starts with, so the call changes nothing when it succeeds.
     """
-    number = _SET_MEMPOLICY.get(platform.machine())
-    if number is None:
+    result = syscalls.call("set_mempolicy", ctypes.c_int(MPOL_DEFAULT), ctypes.c_void_p(None), ctypes.c_ulong(0))
+    if result is None:
         return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-    ctypes.set_errno(0)
-    rc = libc.syscall(ctypes.c_long(number), ctypes.c_int(MPOL_DEFAULT), ctypes.c_void_p(None), ctypes.c_ulong(0))
-    return 0 if rc == 0 else ctypes.get_errno()
+    rc, err = result
+    return 0 if rc == 0 else err
 
 
 def _cgroup_mems(root: Path = Path("/")) -> frozenset[int] | None:
+    fs = Sysfs(root)
     for rel in ("sys/fs/cgroup/cpuset.mems.effective", "sys/fs/cgroup/cpuset/cpuset.effective_mems"):
-        try:
-            text = (root / rel).read_text().strip()
-        except OSError:
-            continue
-        if text:
-            return frozenset(parse_cpulist(text))
+        mems = fs.cpulist(rel)
+        if mems:
+            return frozenset(mems)
     return None
 
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import _copy
+from harness import _copy, syscalls
 from harness.benchmarks import Benchmark
 from harness.datasets.store import PreparedData
 
@@ -139,12 +138,6 @@ class SampleLibrary:
             return None
         return aligned_empty((batch, *self.benchmark.input_shape), dtype)
 
-    def slots(self, indices: np.ndarray) -> np.ndarray:
-        slots = self._slot[indices]
-        if (slots < 0).any():
-            raise RuntimeError(f"LoadGen issued samples that are not loaded: {indices[slots < 0][:5]}")
-        return slots
-
     def stage(self, indices: np.ndarray, out: np.ndarray, replica: int = 0) -> np.ndarray:
         """Write samples `indices` from `replica` into `out[:n]` (a copy for uint8, mean-subtracted for
         float32) and return that view. uint8: one native call (`harness/_copy.cpp`) that looks up, checks
@@ -172,12 +165,9 @@ class SampleLibrary:
         return view
 
 
-_MOVE_PAGES = {"x86_64": 279, "aarch64": 239, "ppc64le": 301}.get(platform.machine())
-
-
 def page_nodes(arr: np.ndarray, samples: int = 64) -> dict[str, int]:
     """NUMA node of up to `samples` pages spread over `arr`, counted per node (move_pages(2) query mode)."""
-    if _MOVE_PAGES is None or arr.nbytes == 0:
+    if syscalls.number("move_pages") is None or arr.nbytes == 0:
         return {}
     page = os.sysconf("SC_PAGE_SIZE")
     start = arr.ctypes.data - arr.ctypes.data % page
@@ -186,8 +176,8 @@ def page_nodes(arr: np.ndarray, samples: int = 64) -> dict[str, int]:
     addrs = (ctypes.c_void_p * count)(*[start + page + i * step if start + page + i * step
                                         < arr.ctypes.data + arr.nbytes else arr.ctypes.data for i in range(count)])
     status = (ctypes.c_int * count)()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(_MOVE_PAGES, 0, ctypes.c_ulong(count), addrs, None, status, 0) != 0:
+    result = syscalls.call("move_pages", 0, ctypes.c_ulong(count), addrs, None, status, 0)
+    if result is None or result[0] != 0:
         return {}
     out: dict[str, int] = {}
     for s in status:

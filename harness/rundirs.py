@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text
+from harness.topology.sysfs import Sysfs
 
 Echo = Callable[[str], None]
 INCOMPLETE = ".incomplete"
@@ -37,19 +38,16 @@ def numbered(stem: str, n: int, bare_first: bool) -> str:
 
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie, killed but not yet reaped, does not)."""
+    stat = Sysfs().text(f"proc/{pid}/stat")
+    if stat is not None:
+        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    except PermissionError:
+        pass
+    return True
 
 
 @dataclass

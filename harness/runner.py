@@ -41,6 +41,7 @@ from harness.plan import CardPlan, RunOptions, RunPlan, resolve
 from harness.qsl import SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
 from harness.sut import SystemUnderTest, loadgen_window
+from harness.topology.sysfs import format_cpulist
 
 Echo = Callable[[str], None]
 __all__ = ["RunOptions", "RunOutcome", "execute", "latest_run", "make_sut", "run"]
@@ -189,7 +190,7 @@ def _working_dir(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
@@ -260,7 +261,7 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
     with progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
         sut.start()
     for info in sut.cards:
-        echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
+        echo(f"{info.label()}: cpus {format_cpulist(info.cpus) or 'all'}")
     cal = calibrate(sut, timed=p.mode == "performance")
     req = p.opts.requested
     if p.scenario == "Server":
@@ -323,12 +324,6 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
         return CardFailure(f"{exc}; run marked INVALID, " + (f"logs kept in {kept}" if kept else "nothing was kept"))
     folder.abandon(f"failed: {exc}", keep=logged)
     return exc
-
-
-def system_cpulist(cpus: tuple[int, ...]) -> str:
-    from harness.topology.sysfs import format_cpulist
-
-    return format_cpulist(cpus) or "all"
 
 
 def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any]) -> RunOutcome:

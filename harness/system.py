@@ -14,13 +14,11 @@ PACKAGES = ("mlcommons-loadgen", "onnxruntime", "onnx", "numpy", "opencv-python-
 
 @cache
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    from harness.topology.sysfs import Sysfs
+
+    for line in (Sysfs().text("proc/cpuinfo") or "").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 

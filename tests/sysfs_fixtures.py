@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.topology.sysfs import format_cpulist
+
 QUALCOMM, AIC100 = 0x17CB, 0xA100
 NVIDIA, A100_PCIE = 0x10DE, 0x20F1
 ACCEL_CLASS, DISPLAY_3D_CLASS = 0x120000, 0x030200
@@ -76,17 +78,6 @@ def mask(cpus: set[int], ncpus: int) -> str:
     return ",".join(f"{(value >> (32 * w)) & 0xFFFFFFFF:08x}" for w in reversed(range(words)))
 
 
-def cpulist(cpus: set[int]) -> str:
-    ordered, parts, i = sorted(cpus), [], 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
 class _Writer:
     def __init__(self, root: Path, machine: Machine) -> None:
         self.root, self.m = root, machine
@@ -99,7 +90,7 @@ class _Writer:
     def cpus(self, rel_mask: str, rel_list: str, cpus: set[int]) -> None:
         self.put(rel_mask, mask(cpus, self.m.ncpus))
         if not self.m.masks_only:
-            self.put(rel_list, cpulist(cpus))
+            self.put(rel_list, format_cpulist(cpus))
 
 
 def write_machine(root: Path, m: Machine) -> Path:
@@ -109,8 +100,8 @@ def write_machine(root: Path, m: Machine) -> Path:
     online = all_cpus - m.offline
     base = "sys/devices/system/cpu"
     for rel, cpus in (("online", online), ("possible", all_cpus), ("present", all_cpus)):
-        w.put(f"{base}/{rel}", cpulist(cpus))
-    w.put(f"{base}/offline", cpulist(m.offline))
+        w.put(f"{base}/{rel}", format_cpulist(cpus))
+    w.put(f"{base}/offline", format_cpulist(m.offline))
     w.put(f"{base}/kernel_max", "8191")
     for cpu in sorted(all_cpus):
         _write_cpu(w, cpu, cpu in online)
@@ -123,7 +114,7 @@ def write_machine(root: Path, m: Machine) -> Path:
         w.put("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids")
         w.put("proc/self/cgroup", "0::/appliance")
         w.put("sys/fs/cgroup/appliance/cpuset.cpus.effective", m.cgroup_cpus)
-        w.put("sys/fs/cgroup/appliance/cpuset.mems.effective", cpulist(set(range(m.sockets * m.nps))))
+        w.put("sys/fs/cgroup/appliance/cpuset.mems.effective", format_cpulist(set(range(m.sockets * m.nps))))
     return root
 
 
@@ -177,8 +168,8 @@ def _write_nodes(w: _Writer, online: set[int]) -> None:
     node_ids = cpu_nodes + list(m.cpuless_nodes)
     base = "sys/devices/system/node"
     for rel in ("online", "possible", "has_memory", "has_normal_memory"):
-        w.put(f"{base}/{rel}", cpulist(set(node_ids)))
-    w.put(f"{base}/has_cpu", cpulist(set(cpu_nodes)))
+        w.put(f"{base}/{rel}", format_cpulist(set(node_ids)))
+    w.put(f"{base}/has_cpu", format_cpulist(set(cpu_nodes)))
     for node in node_ids:
         cpus = {c for c in online if node in cpu_nodes and m.node_of(c) == node} - m.nodeless
         d = f"{base}/node{node}"

@@ -18,8 +18,6 @@ import numpy as np
 from harness.datasets.store import PreparedData
 from harness.errors import DataError
 
-AGAINST = ("dataset", "golden")
-
 
 @dataclass(frozen=True)
 class Score:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from math import prod
 
 import onnx
-from onnx import numpy_helper, shape_inference
+from onnx import shape_inference
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,3 @@ def model_stats(model: onnx.ModelProto) -> ModelStats:
 
 def _attr(node: onnx.NodeProto, name: str) -> int:
     return next((a.i for a in node.attribute if a.name == name), 0)
-
-
-def initializer_bytes(model: onnx.ModelProto) -> int:
-    return sum(numpy_helper.to_array(i).nbytes for i in model.graph.initializer)

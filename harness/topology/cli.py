@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
+from harness.fsutil import atomic_write_text
 from harness.topology.affinity import plan
 from harness.topology.detect import detect
-from harness.topology.formats import RENDERERS, write_atomic
+from harness.topology.formats import RENDERERS
 
 
 @click.group()
@@ -78,4 +79,4 @@ def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt:
     if output is None:
         click.echo(text, nl=False)
     else:
-        write_atomic(output, text)
+        atomic_write_text(output, text)

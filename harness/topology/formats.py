@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -127,19 +126,6 @@ RENDERERS: dict[str, Callable[[CardMap], str]] = {
     "numa-config": render_numa_config,
     "docker": render_docker,
 }
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write to a temporary name in the same directory, then rename: never a half-written file."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
