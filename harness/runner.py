@@ -25,6 +25,7 @@ import mlperf_loadgen as lg
 from harness import progress, rundirs, system
 from harness.benchmarks import Benchmark
 from harness.cards import BackendSpec, make_card
+from harness.cards.base import Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
@@ -72,20 +73,19 @@ def latest_run(perf_dir: Path) -> Path | None:
     return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
 
 
-def _make_factory(bench: Benchmark, cards: CardPlan, model_path: Path):
-    spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
-                       cards.profile, bench.output_casts)
-    return lambda index, cpus: make_card(spec, index, cpus)
-
-
 def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_path: Path, batch: int,
              scenario: str, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
     """The SUT of a run (sample buffers, cards, batching), not yet started: `run` and `tune` share it."""
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
-    return SystemUnderTest(bench, qsl, list(cards.slots), _make_factory(bench, cards, model_path), batch,
-                           scenario=scenario, max_wait_s=max_wait_s)
+    spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
+                       cards.profile, bench.output_casts)
+
+    def factory(index: int, cpus: tuple[int, ...]) -> Card:
+        return make_card(spec, index, cpus)
+
+    return SystemUnderTest(bench, qsl, list(cards.slots), factory, batch, scenario=scenario, max_wait_s=max_wait_s)
 
 
 BATCH_FILL_PROBABILITY = 0.99
