@@ -206,9 +206,9 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
     folder = _claim(p, echo)
-    sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate,
-                   None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6)
     try:
+        sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate,
+                       None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6)
         with _interrupts_raised():
             try:
                 energy = _loadgen_test(p, sut, folder.staging, echo)
@@ -347,8 +347,7 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
         accuracy_text, result = _score(p, staging)
-    atomic_write_json(staging / "manifest.json", _manifest(p, sut, detail, staging, result, notes, synthetic,
-                                                           energy))
+    atomic_write_json(staging / "manifest.json", _manifest(p, sut, detail, staging, result, notes, energy))
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes))
@@ -401,7 +400,7 @@ def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
-              notes: list[str], synthetic: bool, energy: dict[str, Any]) -> dict[str, Any]:
+              notes: list[str], energy: dict[str, Any]) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     opts, bench, model, data, cards = p.opts, p.bench, p.model, p.data, p.cards
     req = opts.requested
@@ -439,7 +438,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                     "seeds": {k: detail.get(f"effective_{k}") for k in
                               ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}},
         "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": _card_kind(sut, cards),
-                      "any": synthetic},
+                      "any": bool(model["synthetic"] or data.synthetic)},
         "result": result, "notes": notes, "energy": energy,
     }
 
