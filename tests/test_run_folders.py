@@ -1,0 +1,192 @@
+"""Run folders: claimed atomically across processes, runs killed or stopped by the machine kept as
+run_N.incomplete with a line saying why, and nothing hidden left behind."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import appliance
+
+from harness import rundirs
+
+RUN = ["run", "--backend", "null", "-q"]
+
+
+def _hidden(tree: Path) -> list[Path]:
+    return [p for p in tree.rglob(".*") if not p.name.startswith(".write-probe")]
+
+
+def _claim_and_commit(parent: str, barrier: multiprocessing.synchronize.Barrier, out: multiprocessing.Queue) -> None:
+    barrier.wait()
+    folder = rundirs.claim(Path(parent), "run", echo=lambda _: None)
+    (folder.staging / "pid").write_text(str(os.getpid()))
+    out.put(folder.commit().name)
+
+
+def test_concurrent_claims_get_distinct_numbers(tmp_path: Path) -> None:
+    """Eight processes released together by a barrier claim run_1 .. run_8, one each."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, out = ctx.Barrier(8), ctx.Queue()
+    procs = [ctx.Process(target=_claim_and_commit, args=(str(tmp_path), barrier, out)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 8
+    names = sorted(out.get(timeout=5) for _ in range(8))
+    assert sorted(names, key=lambda n: int(n.split("_")[1])) == [f"run_{i}" for i in range(1, 9)]
+    assert len({(tmp_path / n / "pid").read_text() for n in names}) == 8
+    assert _hidden(tmp_path) == []
+
+
+_GATED = """
+import os, sys, time
+from harness.cli import main
+gate = sys.argv[1]
+open(gate + f".ready-{os.getpid()}", "w").close()
+while not os.path.exists(gate):
+    time.sleep(0.001)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_two_runs_started_together_both_finish(attempt: int, tmp_path: Path, data_dir: Path) -> None:
+    """Two `appliance run`s, imported and waiting on one gate, into one --results: run_1 and run_2."""
+    results, gate = tmp_path / "results", tmp_path / "gate"
+    args = [*RUN, "--data-dir", str(data_dir), "--results", str(results), "--duration-ms", "300"]
+    procs = [subprocess.Popen([sys.executable, "-c", _GATED, str(gate), *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("gate.ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # both have imported the appliance and wait on the gate
+    gate.touch()
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    (perf,) = results.glob("*/resnet50/Offline/performance")
+    assert sorted(p.name for p in perf.iterdir()) == ["run_1", "run_2"]
+    assert all((perf / n / "mlperf_log_detail.txt").is_file() for n in ("run_1", "run_2"))
+    assert _hidden(results) == []
+
+
+def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_dir: Path) -> None:
+    results = tmp_path / "results"
+    args = [*RUN, "--data-dir", str(data_dir), "--results", str(results)]
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--duration-ms", "60000"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(results.rglob(".run_1.staging-*/mlperf_log_detail.txt")):
+        time.sleep(0.2)
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    (staging,) = results.rglob(".run_1.staging-*")
+    next_run = subprocess.run([sys.executable, "-m", "harness.cli", *args, "--duration-ms", "300"],
+                              capture_output=True, text=True, timeout=300)
+    assert next_run.returncode == 0, next_run.stderr
+    assert f"PID {child.pid}" in next_run.stdout and "run_1.incomplete" in next_run.stdout
+    perf = staging.parent
+    assert sorted(p.name for p in perf.iterdir()) == ["run_1.incomplete", "run_2"]
+    assert f"PID {child.pid}" in (perf / "run_1.incomplete" / "INCOMPLETE.txt").read_text()
+    assert (perf / "run_1.incomplete" / "mlperf_log_detail.txt").is_file()
+    assert _hidden(results) == []
+
+
+_INTERRUPTED_WARM_UP = """
+import os, signal, sys, time
+from harness import runner
+from harness.cli import main
+real = runner.calibrate
+def interrupted_warm_up(*args, **kwargs):  # a real SIGINT, delivered while the cards warm up
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+    return real(*args, **kwargs)
+runner.calibrate = interrupted_warm_up
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_before_loadgen_keeps_nothing_and_says_so(tmp_path: Path, data_dir: Path) -> None:
+    """SIGINT while the cards warm up (before LoadGen starts): exit 130, `nothing was kept`, no folder."""
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_WARM_UP, *RUN, "--data-dir", str(data_dir),
+                           "--results", str(tmp_path), "--duration-ms", "300"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert "nothing was kept" in proc.stderr and "incomplete" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.rglob("performance")) and not list(tmp_path.rglob("run_*")) and _hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_disk_fault_during_a_run_is_one_line_and_an_incomplete_run(code: int, tmp_path: Path, data_dir: Path,
+                                                                   capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest write fails as a full (or failing) disk fails it: run_1.incomplete saying why."""
+    from harness import runner
+
+    def failing_write(path: Path, data: object) -> None:
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(runner, "atomic_write_json", failing_write)
+    assert appliance(*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and errno.errorcode[code] in err[0] and "run_1.incomplete" in err[0], err
+    assert "internal error" not in err[0]
+    (incomplete,) = tmp_path.rglob("run_1.incomplete")
+    assert errno.errorcode[code] in (incomplete / "INCOMPLETE.txt").read_text()
+    assert (incomplete / "mlperf_log_detail.txt").is_file()
+    assert not list(tmp_path.rglob("run_1")) and _hidden(tmp_path) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A tmpfs of a few MB, where root may mount one; the test is skipped elsewhere."""
+    mounts = []
+
+    def make(size: str) -> Path:
+        where = tmp_path / f"disk-{size}"
+        where.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a tmpfs here (needs root)")
+        mounts.append(where)
+        return where
+
+    yield make
+    for where in mounts:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_nearly_full_disk_is_refused_before_the_run(small_disk, tmp_path: Path, data_dir: Path, capsys) -> None:
+    disk = small_disk("2m")
+    assert appliance(*RUN, "--data-dir", data_dir, "--results", disk, "--duration-ms", "300") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "free" in err[0] and "needs about" in err[0], err
+    assert not list(disk.rglob("run_*")) and _hidden(disk) == []
+
+
+def test_disk_filling_during_a_run_ends_it_incomplete(small_disk, tmp_path: Path, data_dir: Path) -> None:
+    """A real full disk: the run passes the free-space check, then the disk fills while LoadGen runs."""
+    disk = small_disk("20m")
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir),
+                              "--results", str(disk), "--duration-ms", "4000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(disk.rglob(".run_1.staging-*/mlperf_log_detail.txt")):
+        time.sleep(0.1)
+    with open(disk / "filler", "wb") as f, pytest.raises(OSError) as full:
+        while True:
+            f.write(b"\0" * (1 << 20))
+            f.flush()
+    assert full.value.errno == errno.ENOSPC
+    _, err = child.communicate(timeout=300)
+    lines = err.strip().splitlines()
+    assert child.returncode == 2 and len(lines) == 1 and "ENOSPC" in lines[0], err
+    assert "internal error" not in err and "run_1.incomplete" in lines[0]
+    assert list(disk.rglob("run_1.incomplete")) and not list(disk.rglob("run_1")) and _hidden(disk) == []
