@@ -1,7 +1,9 @@
 """`appliance run`: one LoadGen test from prepared data to a results folder that is never overwritten.
 
-The run writes into a hidden staging folder and renames it when LoadGen is done: `run_N` for a
-finished run, `run_N.incomplete` (with INCOMPLETE.txt) after Ctrl-C or a card failure.
+`run` resolves the options into a plan (harness.plan) and `execute`s it. The run claims its folder
+(harness.rundirs), writes into a hidden staging folder and renames it when LoadGen is done: `run_N`
+for a finished run, `run_N.incomplete` (with INCOMPLETE.txt) after Ctrl-C, a card failure or a fault
+of the machine (full disk, I/O error); a run stopped before LoadGen logged anything leaves nothing.
 """
 
 from __future__ import annotations
