@@ -178,7 +178,6 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run --precision int8 --backend openvino
       appliance run -s Server --tuned data/tuned/resnet50.json
     """
-    from harness import launch_checks
     from harness.report import summary_table
     from harness.runner import RunOptions, write_json_summary
     from harness.runner import run as run_one
@@ -186,7 +185,6 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
     progress.set_quiet(quiet or as_json)
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     bench = benchmarks.get(benchmark)
-    launch_checks.check(lambda m: click.echo(m, err=True))  # inside a container: missing docker run flags?
     ctx = click.get_current_context()
     # `appliance run` alone (results/output options aside) is the embedded default benchmark
     default_run = all(ctx.get_parameter_source(p) is not ParameterSource.COMMANDLINE

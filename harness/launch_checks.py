@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import syscalls
+from harness.topology.model import Topology
 from harness.topology.sysfs import Sysfs, format_cpulist
 
 MPOL_DEFAULT = 0  # set_mempolicy(2): MPOL_DEFAULT with no node mask resets to the default policy
@@ -91,15 +92,17 @@ def _cgroup_mems(root: Path = Path("/")) -> frozenset[int] | None:
     return None
 
 
-def gather(cards: str = "auto", mempolicy: Callable[[], int | None] = try_set_mempolicy) -> LaunchFacts:
-    """Read this machine: the card map it would get without a cpuset, and what the container allows."""
+def gather(cards: str = "auto", mempolicy: Callable[[], int | None] = try_set_mempolicy,
+           topology: Topology | None = None) -> LaunchFacts:
+    """Read this machine (`topology`: a run's own detection, so it is not detected twice): the card map it
+    would get without a cpuset, and what the container allows."""
     from harness.topology import detect, plan
 
     allowed = frozenset(os.sched_getaffinity(0))
     wanted_cpus = wanted_mems = None
     missing: list[str] = []
     try:
-        machine = detect("/")
+        machine = topology or detect("/")
         whole = plan(dataclasses.replace(machine, allowed=machine.online), cards)
         wanted_cpus = frozenset(cpu for card in whole.cards for cpu in card.cpus)
         wanted_mems = frozenset(node for node, cpus in whole.numa_nodes.items() if cpus & wanted_cpus)
@@ -112,11 +115,11 @@ def gather(cards: str = "auto", mempolicy: Callable[[], int | None] = try_set_me
                        mempolicy_errno=mempolicy(), missing_devices=tuple(missing))
 
 
-def check(warn: Callable[[str], None]) -> list[str]:
+def check(warn: Callable[[str], None], topology: Topology | None = None) -> list[str]:
     """Warn (one line each) about `docker run` flags this container was started without."""
     if not in_container():
         return []
-    lines = warnings(gather())
+    lines = warnings(gather() if topology is None else gather(topology=topology))
     for line in lines:
         warn(f"appliance: warning: {line}")
     return lines

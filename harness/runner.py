@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import progress, rundirs, system
+from harness import launch_checks, progress, rundirs, system
 from harness.benchmarks import Benchmark
 from harness.cards import BackendSpec, make_card
 from harness.cards.base import Card
@@ -203,6 +203,7 @@ def run(opts: RunOptions, echo: Echo = print) -> RunOutcome:
 
 def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     """Claim a run folder, run LoadGen on the plan's cards, keep the logs: finished, or marked incomplete."""
+    launch_checks.check(lambda m: print(m, file=sys.stderr), p.topology)  # in a container: docker run flags?
     _announce(p, echo)
     if p.folder.is_dir():
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
