@@ -25,6 +25,7 @@ import mlperf_loadgen as lg
 
 from harness import benchmarks, progress, system
 from harness.benchmarks import Benchmark
+from harness.build_info import appliance_info
 from harness.cards import BACKENDS, BackendSpec, make_card
 from harness.datasets import store
 from harness.energy import EnergyMeter
@@ -492,6 +493,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
     req = opts.requested
     return {
         "format": 1,
+        "appliance": appliance_info(),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,

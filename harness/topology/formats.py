@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from harness.errors import ApplianceError
+from harness.fsutil import atomic_write_text
 from harness.topology.cards import default_device_nodes
 from harness.topology.model import Card, CardMap, Topology
 from harness.topology.sysfs import format_cpulist, parse_cpulist
@@ -131,15 +131,7 @@ RENDERERS: dict[str, Callable[[CardMap], str]] = {
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write to a temporary name in the same directory, then rename: never a half-written file."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write_text(Path(path), text)
 
 
 def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
@@ -154,7 +146,7 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     cards = []
     for entry in data["cards"]:
         try:
-            card = _card_from_yaml(entry)
+            card = card_from_yaml(entry)
         except (KeyError, TypeError, ValueError) as exc:
             raise ApplianceError(f"{path}: bad card entry {entry!r} ({exc}); {regenerate}") from exc
         missing = set(card.cpus) - topology.online
@@ -173,7 +165,7 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     return CardMap(topology.packages, dict(topology.numa_nodes), topology.l3_domains, tuple(cards))
 
 
-def _card_from_yaml(entry: dict[str, object]) -> Card:
+def card_from_yaml(entry: dict[str, object]) -> Card:
     cores, cpus = parse_cpulist(str(entry["cores"])), parse_cpulist(str(entry["cpus"]))
     if not cores <= cpus:
         raise ValueError("cores must be a subset of cpus")
