@@ -23,7 +23,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import benchmarks, progress, system
+from harness import benchmarks, integrity, progress, system
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
 from harness.cards import BACKENDS, BackendSpec, make_card
@@ -339,6 +339,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
     cards = plan_cards(opts)
     slots = list(cards.slots)
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch

@@ -1,0 +1,75 @@
+"""What a run loads is what `prepare` made: the model file and every prepared data file, re-hashed.
+
+Each file is hashed in full (sha256) the first time a process uses it and compared with the digest
+its prepare record holds; a later use in the same process (tune, compliance tests) re-hashes it only
+when its size, mtime or inode changed. A mismatch stops the run before LoadGen starts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import benchmarks
+from harness.datasets import store
+from harness.errors import DataError
+from harness.fsutil import sha256_file
+
+_HASHED: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime_ns, inode) -> sha256, this process
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One file that differs from its prepare record."""
+
+    path: Path
+    why: str   # "missing" or "sha256 differs from the prepare record"
+
+    def line(self) -> str:
+        return f"{self.path}: {self.why}"
+
+
+def sha256_once(path: Path) -> str:
+    """sha256 of `path`, hashed in full once per process while its size, mtime and inode stay the same."""
+    st = os.stat(path)
+    key = (str(path.absolute()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _HASHED:
+        _HASHED[key] = sha256_file(path)
+    return _HASHED[key]
+
+
+def verify_loaded(model: dict[str, Any], data: store.PreparedData) -> list[Mismatch]:
+    """Check a read model record (`prepare.read_model_record`) and opened prepared data against the files."""
+    bad = []
+    path = Path(model["path"])
+    try:
+        if sha256_once(path) != model["sha256"]:
+            bad.append(Mismatch(path, "sha256 differs from the prepare record"))
+    except FileNotFoundError:
+        bad.append(Mismatch(path, "missing"))
+    for name in store.verify_digests(data.root, data.manifest, sha256_once):
+        file = data.root / name
+        bad.append(Mismatch(file, "sha256 differs from the prepare manifest" if file.exists() else "missing"))
+    return bad
+
+
+def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> list[Mismatch]:
+    """Every file a run of `benchmark` at `precision` would load from `data_dir`, checked against its
+    prepare record (empty when all match). Raises DataError, one line, when nothing is prepared or a
+    record is unreadable."""
+    from harness.prepare import Layout, read_model_record
+
+    bench = benchmarks.get(benchmark)
+    layout = Layout(data_dir, bench)
+    model = read_model_record(layout, precision)
+    return verify_loaded(model, store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir)))
+
+
+def refuse_mismatches(mismatches: list[Mismatch], hint: str) -> None:
+    """One line naming the first changed file (and how many more), or nothing when all match."""
+    if mismatches:
+        more = f" (and {len(mismatches) - 1} more file(s))" if len(mismatches) > 1 else ""
+        raise DataError(f"{mismatches[0].line()}{more}: the prepared data was changed after prepare; "
+                        f"rerun `{hint}`")
