@@ -7,12 +7,13 @@ when its size, mtime or inode changed. A mismatch stops the run before LoadGen s
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks
+from harness import benchmarks, model_record
 from harness.datasets import store
 from harness.errors import DataError
 from harness.fsutil import sha256_file
@@ -42,29 +43,41 @@ def sha256_once(path: Path) -> str:
 
 def verify_loaded(model: dict[str, Any], data: store.PreparedData) -> list[Mismatch]:
     """Check a read model record (`prepare.read_model_record`) and opened prepared data against the files."""
-    bad = []
-    path = Path(model["path"])
-    try:
-        if sha256_once(path) != model["sha256"]:
-            bad.append(Mismatch(path, "sha256 differs from the prepare record"))
-    except FileNotFoundError:
-        bad.append(Mismatch(path, "missing"))
-    for name in store.verify_digests(data.root, data.manifest, sha256_once):
-        file = data.root / name
-        bad.append(Mismatch(file, "sha256 differs from the prepare manifest" if file.exists() else "missing"))
-    return bad
+    return _verify(Path(model["path"]), model["sha256"], data.root, data.manifest)
 
 
 def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> list[Mismatch]:
     """Every file a run of `benchmark` at `precision` would load from `data_dir`, checked against its
-    prepare record (empty when all match). Raises DataError, one line, when nothing is prepared or a
-    record is unreadable."""
-    from harness.prepare import Layout, read_model_record
+    prepare record: empty when all match, a missing or changed file is a Mismatch. Raises DataError
+    (one line) when nothing is prepared there or a record is unreadable."""
+    from harness.prepare import Layout, located
 
     bench = benchmarks.get(benchmark)
     layout = Layout(data_dir, bench)
-    model = read_model_record(layout, precision)
-    return verify_loaded(model, store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir)))
+    hint = bench.prepare_hint(data_dir)
+    try:
+        record = model_record.read(layout.record_for(precision))
+        manifest = json.loads((layout.preprocessed / store.MANIFEST).read_text())
+        store.digested_files(manifest)  # the entries are there
+    except FileNotFoundError as exc:
+        raise DataError(f"nothing prepared for {bench.name} {precision} in {data_dir} ({exc.filename} is "
+                        f"missing): run `{hint}`") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"the prepare records in {data_dir} are unreadable ({exc}); rerun `{hint}`") from None
+    return _verify(located(data_dir, record.path, "models"), record.sha256, layout.preprocessed, manifest)
+
+
+def _verify(model: Path, model_sha256: str, prepared: Path, manifest: dict[str, Any]) -> list[Mismatch]:
+    bad = []
+    try:
+        if sha256_once(model) != model_sha256:
+            bad.append(Mismatch(model, "sha256 differs from the prepare record"))
+    except FileNotFoundError:
+        bad.append(Mismatch(model, "missing"))
+    for name in store.verify_digests(prepared, manifest, sha256_once):
+        file = prepared / name
+        bad.append(Mismatch(file, "sha256 differs from the prepare manifest" if file.exists() else "missing"))
+    return bad
 
 
 def refuse_mismatches(mismatches: list[Mismatch], hint: str) -> None:

@@ -76,7 +76,7 @@ def located(data_dir: Path, recorded: str, folder: str) -> Path:
     given = Path(recorded)
     candidates = [given] if given.is_absolute() else [data_dir / given, given]
     candidates.append(data_dir / folder / given.name)
-    return next((c.absolute() for c in candidates if c.is_file()), (data_dir / given).absolute())
+    return Path(os.path.abspath(next((c for c in candidates if c.is_file()), data_dir / given)))
 
 
 def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]:

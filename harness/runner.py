@@ -24,13 +24,14 @@ from typing import Any
 import mlperf_loadgen as lg
 
 from harness import benchmarks, integrity, progress, system
+from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
 from harness.cards import BACKENDS, BackendSpec, make_card
 from harness.datasets import store
 from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
-from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file
+from harness.fsutil import atomic_write_text, ensure_writable_dir, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
@@ -479,8 +480,8 @@ def _finish(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: sto
             atomic_write_text(staging / "accuracy_golden.txt",
                               f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
                               f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
-    atomic_write_json(staging / "manifest.json", _manifest(opts, bench, model, data, sut, detail, staging,
-                                                           result, notes, synthetic, cards, energy, choice))
+    run_manifest.write(staging, _manifest(opts, bench, model, data, sut, detail, staging,
+                                          result, notes, synthetic, cards, energy, choice))
     os.replace(staging, final)
     return RunOutcome(bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes))
@@ -493,7 +494,6 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     req = opts.requested
     return {
-        "format": 1,
         "appliance": appliance_info(),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
