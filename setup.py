@@ -22,7 +22,7 @@ def source_commit() -> str:
         return ""
 
 
-class BuildPyWithCommit(build_py):
+class BuildPyWithCommit(build_py):  # type: ignore[misc]  # setuptools ships no types here
     def run(self) -> None:
         super().run()
         target = Path(self.build_lib) / "harness" / "_build_info.py"
