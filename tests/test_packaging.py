@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from sysfs_fixtures import PAPER_SYSTEMS, build
+
+from harness.cards.simulated_card import load_profile, profile_names
+from harness.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,3 +65,23 @@ def test_wheel_install_runs_simulated_cards_and_shows_paper_maps(data_dir: Path,
     assert manifest["appliance"]["commit_from"] == "build"
     if head is not None:  # the commit baked into the wheel by setup.py
         assert manifest["appliance"]["commit"] == head
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_SYSTEMS))
+def test_shipped_paper_maps_show_what_detect_gives(name: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "detect", "--sysfs-root", str(build(name, tmp_path)), "--format", "json"]) == 0
+    detected = json.loads(capsys.readouterr().out)
+    assert main(["topology", "show", name, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == detected
+
+
+def test_show_refuses_an_unknown_map_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "show", "no-such-server"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "g292-z43-16cards" in err and "no card map 'no-such-server'" in err
+
+
+def test_packaged_profiles_are_listed() -> None:
+    assert {"cloud-ai-100", "cloud-ai-100-failing", "rehearsal-200"} <= set(profile_names())
+    assert load_profile("cloud-ai-100", "resnet50").samples_per_second > 0
