@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, progress, system, tuned
+from harness import benchmarks, integrity, progress, system, tuned
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text, ensure_writable_dir
@@ -108,6 +108,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tu
     layout = Layout(data_dir, bench)
     model = read_model_record(layout, precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
+    integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     path = output or tuned.default_path(data_dir, bench.name, precision)
     ensure_writable_dir(path.parent, "tuned record folder")
     rows: list[Measured] = []
