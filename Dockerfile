@@ -8,7 +8,8 @@
 # Build arguments:
 #   VARIANT=cpu|gpu  gpu installs onnxruntime-gpu (same version as the lock) instead of onnxruntime;
 #                    UNTESTED here (no GPU on the build machine) and the CUDA runtime is not included.
-#   GIT_COMMIT, VERSION  recorded in the OCI labels and in every run's manifest.json.
+#   GIT_COMMIT, VERSION  recorded in the OCI labels and in every run's manifest.json (GIT_COMMIT is
+#                    also baked into the package, harness/_build_info.py, as the manifest's appliance.commit).
 # Build secret (optional): pip_cert, a CA bundle for pip behind a TLS-intercepting proxy; it is
 # mounted for the pip steps only and never stored in the image.
 
@@ -30,11 +31,14 @@ RUN --mount=type=secret,id=pip_cert \
     esac \
  && python3 -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements.lock
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml setup.py README.md /src/
+# the package with its data: simulated-card profiles (harness/cards/profiles) and the paper servers'
+# card maps (harness/topology/maps); setup.py writes GIT_COMMIT into harness/_build_info.py
 COPY harness /src/harness
+ARG GIT_COMMIT=unknown
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
+ && GIT_COMMIT="$GIT_COMMIT" /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
  && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
            /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
 

@@ -139,7 +139,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--cards", default="auto", show_default=True,
               help="Cards and their cores: auto (detected cards, else one CPU-emulated card per L3 domain), "
                    "emulate:N (N CPU-emulated cards), simulate:PROFILE:N (N SIMULATED cards modelled on "
-                   "topologies/cards/PROFILE.yaml), or a card map YAML from `appliance topology detect`.")
+                   "a packaged profile such as cloud-ai-100, or a profile .yaml), "
+                   "or a card map YAML from `appliance topology detect`.")
 @click.option("--replicate", type=click.Choice(("node", "card", "none")), default="node", show_default=True,
               help="Sample buffer replicas: one per NUMA node, one per card, or one shared; each filled by a "
                    "thread pinned to its node's (card's) CPUs.")

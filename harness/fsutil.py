@@ -23,11 +23,32 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def umask() -> int:
+    """The process's umask, read without changing it (Linux /proc; else set and restored at once)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def public_mode(path: str | os.PathLike[str], directory: bool = False) -> None:
+    """Give a file (0666) or folder (0777) from `tempfile`, which makes them 0600 / 0700, the mode an
+    ordinary open() or mkdir() would: minus the umask, so results and data stay readable by others."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder."""
+    """Write `text` to `path` through a temporary file in the same folder (mode as open() gives it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        public_mode(tmp)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -50,6 +71,7 @@ def staged_dir(final: Path) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
+        public_mode(tmp, directory=True)
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

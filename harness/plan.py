@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, system
+from harness import benchmarks, integrity, system
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS
 from harness.datasets import store
@@ -106,6 +106,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
     topology = detect()
     cards = plan_cards(spec, opts.backend, bench.name, topology)
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch

@@ -6,6 +6,9 @@ Data dir layout::
     models/<file>.onnx             the seeded model (or the fetched official one)
     <dataset>/                     raw dataset in its official layout (synthetic unless --source)
     preprocessed/<benchmark>/      uint8 shards + manifest (harness.datasets.store)
+
+Records name files inside the data dir relative to it (`stored_path`), so a prepared data dir can be
+copied, moved or mounted read-only anywhere and used from any working directory.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from harness import progress
+from harness import model_record, progress
 from harness.benchmarks import Benchmark
 from harness.datasets import Listing, store
 from harness.errors import DataError
@@ -60,22 +63,41 @@ class Layout:
         return self.data_dir / "preprocessed" / self.bench.name
 
 
+def stored_path(data_dir: Path, path: Path) -> str:
+    """How a record names `path`: relative to the data dir when inside it, else absolute."""
+    full, root = path.resolve(), data_dir.resolve()
+    return str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
+
+
+def located(data_dir: Path, recorded: str, folder: str) -> Path:
+    """The file a record names. Relative: inside the data dir. Records from before paths were relative
+    hold absolute or working-directory-relative paths: taken as given if the file is there, else its
+    name in the data dir's `folder` (so an old data dir that was moved still works)."""
+    given = Path(recorded)
+    candidates = [given] if given.is_absolute() else [data_dir / given, given]
+    candidates.append(data_dir / folder / given.name)
+    return Path(os.path.abspath(next((c for c in candidates if c.is_file()), data_dir / given)))
+
+
 def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]:
+    """The model record (harness.model_record) as a dict, its `path` made absolute: located in this data
+    dir wherever the dir now lives."""
     hint = layout.bench.prepare_hint(layout.data_dir) + ("" if precision == "fp32" else f" --precision {precision}")
     path = layout.record_for(precision)
     try:
-        record = json.loads(path.read_text())
+        record = model_record.read(path)
     except FileNotFoundError:
         raise DataError(f"no {precision} model prepared for {layout.bench.name} in {layout.data_dir}: "
                         f"run `{hint}`") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path} is damaged ({exc}); rerun `{hint}`") from None
-    if not Path(record["path"]).is_file():
-        raise DataError(f"model {record['path']} is missing; rerun `{hint}`")
-    return record
+    except DataError as exc:
+        raise DataError(f"{exc}; rerun `{hint}`") from None
+    model = located(layout.data_dir, record.path, "models")
+    if not model.is_file():
+        raise DataError(f"model {model} (named in {path}) is missing; rerun `{hint}`")
+    return {**record.to_json(), "path": str(model)}
 
 
-def load_onnx(path: Path, bench: Benchmark):  # -> onnx.ModelProto
+def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
     """Load and check an ONNX file: parseable, and with the benchmark's input and outputs."""
     import onnx
 
@@ -124,12 +146,13 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = existing_record(layout.model_record)
         builder = _builder_digest(bench)  # written to the record below, so a changed builder rebuilds
-        if record and record.get("synthetic") and Path(record["path"]) == path and path.is_file() \
+        if record and record.get("synthetic") and Path(record["path"]).resolve() == path.resolve() \
+                and path.is_file() \
                 and record.get("builder_sha256") == builder and sha256_file(path) == record["sha256"]:
             echo(f"model: {path} (already built, {record['stats']})")
             return record
         with progress.spinner(f"building seeded {bench.title} model"):
-            model = bench.build_model(MODEL_SEED)
+            model = cast(Any, bench.build_model(MODEL_SEED))  # an onnx.ModelProto
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_bytes(model.SerializeToString())
             os.replace(tmp, path)
@@ -141,13 +164,13 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
     echo(f"model: {path}\n  {stats.describe()}\n"
          f"  published: {bench.params_reference / 1e6:.1f}M parameters ({p_dev:+.2f}%), "
          f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)")
-    record = {"benchmark": bench.name, "path": str(path), "sha256": sha, "md5": md5, "synthetic": synthetic,
-              "seed": MODEL_SEED if synthetic else None, "official_artefact": artefact.name if artefact else None,
-              "precision": "fp32",
-              "params": stats.params, "macs_per_sample": stats.macs_per_sample, "stats": stats.describe(),
-              "builder_sha256": builder}
-    atomic_write_json(layout.model_record, record)
-    return record
+    made = model_record.ModelRecord(
+        benchmark=bench.name, path=stored_path(layout.data_dir, path), sha256=sha, md5=md5, synthetic=synthetic,
+        seed=MODEL_SEED if synthetic else None, official_artefact=artefact.name if artefact else None,
+        precision="fp32", params=stats.params, macs_per_sample=stats.macs_per_sample, stats=stats.describe(),
+        builder_sha256=builder)
+    model_record.write(layout.model_record, made)
+    return {**made.to_json(), "path": str(path.absolute())}
 
 
 def _builder_digest(bench: Benchmark) -> str:
@@ -163,10 +186,12 @@ def _builder_digest(bench: Benchmark) -> str:
 
 
 def existing_record(path: Path) -> dict[str, Any] | None:
+    """The model record at `path` (<data>/models/x.json) as `read_model_record` gives it, or None."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        record = model_record.read(path)
+    except (FileNotFoundError, DataError):
         return None
+    return {**record.to_json(), "path": str(located(path.parent.parent, record.path, "models"))}
 
 
 def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, echo: Echo) -> dict[str, Any]:
@@ -194,18 +219,18 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
     index_sha = sha256_file(raw / bench.dataset.index_file)
     old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
     if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(names) \
-            and old.manifest.get("source") == str(raw) and old.manifest.get("sample_shape") == list(bench.input_shape):
+            and old.source.resolve() == raw.resolve() and old.manifest.get("sample_shape") == list(bench.input_shape):
         echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")
         return old.manifest
     with staged_dir(layout.preprocessed) as tmp:
-        manifest = _preprocess(bench, raw, listing, index_sha, tmp, synthetic)
+        manifest = _preprocess(bench, raw, listing, index_sha, tmp, synthetic, stored_path(layout.data_dir, raw))
     echo(f"dataset: {layout.preprocessed} ({len(names)} samples, "
          f"{'synthetic' if synthetic else 'from ' + str(raw)})")
     return manifest
 
 
 def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, out: Path,
-                synthetic: bool) -> dict[str, Any]:
+                synthetic: bool, source: str) -> dict[str, Any]:
     import cv2
 
     names = listing.names
@@ -228,7 +253,7 @@ def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, o
         annotations = {"file": "annotations.json", "sha256": sha256_file(out / "annotations.json")}
     return _write_manifest(out, {
         "format": store.FORMAT_VERSION, "benchmark": bench.name, "dataset": bench.dataset.name,
-        "count": len(names), "synthetic": synthetic, "source": str(raw),
+        "count": len(names), "synthetic": synthetic, "source": source,
         "source_index": bench.dataset.index_file, "source_index_sha256": index_sha,
         "layout": "NCHW", "dtype": "uint8", "sample_shape": list(bench.input_shape),
         "preprocessing": f"{bench.preprocessing}; mean {list(bench.input_mean)} subtracted at batch staging",

@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from harness import progress
+from harness import model_record, progress
 from harness.benchmarks import Benchmark
 from harness.datasets import store
 from harness.errors import DataError
-from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file
+from harness.fsutil import atomic_write_text, sha256_file
+from harness.model_record import ModelRecord
 from harness.models import registry
-from harness.prepare import existing_record, reference_pass
+from harness.prepare import existing_record, reference_pass, stored_path
 
 Echo = Callable[[str], None]
 CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet lists have 500 names)
@@ -135,7 +136,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
 
     if bench.quality_metric != "top-1" or data.golden is None:
         raise DataError(f"--precision int8 is built for classification (top-1 agreement); {bench.name} is not")
-    names = bench.dataset.read(Path(data.manifest["source"]), data.count).names
+    names = bench.dataset.read(data.source, data.count).names
     if cal_list is None:
         cal_list = models_dir / f"{bench.name}-cal_image_list.txt"
         if not cal_list.is_file():
@@ -162,18 +163,20 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     int8 = top1(path, bench, data, bench.default_batch, "int8 top-1 over the prepared dataset")
     agree = 100.0 * float(np.mean(int8 == data.golden))
     md5, sha = registry.file_digests(path)
-    record = {**{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                      "macs_per_sample", "stats")},
-              "path": str(path), "sha256": sha, "md5": md5, "precision": "int8", "input_dtype": "uint8",
-              "quantization": {"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
-                               "weights": "int8 per channel", "activations": "uint8 per tensor",
-                               "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ")",
-                               "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) in the graph",
-                               "fp32_model": fp32["path"], "calibration_list": str(cal_list.resolve()),
-                               "calibration_images": len(indices), "key": key,
-                               "agreement_top1_pct": round(agree, 3), "agreement_samples": data.count}}
-    atomic_write_json(record_path, record)
+    record = ModelRecord(
+        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
+                                "macs_per_sample", "stats")},
+        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="int8", input_dtype="uint8",
+        quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
+                      "weights": "int8 per channel", "activations": "uint8 per tensor",
+                      "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ")",
+                      "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) in the graph",
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                      "calibration_list": stored_path(models_dir.parent, cal_list),
+                      "calibration_images": len(indices), "key": key,
+                      "agreement_top1_pct": round(agree, 3), "agreement_samples": data.count})
+    model_record.write(record_path, record)
     echo(f"int8 model: {path}\n  calibrated on {len(indices)} images of {cal_list}\n"
          f"  top-1 agreement with FP32: {agree:.2f}% of {data.count} samples")
-    return record
+    return {**record.to_json(), "path": str(path.absolute())}
 

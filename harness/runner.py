@@ -25,13 +25,15 @@ from typing import Any
 import mlperf_loadgen as lg
 
 from harness import launch_checks, progress, rundirs, system
+from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
+from harness.build_info import appliance_info
 from harness.cards import BackendSpec, make_card
 from harness.cards.base import Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
-from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file
+from harness.fsutil import atomic_write_text, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
@@ -350,7 +352,7 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
         accuracy_text, result = _score(p, staging)
-    atomic_write_json(staging / "manifest.json", _manifest(p, sut, detail, staging, result, notes, energy))
+    run_manifest.write(staging, _manifest(p, sut, detail, staging, result, notes, energy))
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes))
@@ -408,7 +410,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
     opts, bench, model, data, cards = p.opts, p.bench, p.model, p.data, p.cards
     req = opts.requested
     return {
-        "format": 1,
+        "appliance": appliance_info(),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, progress, system, tuned
+from harness import benchmarks, integrity, progress, system, tuned
 from harness.datasets import store
 from harness.errors import ApplianceError
-from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir
+from harness.fsutil import atomic_write_text, ensure_writable_dir
 from harness.loadgen_settings import Calibration, calibrated_setting
 from harness.plan import plan_cards
 from harness.prepare import Layout, read_model_record
@@ -108,6 +108,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tu
     layout = Layout(data_dir, bench)
     model = read_model_record(layout, precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
+    integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     path = output or tuned.default_path(data_dir, bench.name, precision)
     ensure_writable_dir(path.parent, "tuned record folder")
     rows: list[Measured] = []
@@ -122,15 +123,15 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tu
     chosen = {s: choose(bench, s, rows) for s in scenarios}
     conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, precision, chosen))
-    record = {"format": tuned.FORMAT, "benchmark": bench.name, "precision": precision, "cards": cards,
-              "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-              "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
-              "method": "runner.calibrate: warm-up timing of the run's own cards, best of 2 batches",
-              "user_conf": conf.name, "measured": [asdict(m) for m in rows],
-              "chosen": {s: {"backend": m.backend, "batch_size": m.batch_size, "why": why}
-                         for s, (m, why) in chosen.items()}}
-    atomic_write_json(path, record)
-    return path, record
+    record = tuned.TunedRecord(
+        benchmark=bench.name, precision=precision, cards=cards,
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
+        method="runner.calibrate: warm-up timing of the run's own cards, best of 2 batches",
+        user_conf=conf.name, measured=[asdict(m) for m in rows],
+        chosen={s: tuned.Choice(m.backend, m.batch_size, why) for s, (m, why) in chosen.items()})
+    tuned.write(path, record)
+    return path, record.to_json()
 
 
 def summary(record: dict[str, Any]) -> str:

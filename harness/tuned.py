@@ -9,15 +9,43 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness import benchmarks
 from harness.errors import DataError
-from harness.fsutil import sha256_file
+from harness.fsutil import atomic_write_json, sha256_file
 
 FORMAT = 1
 FALLBACK = "onnxruntime"  # --backend auto without a record
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `appliance tune` chose for one scenario."""
+
+    backend: str
+    batch_size: int
+    why: str
+
+
+@dataclass(frozen=True)
+class TunedRecord:
+    """<data>/tuned/<benchmark>[-int8].json: one writer (`write`, from harness.tune), one reader (`read`)."""
+
+    benchmark: str
+    precision: str
+    cards: str
+    created_utc: str
+    host: dict[str, Any]
+    method: str
+    user_conf: str                  # file name, beside the record
+    measured: list[dict[str, Any]]  # harness.tune.Measured, per backend x batch
+    chosen: dict[str, Choice]       # per scenario
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, **dataclasses.asdict(self)}
 
 
 def default_path(data_dir: Path, benchmark: str, precision: str) -> Path:
@@ -25,16 +53,36 @@ def default_path(data_dir: Path, benchmark: str, precision: str) -> Path:
     return data_dir / "tuned" / f"{name}.json"
 
 
-def read(path: Path) -> dict[str, Any]:
+def write(path: Path, record: TunedRecord) -> None:
+    atomic_write_json(path, record.to_json())
+
+
+def read(path: Path) -> TunedRecord:
+    """The record at `path`, or DataError (one line) saying what is wrong and to rerun `appliance tune`."""
     try:
-        record = json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         raise DataError(f"tuned record {path} does not exist; run `appliance tune` first") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise DataError(f"tuned record {path} is unreadable ({exc}); rerun `appliance tune`") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT or "chosen" not in record:
-        raise DataError(f"{path} is not an `appliance tune` record (format {FORMAT}); rerun `appliance tune`")
-    return record
+    if not isinstance(data, dict) or "chosen" not in data:
+        raise DataError(f"{path} is not an `appliance tune` record; rerun `appliance tune`")
+    if data.get("format") != FORMAT:
+        raise DataError(f"{path} is a format-{data.get('format')} tune record; this appliance reads format "
+                        f"{FORMAT}: rerun `appliance tune`")
+    try:
+        fields = {f.name for f in dataclasses.fields(TunedRecord)}
+        missing = fields - set(data)
+        if missing:
+            raise KeyError(", ".join(sorted(missing)))
+        chosen = {str(s): Choice(str(c["backend"]), int(c["batch_size"]), str(c["why"]))
+                  for s, c in data["chosen"].items()}
+        if not isinstance(data["measured"], list) or not all(isinstance(m, dict) for m in data["measured"]):
+            raise TypeError("measured is not a list of objects")
+        return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"{path} is a malformed tune record ({type(exc).__name__}: {exc}); "
+                        f"rerun `appliance tune`") from None
 
 
 def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
@@ -53,20 +101,21 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         return dataclasses.replace(opts, backend=FALLBACK), {
             "backend": FALLBACK, "why": f"--backend auto: no tuned record at {path}, so {FALLBACK}", "tuned": None}
     record = read(path)
-    if record["benchmark"] != benchmarks.get(opts.benchmark).name or record["precision"] != opts.precision:
-        raise DataError(f"{path} was tuned for {record['benchmark']} {record['precision']}, not "
+    if record.benchmark != benchmarks.get(opts.benchmark).name or record.precision != opts.precision:
+        raise DataError(f"{path} was tuned for {record.benchmark} {record.precision}, not "
                         f"{opts.benchmark} {opts.precision}; rerun `appliance tune` for it")
-    chosen = record["chosen"].get(req.scenario)
+    chosen = record.chosen.get(req.scenario)
     if chosen is None:
         raise DataError(f"{path} has no {req.scenario} choice; rerun `appliance tune --scenario {req.scenario}`")
-    info = {"file": str(path.resolve()), "sha256": sha256_file(path)}
+    info: dict[str, str | None] = {"file": str(path.resolve()), "sha256": sha256_file(path)}
+    batch: int | None
     if opts.backend == "auto":
-        backend, batch = chosen["backend"], chosen["batch_size"]
-        user_conf = path.parent / record["user_conf"]
-        why = f"tuned record {path}: {chosen['why']}"
+        backend, batch = chosen.backend, chosen.batch_size
+        user_conf: Path | None = path.parent / record.user_conf
+        why = f"tuned record {path}: {chosen.why}"
     else:
         backend, user_conf = opts.backend, None
-        rows = [m for m in record["measured"] if m["backend"] == backend]
+        rows = [m for m in record.measured if m.get("backend") == backend]
         batch = max(rows, key=lambda m: m["samples_per_second"])["batch_size"] if rows else None
         why = (f"--backend {backend}; batch from {path}" if rows else
                f"--backend {backend} (not measured in {path}: default batch)")

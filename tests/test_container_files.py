@@ -95,8 +95,19 @@ def test_benchmark_loop_of_the_dockerfile_names_every_benchmark():
 
 def test_dockerignore_lets_the_build_inputs_through():
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
-    for needed in ("requirements.lock", "pyproject.toml", "README.md", "harness/"):
+    for needed in ("requirements.lock", "pyproject.toml", "setup.py", "README.md", "harness/"):
         assert f"!{needed}" in ignore
+    # the package data travels inside harness/ and nothing after the exceptions drops it again
+    rules = [line for line in ignore if line and not line.startswith("#")]
+    assert not [r for r in rules if "profiles" in r or "maps" in r or r.endswith(".yaml")]
+
+
+def test_builder_stage_bakes_the_commit_into_the_package():
+    ins = _instructions()
+    last = max(i for i, (word, _) in enumerate(ins) if word == "FROM")
+    builder = ins[:last]
+    assert any(word == "ARG" and args.startswith("GIT_COMMIT") for word, args in builder)
+    assert any(word == "RUN" and 'GIT_COMMIT="$GIT_COMMIT"' in args and "pip install" in args for word, args in builder)
 
 
 def test_image_identity_from_the_environment(monkeypatch):

@@ -16,7 +16,7 @@ from harness.models.stats import model_stats
 
 def test_signature_params_and_ops(data_dir):
     record = json.loads((data_dir / "models" / "resnet50.json").read_text())
-    model = onnx.load(record["path"])
+    model = onnx.load(data_dir / record["path"])  # recorded relative to the data dir
     (inp,) = model.graph.input
     assert inp.name == "input_tensor:0"
     assert inp.type.tensor_type.elem_type == TensorProto.FLOAT
@@ -31,7 +31,7 @@ def test_signature_params_and_ops(data_dir):
 
 def test_outputs_and_background_class(data_dir):
     record = json.loads((data_dir / "models" / "resnet50.json").read_text())
-    sess = ort.InferenceSession(record["path"], providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(data_dir / record["path"]), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).normal(0, 50, (2, 3, 224, 224)).astype(np.float32)
     argmax, softmax = sess.run(None, {"input_tensor:0": x})
     assert argmax.dtype == np.int64 and argmax.shape == (2,)

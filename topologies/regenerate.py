@@ -1,4 +1,5 @@
-"""Regenerate topologies/*.yaml from the sysfs fixtures with the tool itself, or check they match.
+"""Regenerate the paper servers' maps (harness/topology/maps/*.yaml, package data) from the sysfs
+fixtures with the tool itself, or check they match.
 
 python topologies/regenerate.py          # rewrite the maps
 python topologies/regenerate.py --check  # exit 1 if a committed map differs from the tool's output
@@ -10,8 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
+REPO = Path(__file__).resolve().parents[1]
+MAPS = REPO / "harness" / "topology" / "maps"
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sysfs_fixtures import PAPER_SYSTEMS, build  # noqa: E402
 
@@ -32,7 +34,7 @@ def stale_maps(trees: Path | None = None) -> list[str]:
         for name in sorted(PAPER_SYSTEMS):
             fresh = Path(tmp) / f"{name}.yaml"
             generate(name, fresh, trees or Path(tmp) / "trees")
-            committed = HERE / f"{name}.yaml"
+            committed = MAPS / f"{name}.yaml"
             if not committed.exists() or committed.read_text() != fresh.read_text():
                 stale.append(name)
     return stale
@@ -41,8 +43,8 @@ def stale_maps(trees: Path | None = None) -> list[str]:
 def regenerate() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in sorted(PAPER_SYSTEMS):
-            generate(name, HERE / f"{name}.yaml", Path(tmp))
-            print(f"wrote topologies/{name}.yaml")
+            generate(name, MAPS / f"{name}.yaml", Path(tmp))
+            print(f"wrote {MAPS.relative_to(REPO)}/{name}.yaml")
 
 
 if __name__ == "__main__":
@@ -50,6 +52,6 @@ if __name__ == "__main__":
         stale = stale_maps()
         if stale:
             sys.exit(f"stale maps: {', '.join(stale)}; run python topologies/regenerate.py")
-        print("topologies/*.yaml match the tool's output")
+        print("harness/topology/maps/*.yaml match the tool's output")
     else:
         regenerate()

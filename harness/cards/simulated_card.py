@@ -1,6 +1,6 @@
 """simulated card: a profile's batch latency, no inference. Labelled simulated wherever it appears.
 
-A profile (YAML in topologies/cards/) gives one real card's Offline samples/s and batch size per
+A profile (YAML in harness/cards/profiles/, package data) gives one real card's Offline samples/s and batch size per
 benchmark; the card holds every batch for batch / samples_per_second seconds, measured against a
 deadline so sleep jitter does not add up, and returns zero-filled outputs. A profile's `failure`
 section makes chosen cards raise after N batches, to test what the harness does with a failing card.
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +20,14 @@ import yaml
 from harness.cards.base import CardInfo, ZeroOutputs
 from harness.errors import ApplianceError
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "topologies" / "cards"
+PROFILE_DIR: Traversable = resources.files("harness.cards") / "profiles"  # package data, also in a wheel
 
 
 @dataclass(frozen=True)
 class Profile:
     name: str
     model: str
-    path: Path
+    path: str                   # where it was read from: a packaged profile or the user's file
     samples_per_second: float   # one card, Offline, at `batch`
     batch: int
     input_dtype: str
@@ -37,7 +39,7 @@ class Profile:
         return self.batch / self.samples_per_second
 
     def describe(self) -> dict[str, object]:
-        return {"profile": self.name, "profile_file": str(self.path), "model": self.model,
+        return {"profile": self.name, "profile_file": self.path, "model": self.model,
                 "samples_per_second": self.samples_per_second, "batch": self.batch,
                 "batch_latency_us": round(self.batch_seconds * 1e6, 1),
                 **({"fail_cards": list(self.fail_cards), "fail_after_batches": self.fail_after_batches}
@@ -45,23 +47,23 @@ class Profile:
 
 
 def profile_names() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+    return sorted(p.name.removesuffix(".yaml") for p in PROFILE_DIR.iterdir() if p.name.endswith(".yaml"))
 
 
 def load_profile(name: str, benchmark: str) -> Profile:
-    """`name` is a file in topologies/cards/ (without .yaml) or a path to a profile YAML."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) else PROFILE_DIR / f"{name}.yaml"
+    """`name` is a packaged profile (harness/cards/profiles/, without .yaml) or a path to a profile YAML."""
+    path: Traversable = Path(name) if name.endswith((".yaml", ".yml")) else PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ApplianceError(f"no simulated card profile {name!r}; choose one of: {', '.join(profile_names())} "
                              f"or give a .yaml path")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
         entry = data["benchmarks"].get(benchmark)
         if entry is None:
             raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models "
                                  f"{', '.join(data['benchmarks'])}")
         failure = data.get("failure") or {}
-        profile = Profile(str(data["name"]), str(data["model"]), path, float(entry["samples_per_second"]),
+        profile = Profile(str(data["name"]), str(data["model"]), str(path), float(entry["samples_per_second"]),
                           int(entry["batch"]), str(data.get("input_dtype", "uint8")),
                           tuple(int(c) for c in failure.get("cards", ())), int(failure.get("after_batches", 0)))
     except ApplianceError:

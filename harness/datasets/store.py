@@ -13,6 +13,7 @@ Layout of a prepared folder::
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,13 @@ class PreparedData:
     def synthetic(self) -> bool:
         return bool(self.manifest["synthetic"])
 
+    @property
+    def source(self) -> Path:
+        """The raw dataset it was made from: recorded relative to the data dir (<data>/preprocessed/<name>
+        is this folder) when inside it, else absolute."""
+        recorded = Path(self.manifest["source"])
+        return recorded if recorded.is_absolute() else self.root.parent.parent / recorded
+
     def gather(self, indices: np.ndarray, out: np.ndarray) -> None:
         """Copy samples `indices` (sorted or not) into `out` [len(indices), C, H, W]."""
         for j, idx in enumerate(indices):
@@ -103,8 +111,22 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     return PreparedData(root, manifest, shards, labels, golden)
 
 
-def verify_digests(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Names of the files whose sha256 no longer matches the manifest (empty when all match)."""
-    entries = [*manifest["shards"], manifest["labels"], *(manifest[k] for k in ("annotations", "golden")
-                                                          if manifest.get(k))]
-    return [e["file"] for e in entries if sha256_file(root / e["file"]) != e["sha256"]]
+def digested_files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest entries ({"file", "sha256", ...}) of every file a run reads: shards, labels,
+    annotations, golden reference."""
+    return [*manifest["shards"], manifest["labels"], *(manifest[k] for k in ("annotations", "golden")
+                                                       if manifest.get(k))]
+
+
+def verify_digests(root: Path, manifest: dict[str, Any],
+                   digest: Callable[[Path], str] = sha256_file) -> list[str]:
+    """Names of the files whose sha256 no longer matches the manifest, or that are gone (empty when
+    all match). harness.integrity passes a digest that hashes each file once per process."""
+    bad = []
+    for entry in digested_files(manifest):
+        try:
+            if digest(root / entry["file"]) != entry["sha256"]:
+                bad.append(entry["file"])
+        except FileNotFoundError:
+            bad.append(entry["file"])
+    return bad

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness import __version__, benchmarks
 from harness.errors import ApplianceError, DataError
-from harness.fsutil import atomic_write_json
+from harness.fsutil import atomic_write_json, public_mode
 from harness.submission import system_json
 from harness.submission.truncate import truncate_accuracy_log, with_hash
 
@@ -141,6 +141,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
     try:
+        public_mode(tmp, directory=True)
         sub = tmp / division / submitter
         atomic_write_json(sub / "systems" / f"{system_name}.json", sys_json)
         for bench in sorted({b for b, _ in found}):

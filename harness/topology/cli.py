@@ -80,3 +80,29 @@ def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt:
         click.echo(text, nl=False)
     else:
         atomic_write_text(output, text)
+
+
+@topology.command("show")
+@click.argument("card_map", metavar="MAP")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(RENDERERS)),
+    default="table",
+    show_default=True,
+    help="As for `detect`, e.g. --format numa-config",
+)
+def show_cmd(card_map: str, fmt: str) -> None:
+    """Print a saved card map: one of the paper's servers (shipped with the appliance) or a map file.
+
+    The map is shown as written, not checked against this machine.
+
+    \b
+    Examples:
+      appliance topology show g292-z43-16cards
+      appliance topology show r282-z93-5cards --format numa-config
+      appliance topology show host1.yaml --format docker
+    """
+    from harness.topology.maps import read_map
+
+    click.echo(RENDERERS[fmt](read_map(card_map)), nl=False)

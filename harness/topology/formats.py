@@ -140,7 +140,7 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     cards = []
     for entry in data["cards"]:
         try:
-            card = _card_from_yaml(entry)
+            card = card_from_yaml(entry)
         except (KeyError, TypeError, ValueError) as exc:
             raise ApplianceError(f"{path}: bad card entry {entry!r} ({exc}); {regenerate}") from exc
         missing = set(card.cpus) - topology.online
@@ -159,7 +159,7 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     return CardMap(topology.packages, dict(topology.numa_nodes), topology.l3_domains, tuple(cards))
 
 
-def _card_from_yaml(entry: dict[str, object]) -> Card:
+def card_from_yaml(entry: dict[str, object]) -> Card:
     cores, cpus = parse_cpulist(str(entry["cores"])), parse_cpulist(str(entry["cpus"]))
     if not cores <= cpus:
         raise ValueError("cores must be a subset of cpus")

@@ -1,0 +1,78 @@
+"""The model record, <data>/models/<benchmark>[-int8].json: which model file runs and its digests.
+
+One writer (`write`: prepare and the int8 quantiser) and one reader (`read`), versioned by `format`.
+Records from before the field existed are format 1 too (same keys). `path` names the file relative to
+the data dir when it lies inside it (harness.prepare.stored_path), so the data dir can move.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError
+from harness.fsutil import atomic_write_json
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    benchmark: str
+    path: str                      # relative to the data dir when inside it, else absolute
+    sha256: str
+    md5: str
+    synthetic: bool                # seeded weights
+    seed: int | None
+    official_artefact: str | None  # registry name when the digest is an official artefact's
+    precision: str                 # fp32 | int8
+    params: int
+    macs_per_sample: int
+    stats: str                     # one line for a person
+    builder_sha256: str | None = None         # seeded fp32: digest of the builder's code
+    input_dtype: str | None = None            # int8: "uint8" (reads the stored sample bytes)
+    quantization: dict[str, Any] | None = None  # int8: how it was made, its agreement with fp32
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content (format first); optional fields that do not apply are left out."""
+        body = {k: v for k, v in dataclasses.asdict(self).items()
+                if v is not None or k not in ("builder_sha256", "input_dtype", "quantization")}
+        return {"format": FORMAT, **body}
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "benchmark": str, "path": str, "sha256": str, "md5": str, "synthetic": bool, "seed": (int, type(None)),
+    "official_artefact": (str, type(None)), "params": int, "macs_per_sample": int, "stats": str,
+}
+
+
+def parse(data: object, where: Path) -> ModelRecord:
+    """A record from its JSON, or DataError (one line) naming what is wrong."""
+    if not isinstance(data, dict):
+        raise DataError(f"{where} is not a model record (a JSON object is expected)")
+    version = data.get("format", FORMAT)
+    if version != FORMAT:
+        raise DataError(f"{where} is a format-{version} model record; this appliance reads format {FORMAT}")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
+            raise DataError(f"{where} is not a valid model record: {key!r} is {data.get(key)!r}")
+    fields = {f.name for f in dataclasses.fields(ModelRecord)}
+    return ModelRecord(**{"precision": "fp32", **{k: v for k, v in data.items() if k in fields}})
+
+
+def read(path: Path) -> ModelRecord:
+    """Raises FileNotFoundError when there is none, DataError when it is unreadable or malformed."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path} is damaged ({exc})") from None
+    return parse(data, path)
+
+
+def write(path: Path, record: ModelRecord) -> None:
+    atomic_write_json(path, record.to_json())

@@ -1,0 +1,104 @@
+"""The model record and the tune record: versioned, one writer and one reader each; a record of an
+unknown format or a malformed one is one line telling what to rerun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import appliance
+
+import harness
+from harness import manifest as run_manifest
+from harness import model_record, tuned
+from harness.errors import DataError
+
+MODEL = model_record.ModelRecord(
+    benchmark="resnet50", path="models/resnet50-seeded-s0.onnx", sha256="ab" * 32, md5="cd" * 16, synthetic=True,
+    seed=0, official_artefact=None, precision="fp32", params=25_557_032, macs_per_sample=4_089_184_256,
+    stats="25.56M parameters", builder_sha256="ef" * 32)
+
+TUNED = tuned.TunedRecord(
+    benchmark="resnet50", precision="fp32", cards="auto", created_utc="2026-11-23T22:00:00+00:00",
+    host={"cpu_model": "test", "available_cpus": [0, 1]}, method="test", user_conf="resnet50.user.conf",
+    measured=[{"backend": "onnxruntime", "batch_size": 2, "samples_per_second": 10.0}],
+    chosen={"Offline": tuned.Choice("onnxruntime", 2, "fastest")})
+
+
+def test_model_record_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "resnet50.json"
+    model_record.write(path, MODEL)
+    on_disk = json.loads(path.read_text())
+    assert on_disk["format"] == model_record.FORMAT and "quantization" not in on_disk
+    assert model_record.read(path) == MODEL
+
+
+def test_model_record_without_format_is_read_as_format_1(tmp_path: Path) -> None:
+    path = tmp_path / "resnet50.json"
+    data = MODEL.to_json()
+    del data["format"]
+    path.write_text(json.dumps(data))
+    assert model_record.read(path) == MODEL
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"format": 7}, "format-7 model record; this appliance reads format 1"),
+    ({"sha256": None}, "not a valid model record: 'sha256' is None"),
+    ({"params": True}, "not a valid model record: 'params' is True"),
+])
+def test_bad_model_records_are_one_line(tmp_path: Path, change: dict[str, object], message: str) -> None:
+    path = tmp_path / "resnet50.json"
+    path.write_text(json.dumps({**MODEL.to_json(), **change}))
+    with pytest.raises(DataError, match=message) as err:
+        model_record.read(path)
+    assert "\n" not in str(err.value)
+
+
+def test_damaged_model_record_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "resnet50.json"
+    path.write_bytes(b"\xff\x00{not json")
+    with pytest.raises(DataError, match="is damaged") as err:
+        model_record.read(path)
+    assert "\n" not in str(err.value)
+
+
+def test_tune_record_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "resnet50.json"
+    tuned.write(path, TUNED)
+    assert json.loads(path.read_text())["chosen"]["Offline"] == {"backend": "onnxruntime", "batch_size": 2,
+                                                                 "why": "fastest"}
+    assert tuned.read(path) == TUNED
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"format": 2}, "format-2 tune record; this appliance reads format 1"),
+    ({"chosen": {"Offline": {"backend": "onnxruntime"}}}, "malformed tune record"),
+    ({"measured": "fast"}, "malformed tune record"),
+])
+def test_bad_tune_records_are_one_line(tmp_path: Path, change: dict[str, object], message: str) -> None:
+    path = tmp_path / "resnet50.json"
+    path.write_text(json.dumps({**TUNED.to_json(), **change}))
+    with pytest.raises(DataError, match=message) as err:
+        tuned.read(path)
+    assert "\n" not in str(err.value) and "rerun `appliance tune`" in str(err.value)
+
+
+def test_a_run_manifest_reads_back_with_version_and_commit(data_dir: Path, tmp_path: Path) -> None:
+    assert appliance("run", "--cards", "simulate:cloud-ai-100:2", "--duration-ms", 300, "--data-dir", data_dir,
+                     "--results", tmp_path / "results", "-q") == 0
+    (run,) = (tmp_path / "results").rglob("run_1")
+    manifest = run_manifest.read(run)
+    assert manifest.benchmark == "resnet50" and manifest.synthetic["cards"] == "SIMULATED (cloud-ai-100)"
+    assert manifest.appliance is not None and manifest.appliance["version"] == harness.__version__
+    assert manifest.appliance["commit"] and manifest.appliance["commit_from"] in ("build", "git")
+    data = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**data, "format": 9}))
+    with pytest.raises(DataError, match="format-9 run manifest; this appliance reads format 1"):
+        run_manifest.read(run)
+    del data["dataset"]
+    (run / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(DataError, match="'dataset' is missing"):
+        run_manifest.read(run)
+    with pytest.raises(ValueError, match=r"not in harness\.manifest\.RunManifest"):
+        run_manifest.write(tmp_path, {**data, "surprise": 1})
