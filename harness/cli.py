@@ -124,7 +124,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--count", type=click.IntRange(1), default=None,
               help="Minimum query count override (user.conf min_query_count; for Offline the sample count).")
 @click.option("--target-qps", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Server target QPS (user.conf target_qps) [default: half the calibrated throughput].")
+              help="Server target QPS (user.conf target_qps) [default: half the rate the cards sustain, measured by short LoadGen probes before the test].")
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
 @click.option("--backend", type=click.Choice((*BACKENDS, "auto")), default="onnxruntime", show_default=True,

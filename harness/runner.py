@@ -23,7 +23,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import benchmarks, progress, system
+from harness import benchmarks, calibration, progress, system
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS, BackendSpec, make_card
 from harness.datasets import store
@@ -34,6 +34,7 @@ from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
     Requested,
+    calibrated_setting,
     effective_user_conf,
     embedded_mlperf_conf,
     loadgen_version,
@@ -368,13 +369,13 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
             sut.start()
         for info in sut.cards:
             echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
-        cal = calibrate(sut, timed=req.mode == "performance")
+        cal = calibration.calibrate(sut, req.scenario, req.duration_ms, timed=req.mode == "performance")
         user_conf = effective_user_conf(bench, req, cal, data.count, len(slots))
         if cards.simulated:
             user_conf = (f"# SIMULATED cards ({len(slots)} x {cards.profile.name}): modelled latency, no "
                          f"inference\n") + user_conf
         if req.scenario == "Server" and sut.max_wait_s is None:
-            qps = req.target_qps or (cal.samples_per_second * 0.5 if cal else bench.default_batch * 100)
+            qps = req.target_qps or (calibrated_setting("Server", cal)[1] if cal else bench.default_batch * 100)
             sut.max_wait_s = default_max_wait_s(bench, batch, qps)
         if req.scenario == "Server":
             echo(f"Server batching: batch {batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
@@ -383,6 +384,10 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
         settings = test_settings(staging / "user.conf", bench, req.scenario, req.mode)
         settings.test05 = opts.test05  # LoadGen takes test05 only from mlperf.conf or settings, not audit.config
+        if req.mode == "performance":
+            rate = cal.samples_per_second if cal else None
+            echo(calibration.describe_estimate(calibration.estimate_seconds(settings, req.scenario, rate),
+                                               settings.min_duration_ms, rate))
         expected = data.count if req.mode == "accuracy" else None
         if opts.audit_config is not None:
             atomic_write_text(staging / "audit.config", opts.audit_config)
