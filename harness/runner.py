@@ -38,6 +38,7 @@ from harness.loadgen_settings import (
     effective_user_conf,
     embedded_mlperf_conf,
     loadgen_version,
+    read_user_conf,
     test_settings,
 )
 from harness.prepare import Layout, read_model_record
@@ -336,6 +337,8 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         raise ApplianceError(f"unknown backend {opts.backend!r}; choose one of: {', '.join(BACKENDS)}")
     if opts.replicate not in REPLICATE:
         raise ApplianceError(f"unknown --replicate {opts.replicate!r}; choose one of: {', '.join(REPLICATE)}")
+    if req.user_conf is not None:
+        read_user_conf(req.user_conf)  # its problems before any card starts
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
