@@ -21,12 +21,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ApplianceError, DataError, Interrupted
 from harness.fsutil import atomic_write_text
 from harness.results import METRICS, read_detail
+
+if TYPE_CHECKING:
+    from harness.runner import RunOptions, RunOutcome
 
 TESTS = ("TEST01", "TEST04", "TEST05")
 TEST01_LOG_SEED = 720381539243781796
@@ -58,7 +63,7 @@ class Verdict:
         return "\n".join((*self.lines, "TEST PASS" if self.passed else "TEST FAIL")) + "\n"
 
 
-def _score(detail: dict, path: Path) -> tuple[str, float]:
+def _score(detail: dict[str, Any], path: Path) -> tuple[str, float]:
     scenario = detail.get("effective_scenario")
     if scenario not in METRICS:
         raise DataError(f"{path} is not a finished LoadGen detail log (no effective_scenario)")
@@ -121,6 +126,28 @@ def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
     return Verdict(mismatched == 0 and matched > 0, lines)
 
 
+def fresh_reference(opts: RunOptions, where: Path, echo: Callable[[str], None] = print) -> Path:
+    """A plain performance run with `opts`' settings into `where` (made now); returns its detail log.
+
+    Taken right before the run it is compared with, in the same process, after the same warm-up and
+    calibration, so the comparison measures the SUT and not what else the machine did since the
+    submission's reference run (on a busy 2-core machine short runs varied 2.5x between runs)."""
+    from harness.runner import run
+
+    run(replace(opts, requested=replace(opts.requested, mode="performance"), output_dir=where,
+                audit_config=None, test05=False), echo=echo)
+    return where / "mlperf_log_detail.txt"
+
+
+def same_load(opts: RunOptions, ref_detail: Path) -> RunOptions:
+    """`opts` with the reference run's target QPS (Offline / Server), so both runs are asked for the same
+    load: the same sample count (Offline) or arrival rate (Server), not each its own calibration's."""
+    detail = read_detail(ref_detail)
+    if detail.get("effective_scenario") not in ("Offline", "Server") or not detail.get("effective_target_qps"):
+        return opts
+    return replace(opts, requested=replace(opts.requested, target_qps=float(detail["effective_target_qps"])))
+
+
 def _latest_complete(perf_dir: Path) -> Path:
     from harness.runner import latest_run
 
@@ -131,12 +158,14 @@ def _latest_complete(perf_dir: Path) -> Path:
     return run
 
 
-def run_compliance(test: str, opts, echo=print):  # opts: harness.runner.RunOptions
-    """Run `test` for opts' benchmark/scenario, verify it against the reference runs, keep it all."""
+def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = print
+                   ) -> tuple[RunOutcome, Path, dict[str, bool]]:
+    """Run `test` for opts' benchmark/scenario and verify it: performance against a fresh reference run
+    taken right before it (`fresh_reference`), TEST01's responses against the accuracy run; keep it all."""
     from harness.runner import run, scenario_dir
 
     folder = scenario_dir(opts)
-    ref_perf = _latest_complete(folder / "performance")
+    submitted = _latest_complete(folder / "performance")
     ref_acc = folder / "accuracy" / "mlperf_log_accuracy.json"
     if test == "TEST01" and not ref_acc.is_file():
         raise DataError(f"no accuracy run in {folder}: run `appliance run --mode accuracy` for this scenario "
@@ -148,18 +177,28 @@ def run_compliance(test: str, opts, echo=print):  # opts: harness.runner.RunOpti
     staging = folder / f".{final.name}.staging-{os.getpid()}"
     staging.mkdir(parents=True)
     try:
-        outcome = run(replace(opts, requested=replace(opts.requested, mode="performance"),
+        echo(f"{test}: reference run first (same settings, right before the test run)")
+        ref_perf = fresh_reference(opts, staging / "reference" / "run_1", echo)
+        echo(f"{test}: test run")
+        loaded = same_load(opts, ref_perf)
+        outcome = run(replace(loaded, requested=replace(loaded.requested, mode="performance"),
                               output_dir=staging / "performance" / "run_1",
                               audit_config=audit_config(test, opts.benchmark), test05=test == "TEST05"),
-                  echo=echo)
+                      echo=echo)
         test_run = staging / "performance" / "run_1"
-        perf = verify_performance(ref_perf / "mlperf_log_detail.txt", test_run / "mlperf_log_detail.txt",
-                                  no_faster_only=test == "TEST04")
+        perf = verify_performance(ref_perf, test_run / "mlperf_log_detail.txt", no_faster_only=test == "TEST04")
+        perf = Verdict(perf.passed, (
+            "compared: the test run against a plain performance run with the same settings and target, taken "
+            "right before it in the same process after the same warm-up (reference/run_1)",
+            *perf.lines, f"submission's performance run (not compared): {submitted}, score "
+                         f"{_score(read_detail(submitted / 'mlperf_log_detail.txt'), submitted)[1]}"))
         shown = lambda v: v.text().replace(str(staging), str(final))  # noqa: E731 - name paths as kept
         atomic_write_text(staging / "verify_performance.txt", shown(perf))
         verdicts = {"performance": perf.passed}
         if test == "TEST01":
             acc = verify_accuracy(ref_acc, test_run / "mlperf_log_accuracy.json")
+            acc = Verdict(acc.passed, ("compared: responses logged in the test run against the accuracy run's",
+                                       *acc.lines))
             atomic_write_text(staging / "verify_accuracy.txt", shown(acc))
             (staging / "accuracy").mkdir()
             shutil.copy2(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")

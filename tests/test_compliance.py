@@ -37,6 +37,14 @@ def test_test01_and_test04_pass_on_an_honest_sut(scenario, data_dir, tmp_path):
     assert (folder / "TEST04" / "verify_performance.txt").read_text().rstrip().endswith(expected)
     assert (folder / "TEST01" / "accuracy" / "mlperf_log_accuracy.json").is_file()
     assert (folder / "TEST04" / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
+    # the performance verdicts compare the test run with a reference run taken right before it, and say so
+    for test in ("TEST01", "TEST04"):
+        verdict = (folder / test / "verify_performance.txt").read_text()
+        ref = folder / test / "reference" / "run_1"
+        assert verdict.startswith("compared: the test run against a plain performance run") and \
+            f"reference: {ref / 'mlperf_log_detail.txt'}" in verdict, verdict
+        assert (ref / "mlperf_log_detail.txt").is_file() and not (ref / "audit.config").exists()
+        assert "submission's performance run (not compared)" in verdict
     audit = (folder / "TEST04" / "performance" / "run_1" / "audit.config").read_text()
     assert "performance_issue_same = 1" in audit
     assert not list(folder.glob(".*staging*"))
