@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import ApplianceError, DataError, Interrupted
 from harness.fsutil import atomic_write_text
+from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
 from harness.results import METRICS, read_detail
 
 if TYPE_CHECKING:
@@ -126,8 +127,9 @@ def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
     return Verdict(mismatched == 0 and matched > 0, lines)
 
 
-# Offline compliance runs after the first reference ask for 1.25x its target: they last about 1.5 D at
-# its rate, so a machine up to 50% faster meanwhile still fills min_duration (shorter is INVALID).
+# Offline compliance runs (both references and the test) ask for 1.25x the submission run's target (or
+# of what its measured rate calls for, if more): they last about 1.5 D at that rate, so a machine up to
+# 50% faster still fills min_duration, which a shorter run fails (INVALID).
 COMPLIANCE_OFFLINE_SLACK = 1.25
 
 
@@ -145,14 +147,18 @@ def fresh_reference(opts: RunOptions, where: Path, echo: Callable[[str], None] =
 
 
 def same_load(opts: RunOptions, ref_detail: Path, offline_slack: float = 1.0) -> RunOptions:
-    """`opts` with the reference run's target QPS (Offline / Server), so the runs compared are asked for
-    the same load, not each its own calibration's. Offline's target may be raised by `offline_slack`:
-    more samples, the same throughput, and a machine that turned faster still fills min_duration."""
+    """`opts` with a finished run's target QPS (Offline / Server), so the runs compared are asked for
+    the same load, not each its own calibration's. Offline takes the larger of its target and what its
+    measured rate would have called for, times `offline_slack`: more samples, the same throughput, and
+    a machine that turned faster meanwhile still fills min_duration (a shorter run is INVALID)."""
     detail = read_detail(ref_detail)
     scenario, target = detail.get("effective_scenario"), detail.get("effective_target_qps")
     if scenario not in ("Offline", "Server") or not target:
         return opts
-    qps = float(target) * (offline_slack if scenario == "Offline" else 1.0)
+    qps = float(target)
+    if scenario == "Offline":
+        rate = float(detail.get("result_samples_per_second") or 0.0)
+        qps = max(qps, rate * OFFLINE_TARGET_PER_RATE) * offline_slack
     return replace(opts, requested=replace(opts.requested, target_qps=round(qps, 3)))
 
 
@@ -197,9 +203,9 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
     staging = folder / f".{final.name}.staging-{os.getpid()}"
     staging.mkdir(parents=True)
     try:
-        echo(f"{test}: a reference run right before the test run (same settings)")
-        before = fresh_reference(opts, staging / "reference" / "run_1", echo)
-        loaded = same_load(opts, before, COMPLIANCE_OFFLINE_SLACK)
+        loaded = same_load(opts, submitted / "mlperf_log_detail.txt", COMPLIANCE_OFFLINE_SLACK)
+        echo(f"{test}: a reference run right before the test run (same settings and target)")
+        before = fresh_reference(loaded, staging / "reference" / "run_1", echo)
         echo(f"{test}: the test run")
         outcome = run(replace(loaded, requested=replace(loaded.requested, mode="performance"),
                               output_dir=staging / "performance" / "run_1",

@@ -65,6 +65,8 @@ def choose(bench: benchmarks.Benchmark, scenario: str, rows: list[Measured]) -> 
         return best, f"highest throughput ({best.samples_per_second:g} samples/s)"
     if scenario == "Server":
         bound = bench.server_latency_ms
+        if bound is None:  # tune() refuses Server for edge benchmarks before measuring
+            raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario")
         fits = [m for m in rows if m.batch_latency_ms <= bound / 2]  # half the bound: room to queue
         if fits:
             best = max(fits, key=lambda m: m.samples_per_second)
