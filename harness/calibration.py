@@ -24,10 +24,10 @@ from harness.results import read_detail
 if TYPE_CHECKING:
     from harness.sut import SystemUnderTest
 
-PROBE_MIN_S = 0.5          # the second probe's length, at the least ...
+PROBE_MIN_S = 1.0          # the probes' length, at the least ...
 PROBE_MAX_S = 4.0          # ... and at the most (a tenth of the run in between)
 FIRST_PROBE_S = 0.1        # the first probe at the nominal rate: short, since that rate may be 10x too high
-PROBE_BATCHES_PER_CARD = 2  # at least this many full batches per card in the second probe
+PROBE_BATCHES_PER_CARD = 3  # at least this many full batches per card in the second probe
 
 
 def calibrate(sut: SystemUnderTest, scenario: str, duration_ms: int | None, timed: bool) -> Calibration | None:
@@ -49,7 +49,8 @@ def calibrate(sut: SystemUnderTest, scenario: str, duration_ms: int | None, time
 
 
 def probe_seconds(duration_ms: int | None) -> float:
-    """A tenth of the run, within [PROBE_MIN_S, PROBE_MAX_S] (a full-length run: PROBE_MAX_S)."""
+    """The probes' total length: a tenth of the run, within [PROBE_MIN_S, PROBE_MAX_S] (a full-length
+    run: PROBE_MAX_S); a busy machine changes speed by the second, so shorter probes missed by 30%."""
     if duration_ms is None:
         return PROBE_MAX_S
     return min(PROBE_MAX_S, max(PROBE_MIN_S, duration_ms / 10_000))
@@ -57,14 +58,16 @@ def probe_seconds(duration_ms: int | None) -> float:
 
 def probe_rate(sut: SystemUnderTest, nominal: float, seconds: float) -> float:
     """Samples/s of the card set: a first probe sized from the nominal rate (one batch per card at the
-    least), then, unless that one already lasted `seconds`, one of `seconds` sized from its rate;
-    returns the last probe's rate as LoadGen measured it."""
+    least), then, unless that one already lasted `seconds`, one sized from its rate to make up the rest;
+    returns the rate over both probes (their samples over their times, as LoadGen measured them)."""
     per_batch = sut.batch_size * len(sut.workers)
-    samples = max(per_batch, round(nominal * FIRST_PROBE_S))
-    first = _probe(sut, samples)
-    if samples / first >= seconds:
-        return first  # slow cards: one batch each already took long enough
-    return _probe(sut, max(PROBE_BATCHES_PER_CARD * per_batch, round(first * seconds)))
+    n1 = max(per_batch, round(nominal * FIRST_PROBE_S))
+    r1 = _probe(sut, n1)
+    if n1 / r1 >= seconds:
+        return r1  # slow cards: one batch each already took long enough
+    n2 = max(PROBE_BATCHES_PER_CARD * per_batch, round(r1 * (seconds - n1 / r1)))
+    r2 = _probe(sut, n2)
+    return (n1 + n2) / (n1 / r1 + n2 / r2)
 
 
 def _probe(sut: SystemUnderTest, samples: int) -> float:
