@@ -124,7 +124,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--count", type=click.IntRange(1), default=None,
               help="Minimum query count override (user.conf min_query_count; for Offline the sample count).")
 @click.option("--target-qps", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Server target QPS (user.conf target_qps) [default: half the calibrated throughput].")
+              help="Server target QPS (user.conf target_qps) [default: half the rate the cards sustain, "
+                   "measured by short LoadGen probes before the test].")
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
 @click.option("--backend", type=click.Choice((*BACKENDS, "auto")), default="onnxruntime", show_default=True,
@@ -275,12 +276,11 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     from harness.tune import tune as run_tune
 
     progress.set_quiet(quiet or as_json)
-    echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     bench = benchmarks.get(benchmark)
     if not scenarios:
         scenarios = DEFAULT_SCENARIOS if bench.server_latency_ms is not None else ("Offline",)
     path, record = run_tune(bench.name, data_dir, scenarios, batch_sizes, backends or available_backends(),
-                            precision, cards, output, echo)
+                            precision, cards, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
     else:

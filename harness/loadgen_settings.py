@@ -32,13 +32,25 @@ class Requested:
     user_conf: Path | None = None
 
 
+# Offline: LoadGen issues 1.1 x min_duration x target_qps samples. A target of 1.1 x the measured rate
+# makes the run last 1.21 D at that rate: the middle of [D, 1.5 D] (shorter than D is INVALID, the
+# min-duration check), so the SUT may turn out 20% faster or slower than calibrated.
+OFFLINE_TARGET_PER_RATE = 1.1
+# Server: the share of the measured (Offline) rate a Poisson arrival stream is served at within the
+# latency bound. 16 simulated cards were VALID up to 0.86-0.95 of it on a quiet machine (BENCHMARKS.md
+# §2); at 0.7 on a 2-core machine under a load of 8 one run in two missed the bound; at 0.5 none did.
+SERVER_TARGET_PER_RATE = 0.5
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Measured before the test so LoadGen pre-generates enough queries for the requested duration."""
 
-    samples_per_second: float       # at the run's batch size, all cards together
+    samples_per_second: float       # at the run's batch size, all cards together (harness.calibration)
     single_latency_ms: float        # one sample on one card
     multistream_latency_ms: float   # eight samples on one card
+    nominal_samples_per_second: float | None = None  # the sum of the cards' warm-up rates, one at a time
+    method: str = "warm-up timing, cards one at a time"
 
 
 @cache
@@ -61,6 +73,65 @@ def loadgen_version() -> str:
     return importlib.metadata.version("mlcommons-loadgen")
 
 
+# The keys LoadGen's TestSettings::FromConfig looks up (loadgen/test_settings_internal.cc, LoadGen 6.0);
+# FromConfig ignores any other key silently, so a misspelt one would change nothing without a word.
+LOADGEN_KEYS = frozenset({
+    "mode", "min_duration", "max_duration", "min_query_count", "max_query_count", "target_duration",
+    "qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed", "accuracy_log_rng_seed",
+    "accuracy_log_probability", "accuracy_log_sampling_target", "print_timestamps",
+    "performance_issue_unique", "performance_issue_same", "performance_issue_same_index",
+    "performance_sample_count_override", "accuracy_sample_count_override", "sample_concatenate_permutation",
+    "target_latency_percentile", "target_latency", "target_qps", "samples_per_query", "max_async_queries",
+    "coalesce_queries", "server_num_issue_query_threads", "test05", "test05_qsl_rng_seed",
+    "test05_sample_index_rng_seed", "test05_schedule_rng_seed", "use_token_latencies", "ttft_latency",
+    "tpot_latency", "infer_token_latencies", "token_latency_scaling_factor",
+})
+CONF_SCENARIOS = frozenset({"*", "SingleStream", "MultiStream", "Server", "Offline"})
+
+
+@cache
+def known_keys() -> frozenset[str]:
+    """LOADGEN_KEYS and every key the installed LoadGen's own mlperf.conf sets."""
+    conf = {line.split("=", 1)[0].strip().rsplit(".", 1)[-1] for line in embedded_mlperf_conf().splitlines()
+            if "=" in line and not line.lstrip().startswith("#")}
+    return LOADGEN_KEYS | conf
+
+
+def read_user_conf(path: Path) -> str:
+    """A user's user.conf, checked line by line the way LoadGen reads it; a problem is one line naming
+    the user's own file and line (LoadGen would only log it, against the copy saved with the run)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ApplianceError(f"cannot read --user-conf {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ApplianceError(f"--user-conf {path} is not a text file (not UTF-8); a user.conf holds lines "
+                             f"'model.scenario.key = value'") from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"user.conf {path}, line {n} ({raw.strip()[:60]!r})"
+        lhs, eq, value = line.partition("=")
+        parts = lhs.strip().split(".")
+        if not eq or len(parts) != 3 or not all(parts):
+            raise ApplianceError(f"{where}: expected 'model.scenario.key = value', "
+                                 f"e.g. resnet50.Offline.target_qps = 100")
+        _, scenario, key = parts
+        if scenario not in CONF_SCENARIOS:
+            raise ApplianceError(f"{where}: unknown scenario {scenario!r}; use one of: "
+                                 f"{', '.join(sorted(CONF_SCENARIOS))}")
+        if key not in known_keys():
+            raise ApplianceError(f"{where}: LoadGen does not know the key {key!r} and would ignore it; known "
+                                 f"keys: {', '.join(sorted(known_keys()))}")
+        try:
+            float(value)
+        except ValueError:
+            what = "an empty value" if not value.strip() else f"the value {value.strip()!r} is not a number"
+            raise ApplianceError(f"{where}: {what}; LoadGen takes a number, e.g. {lhs.strip()} = 100") from None
+    return text
+
+
 def _user_conf_keys(text: str, model: str, scenario: str) -> set[str]:
     """Keys a user.conf sets for this model and scenario (wildcards included)."""
     keys = set()
@@ -79,10 +150,7 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
     """The user.conf the run uses: the user's file, then our derived lines (later lines win)."""
     base = ""
     if req.user_conf is not None:
-        try:
-            base = req.user_conf.read_text()
-        except OSError as exc:
-            raise ApplianceError(f"cannot read --user-conf {req.user_conf}: {exc.strerror}") from None
+        base = read_user_conf(req.user_conf)
     given = _user_conf_keys(base, bench.name, req.scenario)
     m, s = bench.name, req.scenario
     lines = [f"# derived by appliance run ({cards} card(s))"]
@@ -117,12 +185,16 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
 
 def calibrated_setting(scenario: str, cal: Calibration) -> tuple[str, float, str]:
     """(key, value, why) of the scenario's speed setting derived from a calibration, for `appliance run`
-    and `appliance tune` alike. Expected speeds are a little optimistic, so LoadGen pre-generates
-    enough queries to fill the minimum duration (it stops issuing once duration and count are met)."""
+    and `appliance tune` alike. Offline and Server: see OFFLINE_TARGET_PER_RATE / SERVER_TARGET_PER_RATE.
+    Latencies are a little optimistic, so LoadGen pre-generates enough queries to fill the minimum
+    duration (it stops issuing once duration and count are met)."""
+    rate = f"{cal.samples_per_second:.1f} samples/s by {cal.method}"
     if scenario == "Offline":
-        return "target_qps", round(cal.samples_per_second * 2, 3), "calibrated expected QPS x 2"
+        return ("target_qps", round(cal.samples_per_second * OFFLINE_TARGET_PER_RATE, 3),
+                f"calibrated rate x {OFFLINE_TARGET_PER_RATE} ({rate}): the run lasts about 1.2 x min_duration")
     if scenario == "Server":
-        return "target_qps", round(cal.samples_per_second * 0.5, 3), "calibrated capacity x 0.5"
+        return ("target_qps", round(cal.samples_per_second * SERVER_TARGET_PER_RATE, 3),
+                f"calibrated rate x {SERVER_TARGET_PER_RATE} ({rate}): what the card set sustains within the bound")
     if scenario == "SingleStream":
         return "target_latency", round(cal.single_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"
     return "target_latency", round(cal.multistream_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"

@@ -18,7 +18,7 @@ from harness.cards import BACKENDS
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import ensure_writable_dir
-from harness.loadgen_settings import Requested
+from harness.loadgen_settings import Requested, read_user_conf
 from harness.prepare import Layout, read_model_record
 from harness.qsl import REPLICATE
 from harness.sut import CardSlot
@@ -102,6 +102,8 @@ def resolve(opts: RunOptions) -> RunPlan:
     _check_choice("scenario", opts.requested.scenario, benchmarks.SCENARIOS)
     _check_choice("backend", opts.backend, BACKENDS)
     _check_choice("--replicate", opts.replicate, REPLICATE)
+    if opts.requested.user_conf is not None:
+        read_user_conf(opts.requested.user_conf)  # its problems before any card starts
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout, opts.precision)

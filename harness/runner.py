@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import launch_checks, progress, rundirs, system
+from harness import calibration, launch_checks, progress, rundirs, system
 from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
@@ -37,6 +37,7 @@ from harness.fsutil import atomic_write_text, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
+    calibrated_setting,
     effective_user_conf,
     embedded_mlperf_conf,
     loadgen_version,
@@ -267,15 +268,19 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
         sut.start()
     for info in sut.cards:
         echo(f"{info.label()}: cpus {format_cpulist(info.cpus) or 'all'}")
-    cal = calibrate(sut, timed=p.mode == "performance")
     req = p.opts.requested
+    cal = calibration.calibrate(sut, p.scenario, req.duration_ms, timed=p.mode == "performance")
     if p.scenario == "Server":
         if sut.max_wait_s is None:
-            qps = req.target_qps or (cal.samples_per_second * 0.5 if cal else p.bench.default_batch * 100)
+            qps = req.target_qps or (calibrated_setting("Server", cal)[1] if cal else p.bench.default_batch * 100)
             sut.max_wait_s = default_max_wait_s(p.bench, p.batch, qps)
         echo(f"Server batching: batch {p.batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
              f"queues of {sut.queue_depth} batches per card")
     settings = _write_settings(p, cal, staging)
+    if p.mode == "performance":
+        rate = cal.samples_per_second if cal else None
+        echo(calibration.describe_estimate(calibration.estimate_seconds(settings, p.scenario, rate),
+                                           settings.min_duration_ms, rate))
     expected = p.data.count if p.mode == "accuracy" else None
     with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
         return _run_loadgen(sut, sut.qsl, settings, staging, expected)

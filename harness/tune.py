@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,6 +65,8 @@ def choose(bench: benchmarks.Benchmark, scenario: str, rows: list[Measured]) -> 
         return best, f"highest throughput ({best.samples_per_second:g} samples/s)"
     if scenario == "Server":
         bound = bench.server_latency_ms
+        if bound is None:  # tune() refuses Server for edge benchmarks before measuring
+            raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario")
         fits = [m for m in rows if m.batch_latency_ms <= bound / 2]  # half the bound: room to queue
         if fits:
             best = max(fits, key=lambda m: m.samples_per_second)
@@ -94,8 +95,7 @@ def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[str
 
 
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tuple[int, ...],
-         backends: tuple[str, ...], precision: str, cards: str, output: Path | None,
-         echo: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+         backends: tuple[str, ...], precision: str, cards: str, output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
     if bench.server_latency_ms is None and "Server" in scenarios:
@@ -117,9 +117,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tu
             for batch in batches:
                 bar.set_postfix_str(f"{backend} batch {batch}", refresh=True)
                 rows.append(_measure(bench, data, Path(model["path"]), backend, batch, cards))
-                echo(f"{backend:12s} batch {batch:3d}: {rows[-1].samples_per_second:8.2f} samples/s, "
-                     f"batch {rows[-1].batch_latency_ms:8.2f} ms, single {rows[-1].single_latency_ms:7.2f} ms")
-                bar.update()
+                bar.update()  # the rows are printed once, in the summary table
     chosen = {s: choose(bench, s, rows) for s in scenarios}
     conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, precision, chosen))

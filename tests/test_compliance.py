@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import STEADY_PROFILE, appliance
 
-from harness.compliance import verify_accuracy, verify_performance
+from harness.compliance import verify_accuracy, verify_bracketed, verify_performance
 
 
 def _tree(tmp_path, data_dir, scenario, card=("--backend", "null")):
@@ -37,6 +37,15 @@ def test_test01_and_test04_pass_on_an_honest_sut(scenario, data_dir, tmp_path):
     assert (folder / "TEST04" / "verify_performance.txt").read_text().rstrip().endswith(expected)
     assert (folder / "TEST01" / "accuracy" / "mlperf_log_accuracy.json").is_file()
     assert (folder / "TEST04" / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
+    # the performance verdicts compare the test run with reference runs right before and after it, and say so
+    for test in ("TEST01", "TEST04"):
+        verdict = (folder / test / "verify_performance.txt").read_text()
+        assert verdict.startswith("compared: the test run against 2 plain performance runs"), verdict
+        for k in (1, 2):
+            ref = folder / test / "reference" / f"run_{k}"
+            assert f"reference: {ref / 'mlperf_log_detail.txt'}" in verdict, verdict
+            assert (ref / "mlperf_log_detail.txt").is_file() and not (ref / "audit.config").exists()
+        assert "submission's performance run (not compared)" in verdict
     audit = (folder / "TEST04" / "performance" / "run_1" / "audit.config").read_text()
     assert "performance_issue_same = 1" in audit
     assert not list(folder.glob(".*staging*"))
@@ -66,6 +75,21 @@ def _detail(path, scenario, key, value, validity="VALID"):
     recs = [("effective_scenario", scenario), (key, value), ("result_validity", validity)]
     path.write_text("".join(f':::MLLOG {json.dumps({"key": k, "value": v, "metadata": {}})}\n' for k, v in recs))
     return path
+
+
+def test_bracketed_verdict_passes_against_either_reference(tmp_path):
+    """A machine that slowed down between the first reference and the test: the reference right after
+    the test is as slow, so an honest SUT passes; a test faster than both references still fails TEST04."""
+    before = _detail(tmp_path / "b.txt", "Offline", "result_samples_per_second", 190.0)
+    after = _detail(tmp_path / "a.txt", "Offline", "result_samples_per_second", 150.0)
+    slow = _detail(tmp_path / "t.txt", "Offline", "result_samples_per_second", 145.0)
+    assert not verify_performance(before, slow, no_faster_only=False).passed  # the single-reference flip
+    verdict = verify_bracketed([before, after], slow, no_faster_only=False)
+    assert verdict.passed and verdict.text().count("against reference/run_") == 2
+    cached = _detail(tmp_path / "c.txt", "Offline", "result_samples_per_second", 260.0)
+    assert not verify_bracketed([before, after], cached, no_faster_only=True).passed
+    invalid = _detail(tmp_path / "i.txt", "Offline", "result_samples_per_second", 150.0, "INVALID")
+    assert not verify_bracketed([invalid, invalid], slow, no_faster_only=False).passed
 
 
 def test_test04_fails_when_sample_reuse_is_faster(tmp_path):

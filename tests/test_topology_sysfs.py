@@ -33,7 +33,7 @@ def test_readers_return_none_not_raise(tmp_path: Path) -> None:
     (tmp_path / "garbage").write_text("x-y")
     fs = Sysfs(tmp_path)
     assert fs.cpulist("nul") == {0, 1, 2, 3}
-    assert fs.int("nul") is None and fs.cpulist("garbage") is None and fs.mask("missing") is None
+    assert fs.integer("nul") is None and fs.cpulist("garbage") is None and fs.mask("missing") is None
     assert fs.cpus("missing_list", "missing") is None
 
 

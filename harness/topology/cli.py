@@ -19,7 +19,7 @@ def topology() -> None:
     \b
     Examples:
       appliance topology detect
-      appliance topology detect --format yaml -o topologies/myhost.yaml
+      appliance topology detect --format yaml -o myhost.yaml
     """
 
 
@@ -62,7 +62,11 @@ def topology() -> None:
     default=None,
     help="Write to FILE (atomically: a temporary name, then rename) instead of stdout, e.g. -o map.yaml",
 )
-def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt: str, output: Path | None) -> None:
+@click.option("--force", is_flag=True,
+              help="Map a sysfs tree even where a file holds neither a CPU list nor a number (each is named "
+              "in a warning), e.g. --sysfs-root /tmp/host-copy --force")
+def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt: str, output: Path | None,
+               force: bool) -> None:
     """Detect packages, NUMA nodes, L3 domains and cards, and print the card-to-core map.
 
     \b
@@ -70,11 +74,12 @@ def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt:
       appliance topology detect
       appliance topology detect --cards emulate:8 --format json
       appliance topology detect --sysfs-root /tmp/host-copy --format numa-config
-      appliance topology detect --hwloc-xml host1.xml --format yaml -o topologies/host1.yaml
+      appliance topology detect --hwloc-xml host1.xml --format yaml -o host1.yaml
+      appliance topology detect --sysfs-root /tmp/host-copy --force
     """
     if sysfs_root is not None and hwloc_xml is not None:
         raise click.UsageError("give either --sysfs-root or --hwloc-xml, not both")
-    machine = detect(sysfs_root or "/", hwloc_xml=hwloc_xml)
+    machine = detect(sysfs_root or "/", hwloc_xml=hwloc_xml, force=force, warn=lambda m: click.echo(m, err=True))
     text = RENDERERS[fmt](plan(machine, cards))
     if output is None:
         click.echo(text, nl=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import ApplianceError
@@ -20,13 +21,27 @@ _INDEX_RE = re.compile(r"index(\d+)$")
 _DEVICE_NODE_DIRS = {"accel": "/dev/accel/{}", "drm": "/dev/dri/{}", "tenstorrent": "/dev/tenstorrent/{}"}
 
 
-def detect(sysfs_root: str | os.PathLike[str] = "/", hwloc_xml: str | os.PathLike[str] | None = None) -> Topology:
-    """The machine's layout from sysfs below `sysfs_root` (the directory containing `sys/`) or hwloc XML."""
+def detect(sysfs_root: str | os.PathLike[str] = "/", hwloc_xml: str | os.PathLike[str] | None = None,
+           force: bool = False, warn: Callable[[str], None] = print) -> Topology:
+    """The machine's layout from sysfs below `sysfs_root` (the directory containing `sys/`) or hwloc XML.
+
+    A sysfs file holding neither a CPU list nor a number refuses the detection (each reader would
+    otherwise fall back quietly, and a card could lose a CPU); `force` detects anyway, with a warning."""
     if hwloc_xml is not None:
         from harness.topology.hwloc_xml import read_hwloc_xml
 
         return read_hwloc_xml(hwloc_xml)
-    return read_sysfs(Sysfs(sysfs_root))
+    fs = Sysfs(sysfs_root)
+    topo = read_sysfs(fs)
+    if fs.garbage:
+        shown = [f"{path} holds {value!r}" for path, value in list(fs.garbage.items())[:3]]
+        more = f" and {len(fs.garbage) - 3} more" if len(fs.garbage) > 3 else ""
+        found = f"sysfs values that are neither a CPU list nor a number: {'; '.join(shown)}{more}"
+        if not force:
+            raise ApplianceError(f"{found}; fix that copy of /sys (a card could lose CPUs), or map it anyway "
+                                 f"with `appliance topology detect --force`")
+        warn(f"warning: {found}; mapped anyway (--force)")
+    return topo
 
 
 def read_sysfs(fs: Sysfs) -> Topology:
@@ -61,7 +76,7 @@ def _online_cpus(fs: Sysfs) -> set[int]:
     cpus = set()
     for name in fs.listdir(_CPU_DIR):
         match = _CPU_RE.match(name)
-        if match and fs.int(f"{_CPU_DIR}/{name}/online") != 0:
+        if match and fs.integer(f"{_CPU_DIR}/{name}/online") != 0:
             cpus.add(int(match.group(1)))
     return cpus
 
@@ -72,7 +87,7 @@ def _cores_and_packages(fs: Sysfs, online: set[int]) -> tuple[tuple[Core, ...], 
     packages: dict[int, set[int]] = {}
     for cpu in sorted(online):
         top = f"{_CPU_DIR}/cpu{cpu}/topology"
-        package = fs.int(f"{top}/physical_package_id")
+        package = fs.integer(f"{top}/physical_package_id")
         package = 0 if package is None or package < 0 else package
         siblings = (
             fs.cpulist(f"{top}/core_cpus_list")
@@ -123,7 +138,7 @@ def _l3_domains(fs: Sysfs, online: set[int]) -> tuple[frozenset[int], ...]:
             if not _INDEX_RE.match(index):
                 continue
             base = f"{cache}/{index}"
-            if fs.int(f"{base}/level") != 3 or fs.text(f"{base}/type") == "Instruction":
+            if fs.integer(f"{base}/level") != 3 or fs.text(f"{base}/type") == "Instruction":
                 continue
             shared = fs.cpus(f"{base}/shared_cpu_list", f"{base}/shared_cpu_map") or {cpu}
             domain = frozenset((shared & online) | {cpu})  # offline CPUs stay listed in cache files
@@ -166,9 +181,9 @@ def _pci_devices(fs: Sysfs, online: set[int], nodes: dict[int, frozenset[int]]) 
     for address in fs.listdir(_PCI_DIR):
         base = f"{_PCI_DIR}/{address}"
         class_code, vendor, device = (
-            fs.int(f"{base}/class"),
-            fs.int(f"{base}/vendor"),
-            fs.int(f"{base}/device"),
+            fs.integer(f"{base}/class"),
+            fs.integer(f"{base}/vendor"),
+            fs.integer(f"{base}/device"),
         )
         if class_code is None or vendor is None or device is None:
             continue

@@ -128,9 +128,21 @@ RENDERERS: dict[str, Callable[[CardMap], str]] = {
 }
 
 
+def regenerate_hint(path: Path) -> str:
+    """How to make a map for this machine, never by overwriting a file shipped with the appliance
+    (the repository's or the package's reference maps): those get a new file outside them."""
+    shipped = Path(__file__).resolve().parents[2]  # the checkout, or site-packages for a wheel
+    if not path.resolve().is_relative_to(shipped):
+        return f"regenerate it with `appliance topology detect --format yaml -o {path}`"
+    folder = Path.home() if Path.cwd().resolve().is_relative_to(shipped) else Path(".")
+    mine = folder / f"my-{path.name}"
+    return (f"{path} ships with the appliance (another machine's map): make one for this machine with "
+            f"`appliance topology detect --format yaml -o {mine}` and pass --cards {mine}")
+
+
 def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     """Read a YAML map back and check that every CPU it names exists and may be used on this machine."""
-    regenerate = f"regenerate it with `appliance topology detect --format yaml -o {path}`"
+    regenerate = regenerate_hint(Path(path))
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:

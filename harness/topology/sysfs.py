@@ -2,7 +2,9 @@
 
 Sysfs is messy: files end in NUL bytes, `*_list` files are missing where only hex masks exist,
 reads fail on hot-unplugged devices. Every reader therefore returns None ("unknown") instead of
-raising, and callers write their fallback chains out explicitly.
+raising, and callers write their fallback chains out explicitly. A file that is there but holds no
+valid value (a copied tree gone wrong) is also None, and is remembered in `Sysfs.garbage` so that
+detection can refuse a map built around it instead of silently losing a CPU.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class Sysfs:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
+        self.garbage: dict[Path, str] = {}  # file -> the unparseable value it held
+
+    def _bad(self, rel: str, value: str) -> None:
+        self.garbage.setdefault(self.path(rel), value)
 
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")
@@ -79,15 +85,18 @@ class Sysfs:
         try:
             return raw.replace(b"\0", b"").decode("ascii").strip()
         except UnicodeDecodeError:
+            self._bad(rel, repr(raw[:40]))
             return None
 
-    def int(self, rel: str) -> int | None:
+    def integer(self, rel: str) -> int | None:
+        """A decimal or 0x-prefixed number."""
         text = self.text(rel)
         if text is None:
             return None
         try:
             return int(text, 0)
         except ValueError:
+            self._bad(rel, text)
             return None
 
     def cpulist(self, rel: str) -> set[int] | None:
@@ -97,6 +106,7 @@ class Sysfs:
         try:
             return parse_cpulist(text)
         except ValueError:
+            self._bad(rel, text)
             return None
 
     def mask(self, rel: str) -> set[int] | None:
@@ -106,6 +116,7 @@ class Sysfs:
         try:
             return parse_mask(text)
         except ValueError:
+            self._bad(rel, text)
             return None
 
     def cpus(self, list_rel: str, mask_rel: str) -> set[int] | None:

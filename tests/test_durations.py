@@ -1,0 +1,88 @@
+"""A run of --duration-ms D spends close to D in LoadGen, and the default Server target is one the card set
+sustains: real short LoadGen runs on the CPU card, two CPU-emulated cards and 16 simulated cards.
+
+The window [0.9 D, 1.5 D] has room for a busy machine: the Offline target puts a run at 1.21 D when the
+card set runs at its calibrated rate, so it holds while the run is within about 20% of the calibration.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import appliance
+
+from harness import benchmarks, loadgen_settings
+from harness.calibration import describe_estimate, estimate_seconds
+from harness.loadgen_settings import Calibration, Requested, effective_user_conf
+from harness.results import read_detail
+
+D_MS = 3000
+
+
+def loadgen_seconds(detail: Path) -> float:
+    """The time LoadGen ran, from the detail log's own timestamps (its last record)."""
+    last = 0.0
+    for line in detail.read_text().splitlines():
+        if line.startswith(":::MLLOG"):
+            last = max(last, float(json.loads(line[len(":::MLLOG"):])["time_ms"]))
+    return last / 1000
+
+
+def _run(data_dir: Path, results: Path, scenario: str, cards: str) -> tuple[Path, str]:
+    rc = appliance("run", "--data-dir", data_dir, "--results", results, "-s", scenario, "--cards", cards,
+                   "--duration-ms", D_MS, "-q")
+    assert rc == 0
+    runs = sorted(results.glob(f"*/resnet50/{scenario}/performance/run_1"))
+    assert len(runs) == 1
+    return runs[0], (runs[0] / "user.conf").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cards", ["auto", "emulate:2", "simulate:cloud-ai-100:16"])
+def test_offline_run_lasts_close_to_its_duration(cards, data_dir, tmp_path, capsys):
+    run, conf = _run(data_dir, tmp_path, "Offline", cards)
+    out = capsys.readouterr().out
+    detail = read_detail(run / "mlperf_log_detail.txt")
+    seconds = loadgen_seconds(run / "mlperf_log_detail.txt")
+    assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
+    assert 0.9 * D_MS / 1000 <= seconds <= 1.5 * D_MS / 1000, (seconds, conf)
+    assert "calibrated rate x 1.1" in conf and "LoadGen Offline probe" in conf
+    # the estimate printed before LoadGen started is within the same window
+    line = next(x for x in out.splitlines() if x.startswith("LoadGen will run about"))
+    assert 0.9 * D_MS / 1000 <= float(line.split()[4]) <= 1.5 * D_MS / 1000, line
+
+
+@pytest.mark.slow
+def test_sixteen_simulated_cards_server_default_target_is_valid(data_dir, tmp_path, capsys):
+    """README: `appliance run --cards simulate:cloud-ai-100:16 -s Server` (shortened); its target used to
+    be half the cards' nominal sum, six times what the harness completes, and the run ended INVALID."""
+    run, _ = _run(data_dir, tmp_path, "Server", "simulate:cloud-ai-100:16")
+    detail = read_detail(run / "mlperf_log_detail.txt")
+    assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
+    nominal = 16 * 22667
+    assert detail["effective_target_qps"] < 0.5 * nominal / 2  # the measured rate, not the nominal sum
+    assert detail["result_completed_samples_per_sec"] >= 0.9 * detail["effective_target_qps"]
+    assert 0.9 * D_MS / 1000 <= loadgen_seconds(run / "mlperf_log_detail.txt") <= 1.5 * D_MS / 1000
+    capsys.readouterr()
+
+
+def test_full_length_runs_say_so_up_front(tmp_path):
+    """Without --duration-ms a run takes the round's 600 s minimum; the line printed before it says so."""
+    bench = benchmarks.get("resnet50")
+    conf = tmp_path / "user.conf"
+    for scenario, rate in (("Offline", 40.0), ("Offline", 40_000.0), ("Server", None), ("SingleStream", None)):
+        cal = None if rate is None else Calibration(rate, 1000 / rate, 8000 / rate, method="test")
+        conf.write_text(effective_user_conf(bench, Requested(scenario, "performance"), cal, 48, 1))
+        settings = loadgen_settings.test_settings(conf, bench, scenario, "performance")
+        seconds = estimate_seconds(settings, scenario, rate)
+        line = describe_estimate(seconds, settings.min_duration_ms, rate)
+        assert seconds >= 600 and line.startswith("full-length run: 600 s minimum, about "), line
+        assert int(line.split("about ")[1].split()[0]) == -(-seconds // 60)
+    # the round's samples-per-query rule is kept: at 30 samples/s LoadGen's 1.1 x 600 s x 30 = 19,800 is
+    # below the round's 24,576-sample minimum, so the run takes 24,576 / 30 = 819 s
+    conf.write_text(effective_user_conf(bench, Requested("Offline", "performance", target_qps=30), None, 48, 1))
+    settings = loadgen_settings.test_settings(conf, bench, "Offline", "performance")
+    assert settings.min_query_count == 24576
+    assert 815 <= estimate_seconds(settings, "Offline", 30.0) <= 823
