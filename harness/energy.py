@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 POWERCAP = Path("sys/class/powercap")
 NOTE_NOT_MLPERF = "host CPU package energy from RAPL; informational, not MLPerf Power"
@@ -75,7 +76,7 @@ class EnergyMeter:
             self.domains = []
             return []
 
-    def result(self, samples: int) -> dict:
+    def result(self, samples: int) -> dict[str, Any]:
         if not self.available:
             return {"available": False, "note": "no readable RAPL counters on this machine (and no NVML path); "
                                                 "energy not measured"}

@@ -140,7 +140,7 @@ class SampleLibrary:
         return aligned_empty((batch, *self.benchmark.input_shape), dtype)
 
     def slots(self, indices: np.ndarray) -> np.ndarray:
-        slots = self._slot[indices]
+        slots: np.ndarray = self._slot[indices]
         if (slots < 0).any():
             raise RuntimeError(f"LoadGen issued samples that are not loaded: {indices[slots < 0][:5]}")
         return slots
