@@ -30,19 +30,19 @@ benchmarks:
   retinanet: {samples_per_second: 100, batch: 1}
 """
 
-# A slower steady card for verdicts that compare two runs' throughput within 10% (compliance, reproduce):
-# 200 ms per batch of 8, so the few milliseconds a loaded 2-core machine adds per batch (thread wake-ups,
-# completions, LoadGen's logging) stay near 1% of a run. With `--target-qps 80 --duration-ms 1000` every
-# Offline run issues exactly 80 samples, 10 full batches, about 2 s.
+# A slower steady card for verdicts that compare two runs' throughput within 10% (compliance): 400 ms per
+# batch of 16, so what a loaded 2-core machine adds per batch (thread wake-ups, completions, LoadGen's
+# logging: tens of ms at a load of 8) stays a few percent of it. With SLOW_STEADY_OFFLINE every Offline run
+# issues exactly 160 samples, 10 full batches, about 4 s, long beside the run's fixed start and end costs.
 SLOW_STEADY_PROFILE = """version: 1
-name: steady-200ms
-model: test card with a steady 200 ms batch latency
+name: steady-400ms
+model: test card with a steady 400 ms batch latency
 source: tests
 input_dtype: uint8
 benchmarks:
-  resnet50: {samples_per_second: 40, batch: 8}
+  resnet50: {samples_per_second: 40, batch: 16}
 """
-SLOW_STEADY_OFFLINE = ("--target-qps", 80, "--duration-ms", 1000)
+SLOW_STEADY_OFFLINE = ("--target-qps", 80, "--duration-ms", 2000)
 
 
 MET_FLAGS = ("result_min_duration_met", "result_min_queries_met", "early_stopping_met", "result_perf_constraints_met")

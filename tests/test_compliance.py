@@ -19,7 +19,7 @@ def _tree(tmp_path, data_dir, scenario, card=("--backend", "null"), perf=("--dur
 
 
 def _slow_card(tmp_path):
-    profile = tmp_path / "steady-200ms.yaml"
+    profile = tmp_path / "steady-400ms.yaml"
     profile.write_text(SLOW_STEADY_PROFILE)
     return ("--cards", f"simulate:{profile}:1")
 
@@ -31,8 +31,8 @@ def _scores(verdict: str) -> tuple[float, float]:
 
 @pytest.mark.slow
 def test_test01_and_test04_pass_on_an_honest_sut(data_dir, tmp_path):
-    """Offline on a steady 200 ms-per-batch simulated card with a fixed sample count: the runs' throughput is
-    the card's, so the 10% rule passes on a loaded machine too (harness overhead is ~1% of each batch)."""
+    """Offline on a steady 400 ms-per-batch simulated card with a fixed sample count: the runs' throughput is
+    the card's, so the 10% rule passes on a loaded machine too (harness overhead is a few % of each batch)."""
     card = _slow_card(tmp_path)
     common, folder = _tree(tmp_path, data_dir, "Offline", card, SLOW_STEADY_OFFLINE)
     for test in ("TEST01", "TEST04"):
@@ -52,20 +52,22 @@ def test_test01_and_test04_pass_on_an_honest_sut(data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_singlestream_verdicts_follow_the_ten_percent_rule(data_dir, tmp_path):
-    """SingleStream compares high-percentile latencies of ~100 queries of 10 ms each, which a busy machine
+    """SingleStream compares high-percentile latencies of 64 queries of 10 ms each, which a busy machine
     moves by more than 10%, so whether it passes is not asserted here (full-length runs show it,
     tools/rehearse_submission.sh; the rule itself on fixed logs: test_test04_fails_when_sample_reuse_is_faster).
     What must hold: the responses match, and each verdict applies its rule to the two runs' real latencies."""
     profile = tmp_path / "steady.yaml"
     profile.write_text(STEADY_PROFILE)
     card = ("--cards", f"simulate:{profile}:1")
-    common, folder = _tree(tmp_path, data_dir, "SingleStream", card)
+    length = ("--duration-ms", 500, "--count", 64)  # early stopping needs 64 queries for a VALID run
+    common, folder = _tree(tmp_path, data_dir, "SingleStream", card, length)
     for test in ("TEST01", "TEST04"):
-        assert appliance("run", *common, *card, "--duration-ms", 1000, "--mode", test) == 0
+        assert appliance("run", *common, *card, *length, "--mode", test) == 0
     assert (folder / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
     ref_detail = read_detail(next((folder / "performance").glob("run_*")) / "mlperf_log_detail.txt")
     for test, passes in (("TEST01", lambda r, t: 0.9 * r <= t <= 1.1 * r), ("TEST04", lambda r, t: t > r / 1.1)):
         verdict = (folder / test / "verify_performance.txt").read_text()
+        assert "reference score" in verdict, verdict  # both runs VALID, so the scores were compared
         ref, got = _scores(verdict)
         assert ref == pytest.approx(float(ref_detail["early_stopping_latency_ss"]))
         assert ref >= 10e6 and got >= 10e6, verdict  # ns: no query beats the card's 10 ms
