@@ -134,7 +134,8 @@ def card_map_plot(run: Run) -> bytes | None:
     shown = range(0, len(cpus), step)
     ax.set_xticks([i + 0.45 for i in shown], labels=[str(cpus[i]) for i in shown], fontsize=7)
     ax.set_xlabel("host CPU")
-    ax.set_title(f"Card-to-core map: {run.benchmark} {run.scenario}, {run.label}", fontsize=9)
+    ax.set_title(f"Card-to-core map (the run with the most cards): {run.benchmark} {run.scenario}, {run.label}",
+                 fontsize=9)
     return _png(fig)
 
 
@@ -227,7 +228,8 @@ def render(results: Path, out: Path) -> Path:
     series, no_curve = scaling_series(runs)
     left_out += no_curve
     scaling = [_figure(_slug("scaling", s.benchmark, str(i)), scaling_plot(s), out) for i, s in enumerate(series)]
-    extra = [("per-card", per_card_plot(runs)), ("card-map", card_map_plot(runs[-1]))]
+    widest = max(runs, key=lambda r: (r.cards, r.created))
+    extra = [("per-card", per_card_plot(runs)), ("card-map", card_map_plot(widest))]
     scaling += [_figure(name, png, out) for name, png in extra if png is not None]
     flags = _flags(runs)
     energy_note = "" if any(r.manifest.get("energy", {}).get("available") for r in runs) else \
