@@ -29,7 +29,7 @@ def test_report_files(four_scenarios, tmp_path):
     assert appliance("report", four_scenarios, "-o", out) == 0
     page = out.read_text()
     for scenario in ("Offline", "Server", "SingleStream", "MultiStream"):
-        assert f"<td>{scenario}</td>" in page
+        assert f"<h3>resnet50 {scenario}</h3>" in page  # a table and a latency plot per scenario
     assert "synthetic" in page.split("<h2>Summary")[0]  # said on the first screen
     assert "Energy: not measured" in page
     for scenario in ("offline", "server", "singlestream", "multistream"):  # one latency plot per scenario
