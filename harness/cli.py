@@ -224,7 +224,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
 def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, click.Parameter, str | None],
                                                               tuple[Any, ...] | None]:
     """A click callback: a comma-separated list of `kind`, each in `choices` when given."""
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[Any, ...] | None:
+    def parse(ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[Any, ...] | None:
         if value is None:
             return None
         try:

@@ -99,8 +99,8 @@ class Verdict:
 
 @dataclass
 class Collected:
-    runs: list[Run]                       # reference performance runs and accuracy runs, oldest first
-    compliance_runs: list[Run]            # summarised by their verdicts, not shown as rows
+    runs: list[Run]                       # reference performance runs and accuracy runs, oldest first;
+                                          # compliance runs are summarised by their verdicts
     verdicts: dict[Path, list[Verdict]]   # run folder -> the verdicts measured against it
     left_out: list[str]                   # what the report does not show, and why
 
@@ -172,7 +172,7 @@ def collect(results: Path) -> Collected:
     if compliance:
         left_out.append(f"{len(compliance)} compliance run(s) (TEST0x folders): shown as verdicts on the run they "
                         f"were compared with, not as rows or plot lines")
-    return Collected(reference, compliance, dict(verdicts), left_out)
+    return Collected(reference, dict(verdicts), left_out)
 
 
 def by_scenario(runs: list[Run]) -> dict[tuple[str, str], list[Run]]:
