@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -219,9 +221,10 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
         click.echo(summary_table([outcome]))
 
 
-def _csv(kind: type, choices: tuple[str, ...] = ()):
+def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, click.Parameter, str | None],
+                                                              tuple[Any, ...] | None]:
     """A click callback: a comma-separated list of `kind`, each in `choices` when given."""
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple | None:
+    def parse(ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[Any, ...] | None:
         if value is None:
             return None
         try:

@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.topology.sysfs import Sysfs
 
@@ -74,7 +75,7 @@ class EnergyMeter:
             self.domains = []
             return []
 
-    def result(self, samples: int) -> dict:
+    def result(self, samples: int) -> dict[str, Any]:
         if not self.available:
             return {"available": False, "note": "no readable RAPL counters on this machine (and no NVML path); "
                                                 "energy not measured"}

@@ -16,7 +16,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from harness.model_record import ModelRecord
 from harness.models import registry
 from harness.prepare import existing_record, reference_pass, stored_path
 
+if TYPE_CHECKING:
+    import onnx
+
 Echo = Callable[[str], None]
 CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet lists have 500 names)
 CAL_SEED = 2027
@@ -37,7 +40,7 @@ CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _q
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 
 
-def uint8_input(model, bench: Benchmark):  # (onnx.ModelProto) -> onnx.ModelProto
+def uint8_input(model: onnx.ModelProto, bench: Benchmark) -> onnx.ModelProto:
     """The FP32 model with its input retyped to uint8 and Cast + Sub(mean) folded in front."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -99,7 +102,7 @@ def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedDa
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    class Reader(CalibrationDataReader):
+    class Reader(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime ships no types
         def __init__(self) -> None:
             self.starts = iter(range(0, len(indices), CAL_BATCH))
             self.bar = progress.bar(len(indices), f"calibrating on {len(indices)} images")

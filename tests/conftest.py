@@ -1,5 +1,9 @@
 """Shared fixtures, one per session: a prepared ResNet50 data dir and a prepared detection data dir (seeded
-models + small synthetic datasets)."""
+models + small synthetic datasets).
+
+The `slow` marker (`pytest -m "not slow"`, the inner loop): every test that needs a prepared data dir is
+slow (preparing builds the seeded models and runs real inference for the golden references, minutes on a
+busy 2-core machine), as are the tests marked `@pytest.mark.slow` in their files. ci/test runs them all."""
 
 from __future__ import annotations
 
@@ -7,6 +11,14 @@ from pathlib import Path
 
 import pytest
 from helpers import DETECTION_SAMPLES, SAMPLES, appliance
+
+PREPARED_DATA = ("data_dir", "det_data_dir")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(name in PREPARED_DATA for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.cli import main
+from harness.results import read_detail
 
 SAMPLES = 48  # size of the session's prepared synthetic dataset
 # detection: images per benchmark in the session's prepared data (SSD-ResNet34 and RetinaNet take ~5 s
@@ -28,6 +29,36 @@ benchmarks:
   ssd-resnet34: {samples_per_second: 100, batch: 1}
   retinanet: {samples_per_second: 100, batch: 1}
 """
+
+# A slower steady card for verdicts that compare two runs' throughput within 10% (compliance): 400 ms per
+# batch of 16, so what a loaded 2-core machine adds per batch (thread wake-ups, completions, LoadGen's
+# logging: tens of ms at a load of 8) stays a few percent of it. With SLOW_STEADY_OFFLINE every Offline run
+# issues exactly 160 samples, 10 full batches, about 4 s, long beside the run's fixed start and end costs.
+SLOW_STEADY_PROFILE = """version: 1
+name: steady-400ms
+model: test card with a steady 400 ms batch latency
+source: tests
+input_dtype: uint8
+benchmarks:
+  resnet50: {samples_per_second: 40, batch: 16}
+"""
+SLOW_STEADY_OFFLINE = ("--target-qps", 80, "--duration-ms", 2000)
+
+
+MET_FLAGS = ("result_min_duration_met", "result_min_queries_met", "early_stopping_met", "result_perf_constraints_met")
+
+
+def validity_explained(run: Path) -> dict[str, object]:
+    """A performance run's detail log, after checking that its VALID / INVALID is LoadGen's own verdict on
+    the run (every constraint met, or one named as not met) and the summary says the same. For runs too
+    short for early stopping, where either verdict is right, this is what can be asserted."""
+    detail = read_detail(run / "mlperf_log_detail.txt")
+    validity = detail["result_validity"]
+    flags = {k: detail[k] for k in MET_FLAGS if k in detail}
+    assert validity in ("VALID", "INVALID") and "result_min_duration_met" in flags, (validity, flags)
+    assert (validity == "VALID") == all(v is True for v in flags.values()), (validity, flags)
+    assert f"Result is : {validity}" in (run / "mlperf_log_summary.txt").read_text()
+    return detail
 
 
 def appliance(*args: object) -> int:

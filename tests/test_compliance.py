@@ -5,36 +5,44 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import STEADY_PROFILE, appliance
+from helpers import SLOW_STEADY_OFFLINE, SLOW_STEADY_PROFILE, STEADY_PROFILE, appliance
 
 from harness.compliance import verify_accuracy, verify_bracketed, verify_performance
+from harness.results import read_detail
 
 
-def _tree(tmp_path, data_dir, scenario, card=("--backend", "null")):
+def _tree(tmp_path, data_dir, scenario, card=("--backend", "null"), perf=("--duration-ms", 1000)):
     common = ("--data-dir", data_dir, "--results", tmp_path, "-s", scenario, "--system", "sut", "-q")
-    assert appliance("run", *common, *card, "--duration-ms", 1000) == 0
+    assert appliance("run", *common, *card, *perf) == 0
     assert appliance("run", *common, *card, "--mode", "accuracy") == 0
     return common, tmp_path / "sut" / "resnet50" / scenario
 
 
-@pytest.mark.parametrize("scenario", ["Offline", "SingleStream"])
-def test_test01_and_test04_pass_on_an_honest_sut(scenario, data_dir, tmp_path):
-    """A simulated card with a steady latency, so its speed swings less with the machine's load.
+def _slow_card(tmp_path):
+    profile = tmp_path / "steady-400ms.yaml"
+    profile.write_text(SLOW_STEADY_PROFILE)
+    return ("--cards", f"simulate:{profile}:1")
 
-    SingleStream's verdicts compare millisecond latencies of 1-second runs, which a busy 2-core
-    machine moves by more than the 10% threshold; there the performance verdicts are checked for
-    being written, and their PASS is shown by full-length runs (tools/rehearse_submission.sh).
-    """
-    profile = tmp_path / "steady.yaml"
-    profile.write_text(STEADY_PROFILE)
-    card = ("--cards", f"simulate:{profile}:1")
-    common, folder = _tree(tmp_path, data_dir, scenario, card)
+
+def _scores(verdict: str) -> tuple[float, float]:
+    values = dict(line.split(" = ", 1) for line in verdict.splitlines() if " = " in line)
+    return float(values["reference score"]), float(values["test score"])
+
+
+@pytest.mark.slow
+def test_test01_and_test04_pass_on_an_honest_sut(data_dir, tmp_path):
+    """Offline on a steady 400 ms-per-batch simulated card with a fixed sample count: the runs' throughput is
+    the card's, so the 10% rule passes on a loaded machine too (harness overhead is a few % of each batch)."""
+    card = _slow_card(tmp_path)
+    common, folder = _tree(tmp_path, data_dir, "Offline", card, SLOW_STEADY_OFFLINE)
     for test in ("TEST01", "TEST04"):
-        assert appliance("run", *common, *card, "--duration-ms", 1000, "--mode", test) == 0
+        assert appliance("run", *common, *card, *SLOW_STEADY_OFFLINE, "--mode", test) == 0
     assert (folder / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
-    expected = ("TEST PASS",) if scenario == "Offline" else ("TEST PASS", "TEST FAIL")
-    assert (folder / "TEST01" / "verify_performance.txt").read_text().rstrip().endswith(expected)
-    assert (folder / "TEST04" / "verify_performance.txt").read_text().rstrip().endswith(expected)
+    for test in ("TEST01", "TEST04"):
+        verdict = (folder / test / "verify_performance.txt").read_text()
+        ref, got = _scores(verdict)
+        assert 30 < ref < 41 and 30 < got < 41, verdict  # the card's 40 samples/s, less the harness's gaps
+        assert verdict.rstrip().endswith("TEST PASS"), verdict
     assert (folder / "TEST01" / "accuracy" / "mlperf_log_accuracy.json").is_file()
     assert (folder / "TEST04" / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
     # the performance verdicts compare the test run with reference runs right before and after it, and say so
@@ -49,6 +57,30 @@ def test_test01_and_test04_pass_on_an_honest_sut(scenario, data_dir, tmp_path):
     audit = (folder / "TEST04" / "performance" / "run_1" / "audit.config").read_text()
     assert "performance_issue_same = 1" in audit
     assert not list(folder.glob(".*staging*"))
+
+
+@pytest.mark.slow
+def test_singlestream_verdicts_follow_the_ten_percent_rule(data_dir, tmp_path):
+    """SingleStream compares high-percentile latencies of 64 queries of 10 ms each, which a busy machine
+    moves by more than 10%, so whether it passes is not asserted here (full-length runs show it,
+    tools/rehearse_submission.sh; the rule itself on fixed logs: test_test04_fails_when_sample_reuse_is_faster).
+    What must hold: the responses match, and each verdict applies its rule to the two runs' real latencies."""
+    profile = tmp_path / "steady.yaml"
+    profile.write_text(STEADY_PROFILE)
+    card = ("--cards", f"simulate:{profile}:1")
+    length = ("--duration-ms", 500, "--count", 64)  # early stopping needs 64 queries for a VALID run
+    common, folder = _tree(tmp_path, data_dir, "SingleStream", card, length)
+    for test in ("TEST01", "TEST04"):
+        assert appliance("run", *common, *card, *length, "--mode", test) == 0
+    assert (folder / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
+    ref_detail = read_detail(next((folder / "performance").glob("run_*")) / "mlperf_log_detail.txt")
+    for test, passes in (("TEST01", lambda r, t: 0.9 * r <= t <= 1.1 * r), ("TEST04", lambda r, t: t > r / 1.1)):
+        verdict = (folder / test / "verify_performance.txt").read_text()
+        assert "reference score" in verdict, verdict  # both runs VALID, so the scores were compared
+        ref, got = _scores(verdict)
+        assert ref == pytest.approx(float(ref_detail["early_stopping_latency_ss"]))
+        assert ref >= 10e6 and got >= 10e6, verdict  # ns: no query beats the card's 10 ms
+        assert verdict.rstrip().endswith("TEST PASS" if passes(ref, got) else "TEST FAIL"), verdict
 
 
 def test_test01_fails_when_performance_responses_differ(data_dir, tmp_path):
@@ -112,13 +144,15 @@ def test_compliance_needs_its_reference_runs(data_dir, tmp_path, capsys):
     assert "appliance run --mode performance" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_test05_runs_with_the_alternate_seeds(data_dir, tmp_path):
-    common = ("--data-dir", data_dir, "--results", tmp_path, "--system", "sut", "-q", "--backend", "null")
-    assert appliance("run", *common, "--duration-ms", 800) == 0
-    assert appliance("run", *common, "--duration-ms", 800, "--mode", "TEST05") == 0
+    """TEST05 on the steady card: other seeds, same card speed, so the performance verdict must pass."""
+    common = ("--data-dir", data_dir, "--results", tmp_path, "--system", "sut", "-q", *_slow_card(tmp_path),
+              *SLOW_STEADY_OFFLINE)
+    assert appliance("run", *common) == 0
+    assert appliance("run", *common, "--mode", "TEST05") == 0
     folder = tmp_path / "sut" / "resnet50" / "Offline" / "TEST05"
-    from harness.results import read_detail
-
     detail = read_detail(folder / "performance" / "run_1" / "mlperf_log_detail.txt")
     assert detail["effective_qsl_rng_seed"] == 7975553102935885558  # mlperf.conf's test05_qsl_rng_seed
-    assert (folder / "verify_performance.txt").read_text().rstrip().endswith(("TEST PASS", "TEST FAIL"))
+    verdict = (folder / "verify_performance.txt").read_text()
+    assert verdict.rstrip().endswith("TEST PASS"), verdict

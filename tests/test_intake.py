@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+
 from harness._intake import Intake
 
 

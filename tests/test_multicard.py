@@ -184,17 +184,21 @@ def test_idle_and_busy_card_paths_stage_the_right_samples(data_dir, completions)
 
 def test_server_batches_wait_for_the_deadline_or_a_full_batch(data_dir, completions):
     cards = [FakeCard(0, (CPUS[0],))]
-    sut = _sut(data_dir, cards, scenario="Server", max_wait_s=0.2)
+    deadline = 3.0  # long beside the stalls of a loaded machine, which the looks below must not mistake
+    sut = _sut(data_dir, cards, scenario="Server", max_wait_s=deadline)
+    t0 = time.monotonic()
     for i in range(3):
         _issue(sut, [Sample(i, i)])
     time.sleep(0.05)
-    assert completions.ids() == []  # still waiting for more samples
+    if time.monotonic() - t0 < deadline * 0.9:
+        assert completions.ids() == []  # still waiting for more samples
     assert completions.wait_for(3) == 3 and cards[0].sizes == [3]  # flushed at the deadline as one batch
+    assert time.monotonic() - t0 >= deadline
     t0 = time.monotonic()
     for i in range(3, 11):
         _issue(sut, [Sample(i, i)])
     assert completions.wait_for(11) == 11
-    assert cards[0].sizes == [3, 8] and time.monotonic() - t0 < 0.2 + 5  # full batch went at once
+    assert cards[0].sizes == [3, 8] and time.monotonic() - t0 < deadline  # the full batch went at once
     sut.stop()
 
 

@@ -6,6 +6,7 @@ import json
 
 import cv2
 import numpy as np
+import pytest
 from helpers import appliance
 
 from harness.datasets import imagenet, store
@@ -43,6 +44,7 @@ def test_shards_equal_reference(data_dir):
     assert len(sizes) > len(names) // 2, "synthetic images should have varied sizes"
 
 
+@pytest.mark.slow
 def test_synthetic_has_grayscale_and_varied_aspect(tmp_path):
     imagenet.make_synthetic(tmp_path, 300, seed=7)
     names, _ = imagenet.read_val_map(tmp_path)
@@ -52,6 +54,7 @@ def test_synthetic_has_grayscale_and_varied_aspect(tmp_path):
     assert min(ratios) < 0.8 and max(ratios) > 1.25
 
 
+@pytest.mark.slow
 def test_corrupt_jpeg_in_source_names_file_and_leaves_nothing(tmp_path, capsys):
     src = tmp_path / "src"
     imagenet.make_synthetic(src, 6, seed=3)
@@ -69,6 +72,7 @@ def test_corrupt_jpeg_in_source_names_file_and_leaves_nothing(tmp_path, capsys):
     assert not list((data / "preprocessed").glob(".*tmp*"))
 
 
+@pytest.mark.slow
 def test_real_source_path_is_recorded(tmp_path):
     src = tmp_path / "imagenet-val"
     imagenet.make_synthetic(src, 5, seed=11)

@@ -29,10 +29,12 @@ def test_report_files(four_scenarios, tmp_path):
     assert appliance("report", four_scenarios, "-o", out) == 0
     page = out.read_text()
     for scenario in ("Offline", "Server", "SingleStream", "MultiStream"):
-        assert f"<td>{scenario}</td>" in page
+        assert f"<h3>resnet50 {scenario}</h3>" in page  # a table and a latency plot per scenario
     assert "synthetic" in page.split("<h2>Summary")[0]  # said on the first screen
     assert "Energy: not measured" in page
-    assert (tmp_path / "report-latency.png").stat().st_size > 1000
+    for scenario in ("offline", "server", "singlestream", "multistream"):  # one latency plot per scenario
+        assert (tmp_path / f"report-latency-resnet50-{scenario}.png").stat().st_size > 1000
+    assert "no scaling curve for resnet50 on none (null)" in page  # one card count only: said, not drawn
     assert "data:image/png;base64," in page
 
 
@@ -92,5 +94,5 @@ def test_per_card_throughput_and_scaling_with_several_card_counts(data_dir, tmp_
                          "--duration-ms", 500, "-q") == 0
     assert appliance("report", results, "-o", tmp_path / "report.html") == 0
     page = (tmp_path / "report.html").read_text()
-    assert 'alt="per-card"' in page and 'alt="scaling"' in page
+    assert 'alt="per-card"' in page and 'alt="scaling-resnet50-0"' in page
     assert (tmp_path / "report-per-card.png").is_file()

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 
-from helpers import STEADY_PROFILE, appliance
+from helpers import SLOW_STEADY_OFFLINE, SLOW_STEADY_PROFILE, appliance
 
 
 def _tree(tmp_path, data_dir):
     results = tmp_path / "results"
     profile = tmp_path / "steady.yaml"
-    profile.write_text(STEADY_PROFILE)
+    profile.write_text(SLOW_STEADY_PROFILE)
     common = ("--data-dir", data_dir, "--results", results, "--cards", f"simulate:{profile}:1", "-q",
               "--system", "sut")
-    assert appliance("run", *common, "--duration-ms", 1000) == 0
+    assert appliance("run", *common, *SLOW_STEADY_OFFLINE) == 0  # the re-run keeps its user.conf: 160 samples
     assert appliance("run", *common, "--mode", "accuracy") == 0
     return results
 
@@ -21,7 +21,7 @@ def _tree(tmp_path, data_dir):
 def test_reproduce_passes_on_our_own_tree(data_dir, tmp_path, capsys):
     tree = _tree(tmp_path, data_dir)
     out = tmp_path / "audit"
-    # a simulated card with a steady latency, so the re-run's speed is the card's, not the machine's mood
+    # a simulated card with a steady 400 ms batch, so the re-run's speed is the card's, not the machine's mood
     rc = appliance("reproduce", tree, "--data-dir", data_dir, "--tolerance", "15%", "-o", out)
     text = capsys.readouterr().out
     assert rc == 0, text

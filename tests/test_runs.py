@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SAMPLES, appliance
+from helpers import SAMPLES, appliance, validity_explained
 
 from harness.results import read_detail
 
@@ -40,7 +40,7 @@ def test_scenario_writes_compliant_logs(scenario, data_dir, tmp_path, capsys):
     assert detail["effective_min_duration_ms"] == 1500
     # Server: due queries coalesced into one IssueQuery when the issue thread runs late (derived user.conf)
     assert detail.get("requested_server_coalesce_queries", False) is (scenario == "Server")  # logged for Server
-    assert detail["result_validity"] in ("VALID", "INVALID")
+    assert validity_explained(run)["result_min_duration_met"] is True  # VALID or not, it ran the full 1.5 s
     assert "not submission-length" in out and "synthetic" in out and scenario in out
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["synthetic"]["weights"] and manifest["synthetic"]["data"]

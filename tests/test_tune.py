@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from helpers import appliance
 
 from harness import benchmarks, loadgen_settings
@@ -47,10 +48,11 @@ def test_tune_writes_user_conf_and_record_that_run_uses(data_dir, tmp_path, caps
         def read(scenario):  # what LoadGen takes from the file
             return loadgen_settings.test_settings(conf, bench, scenario, "performance")
 
-        assert read("Offline").offline_expected_qps == keys["resnet50.Offline.target_qps"] \
-            == round(1.1 * best["samples_per_second"], 3)
+        # values written as decimals and parsed back: equal to rounding, not bit for bit
+        assert read("Offline").offline_expected_qps == pytest.approx(keys["resnet50.Offline.target_qps"])
+        assert keys["resnet50.Offline.target_qps"] == pytest.approx(1.1 * best["samples_per_second"], abs=1e-3)
         assert read("SingleStream").single_stream_expected_latency_ns == \
-            int(keys["resnet50.SingleStream.target_latency"] * 1e6)
+            pytest.approx(keys["resnet50.SingleStream.target_latency"] * 1e6, abs=1)
 
         # --backend auto finds the record in the data dir; the run names it and uses its batch and user.conf
         assert appliance(*run, "--backend", "auto") == 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -45,16 +46,17 @@ class _G:
         self.n += 1
         return f"{prefix}_{self.n}"
 
-    def const(self, name: str, value: np.ndarray, dtype=np.float32) -> str:
+    def const(self, name: str, value: np.ndarray | float | list[float], dtype: type = np.float32) -> str:
         self.inits.append(numpy_helper.from_array(np.asarray(value).astype(dtype), name))
         return name
 
-    def node(self, op: str, inputs: list[str], name: str, **attrs) -> str:
+    def node(self, op: str, inputs: list[str], name: str, **attrs: Any) -> str:
         self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 
-    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, *, groups: int = 1, pad: int | None = None,
-             bn: bool = True, relu: bool = True, bias: float | None = None, scale: float = 1.0,
+    # one keyword per Conv / BatchNorm / Relu choice, as the graphs being rebuilt name them
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, *, groups: int = 1,  # noqa: PLR0913
+             pad: int | None = None, bn: bool = True, relu: bool = True, bias: float | None = None, scale: float = 1.0,
              gamma: float = 1.0, prefix: str = "conv") -> str:
         name = self.name(prefix)
         fan_in = cin // groups * k * k
@@ -96,7 +98,8 @@ class _G:
         return self.node("Relu", [self.node("Add", [a, b], self.name("add"))], self.name("relu"))
 
 
-def _finish(g: _G, name: str, input_name: str, input_shape: list, outputs: list[tuple[str, int, list]],
+def _finish(g: _G, name: str, input_name: str, input_shape: list[int],
+            outputs: list[tuple[str, int, list[int | str]]],
             seed: int) -> onnx.ModelProto:
     io_in = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["N", *input_shape])
     outs = [helper.make_tensor_value_info(n, t, ["N", *s]) for n, t, s in outputs]
@@ -123,11 +126,11 @@ def build_ssd_mobilenet(seed: int = 0) -> onnx.ModelProto:
     g = _G(np.random.default_rng(seed))
     x = g.conv(SSD_MOBILENET_INPUT, 3, 32, 3, 2, scale=1 / PIXEL_STD, prefix="Conv2d_0")
     cin = 32
-    feats = []
+    feats: list[tuple[str, int]] = []
     blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1), (512, 1), (512, 1),
               (512, 1), (1024, 2), (1024, 1)]
-    for i, (cout, s) in enumerate(blocks, start=1):
-        x = g.conv(x, cin, cin, 3, s, groups=cin, prefix=f"Conv2d_{i}_depthwise")
+    for i, (cout, stride) in enumerate(blocks, start=1):
+        x = g.conv(x, cin, cin, 3, stride, groups=cin, prefix=f"Conv2d_{i}_depthwise")
         x = g.conv(x, cin, cout, 1, prefix=f"Conv2d_{i}_pointwise")
         cin = cout
         if i in (11, 13):

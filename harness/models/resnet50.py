@@ -38,8 +38,8 @@ class _Graph:
         self.inits.append(numpy_helper.from_array(value.astype(np.float32), name))
         return name
 
-    def conv_bn(self, x: str, name: str, cin: int, cout: int, k: int, stride: int,
-                relu: bool, gamma: float = 1.0, scale: float = 1.0) -> str:
+    def conv_bn(self, x: str, name: str, cin: int, cout: int, k: int, stride: int,  # noqa: PLR0913
+                relu: bool, gamma: float = 1.0, scale: float = 1.0) -> str:  # a layer's shape: one argument each
         std = scale * np.sqrt(2.0 / (cin * k * k))  # He init: unit-variance activations after ReLU
         w = self.const(f"{name}/kernel", self.rng.normal(0.0, std, (cout, cin, k, k)))
         pad = (k - 1) // 2

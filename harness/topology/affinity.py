@@ -105,7 +105,7 @@ def _place(
             for j, card in enumerate(cards)
         }
     per_domain = len(cards) // len(node_domains)
-    shares = {}
+    shares: dict[int, tuple[list[Core], tuple[int, ...]]] = {}
     queue = iter(cards)
     for d in node_domains:
         members = domains[d][0]
