@@ -36,8 +36,8 @@ def rapl_domains(root: Path = Path("/")) -> list[Domain]:
         if not zone.startswith("intel-rapl:") or zone.count(":") != 1:
             continue
         rel = f"{POWERCAP}/{zone}"
-        name, max_uj = fs.text(f"{rel}/name"), fs.int(f"{rel}/max_energy_range_uj")
-        if name is None or max_uj is None or fs.int(f"{rel}/energy_uj") is None:
+        name, max_uj = fs.text(f"{rel}/name"), fs.integer(f"{rel}/max_energy_range_uj")
+        if name is None or max_uj is None or fs.integer(f"{rel}/energy_uj") is None:
             continue  # unreadable (non-root on recent kernels): treated as absent
         domains.append(Domain(name, fs.path(f"{rel}/energy_uj"), max_uj))
     return domains
