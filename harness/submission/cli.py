@@ -58,10 +58,12 @@ def build(submitter: str, system_name: str, division: str, system_overrides: Pat
 
 @submission.command()
 @click.argument("tree", type=click.Path(path_type=Path))
-@click.option("--version", "version", default="v6.1", show_default=True, help="MLPerf Inference round.")
+@click.option("--version", "version", default="auto", show_default=True,
+              help="MLPerf Inference round: auto (told by the RNG seeds in the tree's logs, and said) or one of "
+                   "v4.1, v5.0, v5.1, v6.0, v6.1, e.g. --version v5.1.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(tree: Path, version: str, as_json: bool) -> None:
-    """Check TREE (the folder holding closed/) against the round's rules.
+    """Check TREE (the folder holding closed/) against its round's rules (v4.1 to v6.1, either layout).
 
     One line per problem; exit code 1 when there is any. Findings that come only from synthetic
     weights or data (accuracy below target, a dataset smaller than the official one) are listed
@@ -71,6 +73,7 @@ def check(tree: Path, version: str, as_json: bool) -> None:
     Examples:
       appliance submission check submission
       appliance submission check submission --json
+      appliance submission check inference_results_v5.1 --version v5.1
     """
     from harness.submission.check import check_tree
 
