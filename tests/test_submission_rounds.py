@@ -155,3 +155,23 @@ def test_cli_exit_codes_and_json(tmp_path, capsys):
     assert out.splitlines()[-1].startswith("FAIL (1 problem(s)) v6.1")
     assert appliance("submission", "check", tmp_path, "--version", "v9.9") == 2
     assert "has no record here" in capsys.readouterr().err
+
+
+def test_open_division_relaxations_inferred_offline_and_accuracy_below_target(tmp_path):
+    """An open tree whose Offline result is inferred from a SingleStream run and whose accuracy is below the
+    closed target (as real open submissions are): notes, not problems, as the official checker treats them."""
+    sub = make_tree(tmp_path, "v5.1", division="open", lowercase=True)
+    off = sub / "results" / "sys1" / "resnet50" / "offline"
+    values = perf_values("v5.1", "resnet", "SingleStream")
+    (off / "performance" / "run_1" / "mlperf_log_detail.txt").write_text(mllog(values))
+    acc = off / "accuracy" / "accuracy.txt"
+    acc.write_text(acc.read_text().replace("accuracy=76.014%", "accuracy=75.468%"))
+    report = check_tree(tmp_path)
+    assert report.problems == [], report.problems
+    notes = "\n".join(report.notes)
+    assert "the Offline result is inferred from a SingleStream run" in notes
+    assert "below the closed-division target 75.695%; the open division accepts it" in notes
+    make_tree(tmp_path / "c", "v5.1", lowercase=True)
+    closed_off = tmp_path / "c" / "closed" / "OrgA" / "results" / "sys1" / "resnet50" / "offline" / "accuracy"
+    (closed_off / "accuracy.txt").write_text(acc.read_text())
+    assert any("accuracy 75.468% below the target" in p for p in check_tree(tmp_path / "c").problems)

@@ -21,6 +21,8 @@ ACC_PATTERNS = {"acc": r"^accuracy=([\d\.]+).*", "mAP": r"^mAP=([\d\.]+).*"}
 RESULT_FIELDS = {"Offline": "result_samples_per_second", "SingleStream": "early_stopping_latency_ss",
                  "MultiStream": "early_stopping_latency_ms", "Server": "result_completed_samples_per_sec"}
 EARLY_STOPPING = ("SingleStream", "MultiStream", "Server")
+# (folder scenario, logged scenario) pairs whose result the checker infers (get_inferred_result)
+INFERABLE = {("Offline", "SingleStream"), ("Offline", "MultiStream"), ("MultiStream", "SingleStream")}
 SEED_KEYS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
 SEPARATE, FOLDED = "separate", "folded"  # results/ measurements/ compliance/ apart, or all under results/
 
