@@ -40,9 +40,10 @@ TOPICS = (
     ("accuracy hash", r"hash", r"not hash value"),
     ("truncation", r"not truncated", r"is not truncated"),
     ("dataset size", r"official dataset has", r"does not cover all dataset"),
+    ("measurements", r"missing or empty|measurement description",
+     r"missing meaningful value|is missing .*\*\.json|measurements\.json, field"),
     ("system JSON", r"systems/.*(missing keys|empty values|status|system_type|division|submitter)",
      r"field .* is missing|meaningful response|invalid status|invalid system type|has division|has submitter"),
-    ("measurements", r"missing or empty|measurement description", r"missing meaningful value|is missing .*\*\.json"),
     ("required scenarios", r"needs scenarios", r"does not have all required scenarios"),
     ("benchmark / system type", r"not a benchmark|cannot enter|neither required nor optional",
      r"invalid model|neither required nor optional"),
@@ -54,7 +55,7 @@ TOPICS = (
      r"is missing|has no |file list mismatch|no measurement_dir|no system_desc"),
     ("result INVALID", r"LoadGen result is", r"$^"),
 )
-CONSEQUENCES = re.compile(r"has issues|accuracy not valid|is OK but accuracy|Results=|NoResults")
+CONSEQUENCES = re.compile(r"has issues|accuracy not valid|is OK but accuracy|Results=|NoResults|Some measurem|SUMMARY")
 SCENARIO_PATH = re.compile(r"(?:closed|open|network)/[^/\s]+/(?:results|measurements|compliance)/([^/\s]+)/([^/\s]+)"
                            r"(?:/([^/\s,')\]]+))?")
 
@@ -222,8 +223,10 @@ def move_to(tree: Path, dest: Path, version: str) -> None:
                 target = sub / "results" / scen.relative_to(sub / kind)
                 if not target.is_dir():
                     continue
+                system = scen.parent.parent.name
                 for item in scen.iterdir():
-                    name = "measurements.json" if kind == "measurements" and item.suffix == ".json" else item.name
+                    described = kind == "measurements" and item.name.startswith(system) and item.suffix == ".json"
+                    name = "measurements.json" if described else item.name
                     shutil.move(str(item), str(target / name))
             shutil.rmtree(sub / kind, ignore_errors=True)
         if (sub / "code").is_dir():
