@@ -16,7 +16,6 @@ Each row is PASS, FAIL, or NOT REPRODUCIBLE with its reasons:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import Layout, read_model_record
 from harness.results import FALLBACK, METRICS
 from harness.runner import RunOptions, latest_run, run
-from harness.submission.readers import Detail, read_detail, read_json_object, read_text
+from harness.submission.readers import Detail, read_detail, read_json_object, read_manifest, read_text
 from harness.submission.rounds import SCENARIO_SPELLINGS
 
 PASS, FAIL, UNREPRODUCIBLE = "PASS", "FAIL", "NOT REPRODUCIBLE"
@@ -89,12 +88,6 @@ def find_targets(tree: Path) -> list[Target]:
                              f"(scenario folders are named Offline, Server, SingleStream, MultiStream, "
                              f"in either case)")
     return found
-
-
-def _manifest(run_dir: Path) -> dict[str, Any] | None:
-    if not (run_dir / "manifest.json").is_file():
-        return None
-    return read_json_object(run_dir / "manifest.json", str(run_dir / "manifest.json"), lambda _: None)
 
 
 def _submitter_of(target: Target) -> tuple[Path, str] | None:
@@ -282,7 +275,7 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
 
 
 def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
-    new = _manifest(new_run) or {}
+    new = read_manifest(new_run) or {}
     old_cards, new_cards = manifest.get("cards"), new.get("cards")
     old_map = [c.get("cpus") for c in old_cards if isinstance(c, dict)] if isinstance(old_cards, list) else []
     new_map = [c.get("cpus") for c in new_cards if isinstance(c, dict)] if isinstance(new_cards, list) else []
@@ -385,7 +378,7 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
     if prepared is None:
         return
     record, data_manifest = prepared
-    manifest = _manifest(run_dir)
+    manifest = read_manifest(run_dir)
     backend, batch, placement = "onnxruntime", None, {}
     if manifest is None:
         row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
@@ -451,7 +444,7 @@ def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, t
     if prepared is None:
         return
     record, data_manifest = prepared
-    manifest = _manifest(t.folder / "accuracy")
+    manifest = read_manifest(t.folder / "accuracy")
     backend, placement = "onnxruntime", {}
     if manifest is not None:
         mismatch = _tree_mismatches(manifest, record, data_manifest, t.folder / "accuracy")
@@ -491,7 +484,3 @@ def _markdown(tree: Path, tolerance: float, rows: list[Row], verdict: str) -> st
             lines.append(f"- user.conf: {r.user_conf}")
         lines += [f"- **reason**: {n}" for n in r.reasons] + [f"- {n}" for n in r.notes]
     return "\n".join(lines) + "\n"
-
-
-def rows_json(rows: list[Row]) -> str:
-    return json.dumps([asdict(r) for r in rows], indent=2)

@@ -28,7 +28,7 @@ from typing import Any
 from harness import benchmarks as appliance_benchmarks
 from harness.errors import ApplianceError
 from harness.submission import rounds
-from harness.submission.readers import MAX_LOG_BYTES, Detail, read_detail, read_json_object, read_text
+from harness.submission.readers import MAX_LOG_BYTES, Detail, read_detail, read_json_object, read_manifest, read_text
 from harness.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
 
@@ -317,9 +317,7 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
 
 def _manifest(run: Path) -> dict[str, Any]:
     """The appliance's own run manifest, when there is one (absent in other tools' trees)."""
-    if not (run / "manifest.json").is_file():
-        return {}
-    return read_json_object(run / "manifest.json", "", lambda _: None) or {}
+    return read_manifest(run) or {}
 
 
 def _synthetic(manifest: dict[str, Any], what: str) -> bool:

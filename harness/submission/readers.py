@@ -60,6 +60,13 @@ def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any]
     return data
 
 
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The appliance's own manifest.json of a run folder; None when absent or unusable (others' trees)."""
+    if not (run_dir / "manifest.json").is_file():
+        return None
+    return read_json_object(run_dir / "manifest.json", str(run_dir / "manifest.json"), lambda _: None)
+
+
 def _size(path: Path) -> int | None:
     try:
         return os.stat(path).st_size

@@ -30,7 +30,7 @@ from harness import __version__, benchmarks
 from harness.errors import ApplianceError, DataError
 from harness.fsutil import atomic_write_json
 from harness.submission import system_json
-from harness.submission.readers import read_json_object
+from harness.submission.readers import read_manifest
 from harness.submission.truncate import truncate_accuracy_log, with_hash
 
 COMPLIANCE_TESTS = ("TEST01", "TEST04")
@@ -57,9 +57,7 @@ class ScenarioRuns:
 
 
 def _manifest(run: Path) -> dict[str, Any]:
-    if not (run / "manifest.json").is_file():
-        return {}
-    return read_json_object(run / "manifest.json", "", lambda _: None) or {}
+    return read_manifest(run) or {}
 
 
 def _complete(run: Path, required: Iterable[str]) -> bool:
