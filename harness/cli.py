@@ -305,9 +305,12 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
               as_json: bool) -> None:
     """Re-run a results or submission tree here and compare it, row by row (for auditors).
 
-    Checks local model and data against each run's manifest, re-runs every benchmark and scenario
-    with the recorded user.conf, compares the metric within --tolerance and accuracy exactly. Exit
-    code 1 when any row is not a PASS.
+    Re-hashes the local model and dataset shards (against their records and the tree's manifests),
+    re-runs every benchmark and scenario with the recorded user.conf (either submission layout),
+    compares the metric within --tolerance and accuracy exactly. Each row is PASS, FAIL (a file
+    named, or outside the tolerance) or NOT REPRODUCIBLE with its reasons (synthetic local data,
+    other hardware, shortened or INVALID re-run, benchmark not prepared here). The report is always
+    written. Exit code 1 when any row is not a PASS.
 
     \b
     Examples:
@@ -326,8 +329,9 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
     else:
         for r in rows:
             click.echo(f"{r.verdict:17} {r.benchmark} {r.scenario} {r.kind}: {r.recorded} -> {r.reproduced}")
-            for note in r.notes:
-                click.echo(f"{'':17} - {note}")
+            for line in ([f"user.conf: {r.user_conf}"] if r.kind == "performance" else []) + \
+                    [f"reason: {n}" for n in r.reasons] + r.notes:
+                click.echo(f"{'':17} - {line}")
         click.echo(f"report: {output / 'reproduce_report.md'}")
     if not rows or any(r.verdict != PASS for r in rows):
         raise click.exceptions.Exit(1)

@@ -1,16 +1,24 @@
 """`appliance reproduce`: an auditor re-runs a results tree and compares, row by row.
 
-Reads our results tree or any tree in the official submission layout, checks local artefacts
-against the run manifests where there are any, re-runs every benchmark/scenario with the recorded
-user.conf (adapting to this host and listing every difference), compares the performance metric
-within a tolerance and the accuracy line exactly, and writes reproduce_report.md / .json. What
-cannot be reproduced here is a row with that verdict, never a silent skip.
+Reads our results tree or any tree in the official submission layout (either round layout, either scenario
+spelling), re-hashes the local artefacts (model file, dataset shards) against the local record and the
+tree's manifest, re-runs every benchmark/scenario with the recorded user.conf, and writes
+reproduce_report.md / .json, always, in one rename.
+
+Each row is PASS, FAIL, or NOT REPRODUCIBLE with its reasons:
+- FAIL: a local artefact's bytes differ from its record or from the tree's manifest (the file is named);
+  or the re-run's metric is outside the tolerance when nothing made the comparison unfair.
+- NOT REPRODUCIBLE: the comparison cannot be fair here: synthetic local model/data vs the tree's real ones,
+  different hardware (the tree's systems/*.json against this host), a shortened or INVALID re-run, a
+  metric of another kind, a benchmark not prepared here (with the command to prepare it), one the
+  appliance does not run. A failing row never stops the others.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +29,13 @@ from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, staged_dir
 from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import Layout, read_model_record
-from harness.results import METRICS, perf_result, read_detail
+from harness.results import FALLBACK, METRICS
 from harness.runner import RunOptions, latest_run, run
+from harness.submission.readers import Detail, read_detail, read_json_object, read_manifest, read_text
+from harness.submission.rounds import SCENARIO_SPELLINGS
 
 PASS, FAIL, UNREPRODUCIBLE = "PASS", "FAIL", "NOT REPRODUCIBLE"
+Echo = Callable[[str], None]
 
 
 @dataclass
@@ -35,7 +46,9 @@ class Row:
     recorded: str = "-"
     reproduced: str = "-"
     verdict: str = UNREPRODUCIBLE
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)     # what was done and seen
+    reasons: list[str] = field(default_factory=list)   # why NOT REPRODUCIBLE / FAIL
+    user_conf: str = "-"
 
 
 @dataclass(frozen=True)
@@ -58,195 +71,405 @@ def parse_tolerance(text: str) -> float:
 
 
 def find_targets(tree: Path) -> list[Target]:
-    """Scenario folders: <...>/<benchmark>/<Scenario>/ holding performance/ or accuracy/."""
+    """Scenario folders (`Offline/` or `offline/`) under <benchmark>/ holding performance/ or accuracy/;
+    compliance (TEST0x) and measurements/ copies are not targets. Links are not followed."""
     if not tree.is_dir():
         raise ApplianceError(f"{tree} is not a folder; pass a results tree or a submission folder")
-    found = []
-    for perf in sorted(tree.rglob("*")):
-        if perf.name in ("performance", "accuracy") and perf.is_dir() and perf.parent.name in benchmarks.SCENARIOS \
-                and not any(p.name.startswith("TEST0") for p in perf.parents):
-            folder = perf.parent
-            target = Target(folder, folder.parent.name, folder.name)
-            if target not in found:
-                found.append(target)
+    found: list[Target] = []
+    for top, dirs, _ in os.walk(tree):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "TEST0")) and d not in ("measurements", "compliance")
+                         and not os.path.islink(os.path.join(top, d)))
+        folder = Path(top)
+        scenario = SCENARIO_SPELLINGS.get(folder.name)
+        if scenario and ("performance" in dirs or "accuracy" in dirs):
+            found.append(Target(folder, folder.parent.name, scenario))
     if not found:
-        raise ApplianceError(f"no <benchmark>/<scenario>/performance or accuracy folders under {tree}")
+        raise ApplianceError(f"no <benchmark>/<scenario>/performance or accuracy folders under {tree} "
+                             f"(scenario folders are named Offline, Server, SingleStream, MultiStream, "
+                             f"in either case)")
     return found
 
 
-def _manifest(run: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((run / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
+def _submitter_of(target: Target) -> tuple[Path, str] | None:
+    """(submitter folder, system name) for a target at <sub>/results/<system>/<benchmark>/<scenario>."""
+    parents = target.folder.parents
+    if len(parents) >= 4 and parents[2].name == "results":
+        return parents[3], parents[1].name
+    return None
+
+
+def find_user_conf(target: Target, run_dir: Path | None) -> tuple[Path | None, str]:
+    """The recorded user.conf and where it was found: the run, the scenario folder (v6.0+ layout and our own
+    trees), or measurements/<system>/<benchmark>/<scenario>/ (pre-v6.0 layout)."""
+    if run_dir is not None and (run_dir / "user.conf").is_file():
+        return run_dir / "user.conf", "beside the performance run"
+    if (target.folder / "user.conf").is_file():
+        return target.folder / "user.conf", "in the scenario folder (v6.0+ layout)"
+    where = _submitter_of(target)
+    if where is not None:
+        sub, system_name = where
+        conf = sub / "measurements" / system_name / target.benchmark / target.folder.name / "user.conf"
+        if conf.is_file():
+            return conf, "in measurements/ (pre-v6.0 layout)"
+    return None, "none in the tree: the re-run used the appliance's defaults"
+
+
+def hardware_differences(target: Target, manifest: dict[str, Any] | None) -> list[str]:
+    """How the tree's hardware differs from this host: its systems/<system>.json, else its run manifest."""
+    here_cpu = system.cpu_model()
+    out: list[str] = []
+    where = _submitter_of(target)
+    sys_json = None
+    if where is not None:
+        sub, system_name = where
+        path = sub / "systems" / f"{system_name}.json"
+        if path.is_file():
+            sys_json = read_json_object(path, str(path), lambda _: None)
+    if sys_json is not None:
+        from harness.submission.system_json import detect_host
+
+        host = detect_host()
+        cpu = sys_json.get("host_processor_model_name")
+        if isinstance(cpu, str) and cpu and not _same_cpu(cpu, here_cpu):
+            out.append(f"CPU: the tree's {cpu!r}, here {here_cpu!r}")
+        for key, here in (("host_processors_per_node", host["packages"]),
+                          ("host_processor_core_count", host["cores_per_package"])):
+            value = _as_int(sys_json.get(key))
+            if value is not None and value != here:
+                out.append(f"{key}: the tree's {value}, here {here}")
+        accel, count = sys_json.get("accelerator_model_name"), _as_int(sys_json.get("accelerators_per_node"))
+        if count and isinstance(accel, str) and accel.strip().upper() not in ("", "N/A", "NONE") \
+                and "emulated" not in accel.lower():
+            out.append(f"accelerators: the tree's {count} x {accel}; here the cards are this host's "
+                       f"(or CPU-emulated)")
+    elif manifest is not None:
+        recorded_host = manifest.get("host")
+        cpu = recorded_host.get("cpu_model") if isinstance(recorded_host, dict) else None
+        if isinstance(cpu, str) and not _same_cpu(cpu, here_cpu):
+            out.append(f"CPU: the tree's {cpu!r}, here {here_cpu!r}")
+        cpus = recorded_host.get("available_cpus") if isinstance(recorded_host, dict) else None
+        if isinstance(cpus, list) and len(cpus) != len(system.available_cpus()):
+            out.append(f"CPU count: the tree's {len(cpus)}, here {len(system.available_cpus())}")
+    else:
+        out.append("the tree has neither systems/<system>.json nor a run manifest: its hardware is unknown")
+    return out
+
+
+def _same_cpu(a: str, b: str) -> bool:
+    norm = [re.sub(r"\s+", " ", s).strip().lower() for s in (a, b)]
+    return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
+
+
+def _text(v: Any, default: str) -> str:
+    return v if isinstance(v, str) and v else default
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
         return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None
 
 
-def artefact_differences(manifest: dict[str, Any], run: Path, data_dir: Path) -> tuple[list[str], list[str]]:
-    """(mismatches that make a row FAIL, host differences that are only listed)."""
-    bench = benchmarks.get(manifest["benchmark"])
-    layout = Layout(data_dir, bench)
-    bad, notes = [], []
-    model = read_model_record(layout)
-    if model["sha256"] != manifest["model"]["sha256"]:
-        bad.append(f"model digest differs: tree {manifest['model']['sha256'][:16]}…, "
-                   f"local {model['sha256'][:16]}… ({model['path']})")
-    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-    local_shards = {e["file"]: e["sha256"] for e in data.manifest["shards"]}
-    if local_shards != manifest["dataset"]["shards"]:
-        bad.append(f"dataset shards differ from the tree's ({len(local_shards)} local vs "
-                   f"{len(manifest['dataset']['shards'])} recorded, or their digests)")
-    for name, digest in manifest.get("configs", {}).items():
-        path = run / name
+class Artefacts:
+    """Re-hashes a benchmark's local model file and dataset shards once per reproduce call."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._cache: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
+
+    def check(self, bench: benchmarks.Benchmark) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+        """(model record, dataset manifest, files whose bytes differ from their local record).
+        Raises ApplianceError (with the command to prepare it) when the benchmark is not prepared here."""
+        if bench.name not in self._cache:
+            layout = Layout(self.data_dir, bench)
+            record = read_model_record(layout)
+            data = store.open_prepared(layout.preprocessed, bench.prepare_hint(self.data_dir))
+            bad = []
+            if sha256_file(Path(record["path"])) != record["sha256"]:
+                bad.append(f"{record['path']}: its sha256 differs from the one recorded when it was prepared")
+            bad += [f"{layout.preprocessed / f}: its sha256 differs from the prepared data's manifest"
+                    for f in verify_files(layout.preprocessed, data.manifest)]
+            self._cache[bench.name] = (record, data.manifest, bad)
+        return self._cache[bench.name]
+
+
+def verify_files(root: Path, manifest: dict[str, Any]) -> list[str]:
+    """Files of prepared data whose bytes no longer match (one place to switch to h17a's verifier)."""
+    return store.verify_digests(root, manifest)
+
+
+def _tree_mismatches(manifest: dict[str, Any], record: dict[str, Any], data_manifest: dict[str, Any],
+                     run_dir: Path) -> list[str]:
+    """Where the tree's manifest names other artefacts than the local ones (FAIL), file by file."""
+    bad = []
+    tree_model = manifest.get("model")
+    digest = tree_model.get("sha256") if isinstance(tree_model, dict) else None
+    if isinstance(digest, str) and digest != record["sha256"]:
+        bad.append(f"{record['path']}: sha256 {record['sha256'][:16]}… here, the tree's run used "
+                   f"{digest[:16]}…")
+    dataset = manifest.get("dataset")
+    shards = dataset.get("shards") if isinstance(dataset, dict) else None
+    local = {e["file"]: e["sha256"] for e in data_manifest["shards"]}
+    if isinstance(shards, dict):
+        for name in sorted(set(shards) | set(local)):
+            if shards.get(name) != local.get(name):
+                bad.append(f"dataset shard {name}: " + ("not in the tree's run" if name not in shards else
+                                                        "absent here" if name not in local else
+                                                        "its sha256 differs from the tree's run"))
+    configs = manifest.get("configs")
+    for name, digest in (configs.items() if isinstance(configs, dict) else []):
+        path = run_dir / name
         if path.is_file() and sha256_file(path) != digest:
-            bad.append(f"{name} in the tree does not match the digest in its manifest")
-    host, here = manifest.get("host", {}), system.cpu_model()
-    if host.get("cpu_model") not in (None, here):
-        notes.append(f"CPU differs: recorded {host['cpu_model']!r}, here {here!r}")
-    if len(host.get("available_cpus", [])) != len(system.available_cpus()):
-        notes.append(f"CPU count differs: recorded {len(host.get('available_cpus', []))}, "
-                     f"here {len(system.available_cpus())}")
-    recorded_pkgs, local_pkgs = manifest.get("packages", {}), system.package_versions()
-    notes += [f"{k} {v} recorded, {local_pkgs.get(k)} here" for k, v in recorded_pkgs.items()
-              if local_pkgs.get(k) != v]
-    if manifest.get("loadgen", {}).get("version") not in (None, loadgen_version()):
-        notes.append(f"LoadGen {manifest['loadgen']['version']} recorded, {loadgen_version()} here")
-    return bad, notes
+            bad.append(f"{path}: does not match the digest in its manifest")
+    return bad
 
 
-def _artefacts_match(row: Row, manifest: dict[str, Any], run_dir: Path, data_dir: Path) -> bool:
-    """Add the artefact mismatches and host differences to `row`; False (row FAILs) on a mismatch."""
-    try:
-        bad, notes = artefact_differences(manifest, run_dir, data_dir)
-    except ApplianceError as exc:
-        row.notes.append(str(exc))
-        return False
-    row.notes += notes + bad
-    if bad:
-        row.verdict = FAIL
-    return not bad
+def _synthetic_reasons(manifest: dict[str, Any] | None, record: dict[str, Any],
+                       data_manifest: dict[str, Any]) -> list[str]:
+    tree_syn = manifest.get("synthetic") if manifest and isinstance(manifest.get("synthetic"), dict) else None
+    tree_weights = bool(tree_syn.get("weights")) if tree_syn is not None else False  # no manifest: real
+    tree_data = bool(tree_syn.get("data")) if tree_syn is not None else False
+    out = []
+    if record.get("synthetic") and not tree_weights:
+        out.append("the local model has synthetic (seeded) weights, the tree's run used real ones")
+    if data_manifest.get("synthetic") and not tree_data:
+        out.append("the local dataset is synthetic, the tree's run used the real one")
+    return out
 
 
-def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, str]:
+def _host_notes(manifest: dict[str, Any]) -> list[str]:
+    notes = []
+    recorded_pkgs, local_pkgs = manifest.get("packages"), system.package_versions()
+    if isinstance(recorded_pkgs, dict):
+        notes += [f"{k} {v} recorded, {local_pkgs.get(k)} here" for k, v in recorded_pkgs.items()
+                  if local_pkgs.get(k) != v]
+    lg = manifest.get("loadgen")
+    if isinstance(lg, dict) and lg.get("version") not in (None, loadgen_version()):
+        notes.append(f"LoadGen {lg['version']} recorded, {loadgen_version()} here")
+    return notes
+
+
+def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """The recorded --cards, --replicate and --card-outputs, adapted to this host where the recorded map
     file is absent."""
-    spec = manifest.get("card_map", {}).get("spec")
-    out = {}
-    if spec:
+    card_map = manifest.get("card_map")
+    spec = card_map.get("spec") if isinstance(card_map, dict) else None
+    out: dict[str, Any] = {}
+    if isinstance(spec, str) and spec:
         parts = spec.split(":")
         path = parts[1] if parts[0] == "simulate" and len(parts) == 3 else spec
         if path.endswith((".yaml", ".yml")) and not Path(path).is_file():
             notes.append(f"recorded card map {path} is not on this host: cards detected here instead (auto)")
             spec = "auto"
         out["cards"] = spec
-    replicate = manifest.get("sample_buffers", {}).get("replicate")
-    if replicate:
-        out["replicate"] = replicate
-    if manifest.get("card_outputs"):  # detection: the precision the cards returned their outputs in
+    buffers = manifest.get("sample_buffers")
+    if isinstance(buffers, dict) and isinstance(buffers.get("replicate"), str):
+        out["replicate"] = buffers["replicate"]
+    if isinstance(manifest.get("card_outputs"), str):
         out["card_outputs"] = manifest["card_outputs"]
     return out
 
 
 def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
-    new = _manifest(new_run) or {}
-    old_map = [c.get("cpus") for c in manifest.get("cards", [])]
-    new_map = [c.get("cpus") for c in new.get("cards", [])]
+    new = read_manifest(new_run) or {}
+    old_cards, new_cards = manifest.get("cards"), new.get("cards")
+    old_map = [c.get("cpus") for c in old_cards if isinstance(c, dict)] if isinstance(old_cards, list) else []
+    new_map = [c.get("cpus") for c in new_cards if isinstance(c, dict)] if isinstance(new_cards, list) else []
     return [] if old_map == new_map else [f"card-to-core map differs: recorded {old_map}, here {new_map}"]
 
 
-def _metric(detail: dict[str, Any], scenario: str) -> float | None:
-    return perf_result(detail, scenario).metric
+def recorded_metric(d: Detail, scenario: str) -> tuple[float | None, str]:
+    """The recorded metric and its kind ("early stopping", "90th percentile", …), via the typed reader."""
+    key, unit = METRICS[scenario]
+    kind = "early-stopping estimate" if unit == "ms" else "throughput"
+    raw = d.raw(key)
+    if not raw and scenario in FALLBACK:
+        key, kind = FALLBACK[scenario], FALLBACK[scenario].split("_")[1] + " percentile"
+    if not d.has(key):
+        return None, kind
+    value = d.number(key)
+    if value is not None and unit == "ms":
+        value /= 1e6
+    return value, kind
 
 
-def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo=print,
+def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Echo = print,
               duration_ms: int | None = None) -> list[Row]:
     """Re-run every target of `tree`; write the report into `out` (staged, never overwriting)."""
     if out.exists():
         raise ApplianceError(f"{out} exists; choose another --output folder (reports are never overwritten)")
     targets = find_targets(tree)
     rows: list[Row] = []
+    artefacts = Artefacts(data_dir)
     with staged_dir(out) as work:
         for t in targets:
-            try:
-                benchmarks.get(t.benchmark)
-            except ApplianceError as exc:
-                rows.append(Row(t.benchmark, t.scenario, "-", notes=[str(exc)]))
-                continue
-            run_dir = latest_run(t.folder / "performance")
-            if run_dir is not None:
-                rows.append(_reproduce_perf(t, run_dir, data_dir, work, tolerance, duration_ms, echo))
-            elif (t.folder / "performance").is_dir():
-                rows.append(Row(t.benchmark, t.scenario, "performance",
-                                notes=[f"no finished run_N in {t.folder / 'performance'}"]))
-            if (t.folder / "accuracy" / "accuracy.txt").is_file():
-                rows.append(_reproduce_accuracy(t, data_dir, work, echo))
+            for kind, job in (("performance", _reproduce_perf), ("accuracy", _reproduce_accuracy)):
+                if not (t.folder / kind).is_dir():
+                    continue
+                row = Row(t.benchmark, t.scenario, kind)
+                try:
+                    job(row, t, artefacts, work, tolerance, duration_ms)
+                except ApplianceError as exc:
+                    row.verdict = UNREPRODUCIBLE
+                    row.reasons.append(f"re-run not possible: {exc}")
+                except Exception as exc:  # one row's failure never loses the others' results
+                    row.verdict = UNREPRODUCIBLE
+                    row.reasons.append(f"re-run failed ({type(exc).__name__}: {exc})")
+                echo(f"{t.benchmark} {t.scenario} {kind}: {row.recorded} -> {row.reproduced}: {row.verdict}")
+                rows.append(row)
         for r in rows:  # name the new logs where they will be once the report folder is renamed
             r.notes = [n.replace(str(work), str(out)) for n in r.notes]
+        verdict = (PASS if rows and all(r.verdict == PASS for r in rows)
+                   else FAIL if any(r.verdict == FAIL for r in rows) else UNREPRODUCIBLE)
         report = {"tree": str(tree), "tolerance": tolerance, "host": system.cpu_model(),
-                  "rows": [asdict(r) for r in rows],
-                  "verdict": PASS if rows and all(r.verdict == PASS for r in rows) else FAIL}
+                  "rows": [asdict(r) for r in rows], "verdict": verdict}
         atomic_write_json(work / "reproduce_report.json", report)
-        atomic_write_text(work / "reproduce_report.md", _markdown(tree, tolerance, rows, report["verdict"]))
+        atomic_write_text(work / "reproduce_report.md", _markdown(tree, tolerance, rows, verdict))
     return rows
 
 
-def _reproduce_perf(t: Target, run_dir: Path, data_dir: Path, work: Path, tolerance: float,
-                    duration_ms: int | None, echo) -> Row:
-    row = Row(t.benchmark, t.scenario, "performance")
-    detail_path = run_dir / "mlperf_log_detail.txt"
-    if not detail_path.is_file():
-        row.notes.append(f"{detail_path} missing")
-        return row
-    recorded = read_detail(detail_path)
-    rec_metric = _metric(recorded, t.scenario)
+def _bench_or_reason(row: Row, t: Target) -> benchmarks.Benchmark | None:
+    name = {"resnet": "resnet50"}.get(t.benchmark, t.benchmark)
+    if name not in benchmarks.NAMES:
+        row.reasons.append(f"the appliance does not run {t.benchmark!r} (it runs {', '.join(benchmarks.NAMES)})")
+        return None
+    return benchmarks.get(name)
+
+
+def _prepared_or_reason(row: Row, bench: benchmarks.Benchmark,
+                        artefacts: Artefacts) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Local model record and data manifest; None with the reason (and the command) when not prepared."""
+    try:
+        record, data_manifest, bad = artefacts.check(bench)
+    except ApplianceError as exc:
+        row.reasons.append(f"benchmark not prepared here: {exc}")
+        return None
+    if bad:
+        row.verdict = FAIL
+        row.reasons += bad
+        return None
+    return record, data_manifest
+
+
+def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, tolerance: float,
+                    duration_ms: int | None) -> None:
+    run_dir = latest_run(t.folder / "performance")
+    if run_dir is None:
+        row.reasons.append(f"no finished run_N (with mlperf_log_detail.txt) in {t.folder / 'performance'}")
+        return
+    sink: list[str] = []
+    recorded = read_detail(run_dir / "mlperf_log_detail.txt", str(run_dir / "mlperf_log_detail.txt"), sink.append)
+    if recorded is None:
+        row.reasons += sink
+        return
+    rec_metric, rec_kind = recorded_metric(recorded, t.scenario)
     unit = METRICS[t.scenario][1]
     row.recorded = f"{rec_metric:.3f} {unit}" if rec_metric is not None else "-"
-    manifest = _manifest(run_dir)
+    user_conf, conf_where = find_user_conf(t, run_dir)
+    row.user_conf = f"{user_conf} ({conf_where})" if user_conf else conf_where
+    bench = _bench_or_reason(row, t)
+    if bench is None:
+        return
+    prepared = _prepared_or_reason(row, bench, artefacts)
+    if prepared is None:
+        return
+    record, data_manifest = prepared
+    manifest = read_manifest(run_dir)
     backend, batch, placement = "onnxruntime", None, {}
     if manifest is None:
-        row.notes.append("no manifest.json in the tree: artefacts cannot be checked, host differences unknown")
+        row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
     else:
-        backend, batch = manifest.get("backend", backend), manifest.get("batch_size")
+        mismatch = _tree_mismatches(manifest, record, data_manifest, run_dir)
+        if mismatch:
+            row.verdict = FAIL
+            row.reasons += mismatch
+            return
+        backend = _text(manifest.get("backend"), backend)
+        batch = manifest.get("batch_size") if isinstance(manifest.get("batch_size"), int) else None
         placement = _recorded_placement(manifest, row.notes)
-        if not _artefacts_match(row, manifest, run_dir, data_dir):
-            return row
-    user_conf = run_dir / "user.conf"
-    if not user_conf.is_file():
-        user_conf = t.folder / "user.conf"
-    outcome = run(RunOptions(t.benchmark, Requested(t.scenario, "performance", duration_ms=duration_ms,
-                                                    user_conf=user_conf if user_conf.is_file() else None),
-                             data_dir, work / "runs", backend=backend, batch_size=batch, **placement),
-                  echo=lambda m: None)
+        row.notes += _host_notes(manifest)
+    unfair = _synthetic_reasons(manifest, record, data_manifest) + hardware_differences(t, manifest)
+    rec_min = recorded.raw("effective_min_duration_ms")
+    if duration_ms is not None and isinstance(rec_min, int) and duration_ms < rec_min:
+        unfair.append(f"re-run shortened: --duration-ms {duration_ms}, the tree's run had {rec_min} ms")
+    requested = Requested(t.scenario, "performance", duration_ms=duration_ms, user_conf=user_conf)
+    outcome = run(RunOptions(bench.name, requested, artefacts.data_dir, work / "runs", backend=backend,
+                             batch_size=batch, **placement), echo=lambda m: None)
+    row.notes.append(f"new logs: {outcome.path}")
     if manifest is not None:
         row.notes += _card_map_differences(manifest, outcome.path)
-    new = outcome.perf.metric if outcome.perf else None
+    perf = outcome.perf
+    new = perf.metric if perf else None
     row.reproduced = f"{new:.3f} {unit}" if new is not None else "-"
+    if perf is not None and not perf.valid:
+        why = "; ".join(perf.reasons) or "LoadGen gave no reason"
+        if recorded.raw("result_validity") == "VALID":
+            unfair.append(f"the re-run is INVALID ({why}), the tree's run was VALID")
+        else:
+            row.notes.append(f"the re-run is INVALID ({why}), as the tree's run was: like compared with like")
+    new_kind = (perf.estimate or "throughput") if perf is not None else None
+    if new_kind and rec_kind and new_kind.split()[0] != rec_kind.split()[0]:
+        unfair.append(f"metrics of different kinds: recorded {rec_kind}, re-run {new_kind}")
     if rec_metric is None or new is None:
-        row.notes.append("no metric to compare")
-        row.verdict = FAIL
-        return row
+        unfair.append("no metric to compare" + (" (the tree's log has none)" if rec_metric is None else ""))
+    row.reasons += unfair
+    if unfair:
+        row.verdict = UNREPRODUCIBLE
+        return
+    assert rec_metric is not None and new is not None
     deviation = new / rec_metric - 1 if rec_metric else float("inf")
-    row.notes.append(f"deviation {deviation:+.1%} (tolerance ±{tolerance:.0%}); new logs: {outcome.path}")
+    row.notes.append(f"deviation {deviation:+.1%} (tolerance ±{tolerance:.0%})")
     row.verdict = PASS if abs(deviation) <= tolerance else FAIL
-    echo(f"{t.benchmark} {t.scenario} performance: {row.recorded} -> {row.reproduced}: {row.verdict}")
-    return row
+    if row.verdict == FAIL:
+        row.reasons.append(f"deviation {deviation:+.1%} is outside ±{tolerance:.0%}")
 
 
-def _reproduce_accuracy(t: Target, data_dir: Path, work: Path, echo) -> Row:
-    row = Row(t.benchmark, t.scenario, "accuracy")
-    recorded = (t.folder / "accuracy" / "accuracy.txt").read_text().splitlines()[0]
-    row.recorded = recorded
-    manifest = _manifest(t.folder / "accuracy")
+def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, tolerance: float,
+                        duration_ms: int | None) -> None:
+    sink: list[str] = []
+    text = read_text(t.folder / "accuracy" / "accuracy.txt", str(t.folder / "accuracy" / "accuracy.txt"), sink.append)
+    if text is None:
+        row.reasons += sink
+        return
+    lines = [ln for ln in text.splitlines() if re.match(r"^(accuracy|mAP)=", ln)]
+    row.recorded = lines[0] if lines else "-"
+    bench = _bench_or_reason(row, t)
+    if bench is None:
+        return
+    prepared = _prepared_or_reason(row, bench, artefacts)
+    if prepared is None:
+        return
+    record, data_manifest = prepared
+    manifest = read_manifest(t.folder / "accuracy")
     backend, placement = "onnxruntime", {}
     if manifest is not None:
-        backend, placement = manifest.get("backend", backend), _recorded_placement(manifest, row.notes)
-        if not _artefacts_match(row, manifest, t.folder / "accuracy", data_dir):
-            return row
-    outcome = run(RunOptions(t.benchmark, Requested(t.scenario, "accuracy"), data_dir, work / "runs",
+        mismatch = _tree_mismatches(manifest, record, data_manifest, t.folder / "accuracy")
+        if mismatch:
+            row.verdict = FAIL
+            row.reasons += mismatch
+            return
+        backend = _text(manifest.get("backend"), backend)
+        placement = _recorded_placement(manifest, row.notes)
+    unfair = _synthetic_reasons(manifest, record, data_manifest)
+    outcome = run(RunOptions(bench.name, Requested(t.scenario, "accuracy"), artefacts.data_dir, work / "runs",
                              backend=backend, **placement), echo=lambda m: None)
-    row.reproduced = (outcome.path / "accuracy.txt").read_text().splitlines()[0]
-    row.verdict = PASS if re.sub(r"\s", "", row.reproduced) == re.sub(r"\s", "", recorded) else FAIL
-    echo(f"{t.benchmark} {t.scenario} accuracy: {row.verdict}")
-    return row
+    new_text = (outcome.path / "accuracy.txt").read_text()
+    new_lines = [ln for ln in new_text.splitlines() if re.match(r"^(accuracy|mAP)=", ln)]
+    row.reproduced = new_lines[0] if new_lines else "-"
+    row.notes.append(f"new logs: {outcome.path}")
+    if not lines:
+        unfair.append("the tree's accuracy.txt has no accuracy=/mAP= line")
+    row.reasons += unfair
+    if unfair:
+        row.verdict = UNREPRODUCIBLE
+        return
+    row.verdict = PASS if re.sub(r"\s", "", row.reproduced) == re.sub(r"\s", "", row.recorded) else FAIL
+    if row.verdict == FAIL:
+        row.reasons.append("the accuracy line differs")
 
 
 def _markdown(tree: Path, tolerance: float, rows: list[Row], verdict: str) -> str:
@@ -256,6 +479,8 @@ def _markdown(tree: Path, tolerance: float, rows: list[Row], verdict: str) -> st
     lines += [f"| {r.benchmark} | {r.scenario} | {r.kind} | {r.recorded} | {r.reproduced} | **{r.verdict}** |"
               for r in rows]
     for r in rows:
-        if r.notes:
-            lines += ["", f"## {r.benchmark} {r.scenario} {r.kind}", *[f"- {n}" for n in r.notes]]
+        lines += ["", f"## {r.benchmark} {r.scenario} {r.kind}: {r.verdict}"]
+        if r.kind == "performance":
+            lines.append(f"- user.conf: {r.user_conf}")
+        lines += [f"- **reason**: {n}" for n in r.reasons] + [f"- {n}" for n in r.notes]
     return "\n".join(lines) + "\n"

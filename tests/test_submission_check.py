@@ -97,7 +97,7 @@ def test_bad_trees_one_line_per_problem_tree_untouched(full_tree):
     assert "empty values" in text and "host_network_card_count" in text
     assert "results from another round" in text
     assert "measurements.json: missing or empty: input_data_types" in text
-    assert "TEST04/verify_performance.txt: does not end in TEST PASS" in text
+    assert "TEST04/verify_performance.txt: no TEST PASS line" in text
     assert "no `hash=" in text
     assert "MultiStream/TEST01: missing compliance test TEST01" in text
     assert len(report.problems) == 7, report.problems

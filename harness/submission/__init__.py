@@ -1,5 +1,6 @@
-"""Submission trees in the MLPerf Inference v6.1 layout: build them from finished runs, and check them.
+"""Submission trees: build a v6.1 tree from finished runs, and check any tree from v4.1 to v6.1.
 
 `tree.build()` writes `closed/<submitter>/...` from `appliance run` results; `check.check_tree()` applies
-the round's rules (SPEC §5) and keeps problems that come only from synthetic models or data apart.
+the rules of the tree's round (`rounds.py`, one record per round, detected from the RNG seeds) through
+typed readers (`readers.py`) and keeps problems that come only from synthetic models or data apart.
 """

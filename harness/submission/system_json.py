@@ -73,7 +73,7 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[M
     """All 35 keys (plus any extra override keys), overrides winning over detection."""
     host = detect_host(root)
     first = manifests[0] if manifests else {}
-    cards = max((m.get("cards", []) for m in manifests), key=len, default=[])
+    cards: list[Any] = max((m.get("cards", []) for m in manifests), key=len, default=[])
     packages = first.get("packages") or system.package_versions()
     cpu = (first.get("host") or {}).get("cpu_model") or system.cpu_model()
     values: dict[str, Any] = {

@@ -18,7 +18,6 @@ The tree is written into a hidden folder beside `-o` and renamed at the end; the
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from harness import __version__, benchmarks
 from harness.errors import ApplianceError, DataError
 from harness.fsutil import atomic_write_json, public_mode
 from harness.submission import system_json
+from harness.submission.readers import read_manifest
 from harness.submission.truncate import truncate_accuracy_log, with_hash
 
 COMPLIANCE_TESTS = ("TEST01", "TEST04")
@@ -49,6 +49,7 @@ class ScenarioRuns:
     performance: list[Path] = field(default_factory=list)  # complete runs only
     accuracy: list[Path] = field(default_factory=list)
     tests: dict[str, Path] = field(default_factory=dict)
+    siblings: list[Path] = field(default_factory=list)  # any run with a manifest, for the hints
 
     @property
     def label(self) -> str:
@@ -56,10 +57,7 @@ class ScenarioRuns:
 
 
 def _manifest(run: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
+    return read_manifest(run) or {}
 
 
 def _complete(run: Path, required: Iterable[str]) -> bool:
@@ -85,10 +83,41 @@ def scenario_dirs(path: Path) -> list[Path]:
     return found
 
 
-def collect(inputs: Iterable[Path]) -> tuple[dict[tuple[str, str], ScenarioRuns], list[str]]:
-    """Runs per (benchmark, scenario) across all inputs, and one line per input problem."""
-    found: dict[tuple[str, str], ScenarioRuns] = {}
-    problems = []
+def _mode_hint(sr: ScenarioRuns, mode: str) -> str:
+    """The command that makes the missing run: a sibling run's recorded command (every flag kept) with this
+    scenario and mode, else a plain one; `-b` always there."""
+    for run_dir in (*sr.performance, *sr.accuracy, *sr.siblings):
+        cmd = _manifest(run_dir).get("command")
+        if isinstance(cmd, list) and len(cmd) > 1 and all(isinstance(c, str) for c in cmd):
+            return "appliance " + " ".join(_with_flags(cmd[1:], sr, mode))
+    extra = "" if mode == "performance" else f" --mode {mode}"
+    return f"appliance run -b {sr.benchmark} -s {sr.scenario}{extra}"
+
+
+def _with_flags(args: list[str], sr: ScenarioRuns, mode: str) -> list[str]:
+    """`args` with -b/-s/--mode set for `sr` and `mode` (replacing what was recorded)."""
+    drop = {"-b": 1, "--benchmark": 1, "-s": 1, "--scenario": 1, "--mode": 1, "-m": 1}
+    out, skip = [], 0
+    for a in args:
+        if skip:
+            skip -= 1
+            continue
+        key = a.split("=", 1)[0]
+        if key in drop:
+            skip = 0 if "=" in a else drop[key]
+            continue
+        out.append(a)
+    head = out[:1] if out[:1] == ["run"] else ["run"]
+    rest = out[1:] if out[:1] == ["run"] else out
+    return [*head, "-b", sr.benchmark, "-s", sr.scenario, *([] if mode == "performance" else ["--mode", mode]), *rest]
+
+
+def collect(inputs: Iterable[Path], system_dir: str | None = None
+            ) -> tuple[dict[tuple[str, str], ScenarioRuns], list[str], list[str]]:
+    """Runs per (benchmark, scenario) of one system folder across all inputs, one line per input problem, and
+    one line per folder skipped (another system, or a system with no complete run: empty or failed)."""
+    per_system: dict[str, dict[tuple[str, str], ScenarioRuns]] = {}
+    problems: list[str] = []
     for path in inputs:
         if not path.is_dir():
             problems.append(f"{path}: not a folder (give results folders written by `appliance run`)")
@@ -97,8 +126,12 @@ def collect(inputs: Iterable[Path]) -> tuple[dict[tuple[str, str], ScenarioRuns]
         if not dirs:
             problems.append(f"{path}: no <benchmark>/<Scenario> folders from `appliance run` in it")
         for d in dirs:
+            system = d.parent.parent.name
+            found = per_system.setdefault(system, {})
             sr = found.setdefault((d.parent.name, d.name), ScenarioRuns(d.parent.name, d.name))
-            sr.systems.add(d.parent.parent.name)
+            sr.systems.add(system)
+            runs = sorted((d / "performance").glob("run_*")) + sorted(d.glob("accuracy*"))
+            sr.siblings += [r for r in runs if (r / "manifest.json").is_file()]
             sr.performance += [r for r in sorted((d / "performance").glob("run_*"))
                                if _complete(r, (*PERF_FILES, "manifest.json"))]
             sr.accuracy += [r for r in sorted(d.glob("accuracy*"))
@@ -106,21 +139,34 @@ def collect(inputs: Iterable[Path]) -> tuple[dict[tuple[str, str], ScenarioRuns]
             for test in COMPLIANCE_TESTS:
                 if (d / test).is_dir():
                     sr.tests[test] = d / test  # a later input wins
+    skipped = []
+    for system, found in sorted(per_system.items()):
+        if not any(sr.performance or sr.accuracy for sr in found.values()):
+            skipped.append(f"{system}: no complete run in it (empty or failed runs only); not a system to submit")
+        elif system_dir is not None and system != system_dir:
+            skipped.append(f"{system}: another system than --system-dir {system_dir}")
+    usable = {s: f for s, f in per_system.items() if not any(line.startswith(f"{s}: ") for line in skipped)}
+    if system_dir is not None and system_dir not in per_system:
+        problems.append(f"--system-dir {system_dir}: no such system folder in the inputs (they hold: "
+                        f"{', '.join(sorted(per_system)) or 'none'})")
+    if len(usable) > 1:
+        listing = "; ".join(f"{s} ({', '.join(sorted(f'{b}/{sc}' for b, sc in f))})" for s, f in sorted(usable.items()))
+        problems.append(f"runs come from {len(usable)} system folders (one per card setup / backend): {listing}; "
+                        f"choose one with --system-dir NAME (one tree per system)")
+        return {}, problems, skipped
+    found = next(iter(usable.values()), {})
     for sr in found.values():
         if not sr.performance:
             problems.append(f"{sr.label}: no complete performance run (performance/run_N with mlperf_log_detail.txt "
-                            f"and manifest.json); run `appliance run -s {sr.scenario}`")
+                            f"and manifest.json); run `{_mode_hint(sr, 'performance')}`")
         if not sr.accuracy:
-            problems.append(f"{sr.label}: no complete accuracy run; run `appliance run -s {sr.scenario} "
-                            f"--mode accuracy`")
-    systems = sorted({s for sr in found.values() for s in sr.systems})
-    if len(systems) > 1:
-        problems.append(f"runs come from {len(systems)} systems ({', '.join(systems)}): build one tree per system")
-    return found, problems
+            problems.append(f"{sr.label}: no complete accuracy run; run `{_mode_hint(sr, 'accuracy')}`")
+    return found, problems, skipped
 
 
 def build(inputs: list[Path], out: Path, submitter: str, system_name: str, division: str = "closed",
-          overrides_file: Path | None = None, echo: Callable[[str], None] = print) -> Path:
+          overrides_file: Path | None = None, echo: Callable[[str], None] = print,
+          system_dir: str | None = None) -> Path:
     """Write the tree to `out` (which must not exist) and return it."""
     if division not in DIVISIONS:
         raise ApplianceError(f"division {division!r}: choose one of {', '.join(DIVISIONS)}")
@@ -130,7 +176,12 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     if out.exists():
         raise ApplianceError(f"{out} already exists; give a new -o folder (a tree is never overwritten)")
     overrides = system_json.load_overrides(overrides_file)
-    found, problems = collect(inputs)
+    found, problems, skipped = collect(inputs, system_dir)
+    for line in skipped:
+        echo(f"skipped {line}")
+    if not found and not problems:
+        problems.append("no system folder with complete runs in the inputs" + (" (see the skipped ones above)"
+                                                                              if skipped else ""))
     if problems:
         raise DataError("; ".join(problems)) if len(problems) == 1 else DataError(
             f"{len(problems)} problems with the runs:\n  " + "\n  ".join(problems))
@@ -156,7 +207,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
             missing = [t for t in COMPLIANCE_TESTS if t not in sr.tests]
             if missing:
                 echo(f"{sr.label}: no {' / '.join(missing)} folder in the runs; add the compliance runs "
-                     f"(`appliance run --mode TEST01`) before submitting")
+                     f"({', '.join(f'`{_mode_hint(sr, t)}`' for t in missing)}) before submitting")
         if os.path.exists(out):
             raise ApplianceError(f"{out} appeared while building; nothing written there")
         os.rename(tmp, out)

@@ -1,0 +1,76 @@
+"""`appliance reproduce` verdicts: FAIL names a changed file, NOT REPRODUCIBLE gives its reasons, the
+report is always written and a benchmark not prepared here does not stop the other rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from helpers import appliance
+from submission_fixtures import make_tree
+from test_reproduce import _tree
+
+
+def _report(out: Path) -> dict:
+    return json.loads((out / "reproduce_report.json").read_text())
+
+
+def test_one_changed_model_byte_fails_naming_the_file(data_dir, tmp_path, capsys):
+    tree = _tree(tmp_path, data_dir)
+    local = tmp_path / "data"
+    shutil.copytree(data_dir, local)
+    record_path = local / "models" / "resnet50.json"
+    record = json.loads(record_path.read_text())
+    model = local / Path(record["path"]).relative_to(data_dir)
+    record["path"] = str(model)
+    record_path.write_text(json.dumps(record))
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    out = tmp_path / "audit"
+    assert appliance("reproduce", tree, "--data-dir", local, "-o", out) == 1
+    report = _report(out)
+    assert report["verdict"] == "FAIL"
+    for row in report["rows"]:
+        assert row["verdict"] == "FAIL"
+        assert any(str(model) in r and "sha256 differs" in r for r in row["reasons"]), row
+    assert str(model) in capsys.readouterr().out
+
+
+def test_real_shaped_tree_is_not_reproducible_with_reasons(data_dir, tmp_path, capsys):
+    """A pre-v6.0 published-style tree (no manifests, another CPU, lowercase folders, real weights): its rows
+    are NOT REPRODUCIBLE with the reasons named, the user.conf comes from measurements/, and the retinanet
+    row (not prepared here) does not stop the resnet50 rows."""
+    sub = make_tree(tmp_path / "tree", "v5.1", lowercase=True,
+                    benchmarks={"resnet50": ("Offline",), "retinanet": ("Offline",)})
+    system_file = sub / "systems" / "sys1.json"
+    system = json.loads(system_file.read_text())
+    system.update(host_processor_model_name="Imaginary Xeon 9999", accelerators_per_node="8",
+                  accelerator_model_name="Example Accelerator X")
+    system_file.write_text(json.dumps(system))
+    conf = sub / "measurements" / "sys1" / "resnet50" / "offline" / "user.conf"
+    conf.write_text("resnet50.Offline.target_qps = 20\n")
+    out = tmp_path / "audit"
+    rc = appliance("reproduce", tmp_path / "tree", "--data-dir", data_dir, "--duration-ms", 300, "-o", out)
+    text = capsys.readouterr().out
+    assert rc == 1, text
+    report = _report(out)
+    rows = {(r["benchmark"], r["kind"]): r for r in report["rows"]}
+    assert set(rows) == {("resnet50", "performance"), ("resnet50", "accuracy"), ("retinanet", "performance"),
+                         ("retinanet", "accuracy")}
+    assert all(r["verdict"] == "NOT REPRODUCIBLE" for r in rows.values()), rows
+    perf = rows[("resnet50", "performance")]
+    reasons = "\n".join(perf["reasons"])
+    assert "CPU: the tree's 'Imaginary Xeon 9999'" in reasons
+    assert "accelerators: the tree's 8 x Example Accelerator X" in reasons
+    assert "the local model has synthetic (seeded) weights, the tree's run used real ones" in reasons
+    assert "re-run shortened: --duration-ms 300, the tree's run had 600000 ms" in reasons
+    assert perf["reproduced"] != "-"
+    assert perf["user_conf"] == f"{conf} (in measurements/ (pre-v6.0 layout))"
+    assert perf["recorded"] == "1234.500 samples/s"
+    ret = "\n".join(rows[("retinanet", "performance")]["reasons"])
+    assert "benchmark not prepared here" in ret and "appliance prepare" in ret and "retinanet" in ret
+    assert report["verdict"] == "NOT REPRODUCIBLE"
+    md = (out / "reproduce_report.md").read_text()
+    assert f"user.conf: {conf}" in md and "**reason**: CPU: the tree's" in md
