@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, system
+from harness import benchmarks, integrity, system
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, staged_dir
@@ -188,18 +188,9 @@ class Artefacts:
             layout = Layout(self.data_dir, bench)
             record = read_model_record(layout)
             data = store.open_prepared(layout.preprocessed, bench.prepare_hint(self.data_dir))
-            bad = []
-            if sha256_file(Path(record["path"])) != record["sha256"]:
-                bad.append(f"{record['path']}: its sha256 differs from the one recorded when it was prepared")
-            bad += [f"{layout.preprocessed / f}: its sha256 differs from the prepared data's manifest"
-                    for f in verify_files(layout.preprocessed, data.manifest)]
+            bad = [m.line() for m in integrity.verify_loaded(record, data)]
             self._cache[bench.name] = (record, data.manifest, bad)
         return self._cache[bench.name]
-
-
-def verify_files(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Files of prepared data whose bytes no longer match (one place to switch to h17a's verifier)."""
-    return store.verify_digests(root, manifest)
 
 
 def _tree_mismatches(manifest: dict[str, Any], record: dict[str, Any], data_manifest: dict[str, Any],
