@@ -555,7 +555,7 @@ def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bs
 
 YOLO_KINDS = ("attribute-major", "anchor-major")  # [4 + C, A] as exported, or its transpose [A, 4 + C]
 _SIGNED = {"uint8": np.uint8, "float16": np.int16, "float32": np.int32}  # views that order like the values
-_YOLO_BLOCK = 1024  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
+_YOLO_BLOCK = 2048  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
 
 
 @cache
@@ -625,14 +625,17 @@ def _yolo(codes, qsl_idx, geo, lo, hi, score_shift, anchor_major, kind, sscale, 
     cls_shift = _SCORE_SHIFT
     keys = np.empty(a_n, dtype=np.int64)
     n = 0
-    if anchor_major:
+    if anchor_major:  # each anchor's scores are contiguous: a max reduction, the class only for survivors
+        flat = codes.reshape(a_n * attrs)
         for a in range(a_n):
-            row = codes[a, 4:]
-            best = row.max()
+            o = a * attrs + 4
+            best = np.int32(flat[o])
+            for c in range(1, c_n):
+                best = max(best, np.int32(flat[o + c]))
             if best < lo or best > hi:
                 continue
             c = 0
-            while row[c] != best:
+            while np.int32(flat[o + c]) != best:
                 c += 1
             keys[n] = ((hi - int(best)) << score_shift) | (c << cls_shift) | a
             n += 1
@@ -803,7 +806,13 @@ def bound(spec: DetectionSpec, params: str | NMSParams = "reference") -> Postpro
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
-    return bound(layout(benchmark), params)(boxes, scores, indices, qsl_idx)
+    key = benchmark if isinstance(benchmark, str | DetectionSpec) else layout(benchmark)  # records: unhashable
+    return _postprocessor(key, params)(boxes, scores, indices, qsl_idx)
+
+
+@cache
+def _postprocessor(benchmark: str | DetectionSpec, params: str | NMSParams) -> Postprocessor:
+    return bound(layout(benchmark), params)
 
 
 def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
