@@ -20,11 +20,12 @@ per-image cap), also timed per image; the detections of both are compared. Media
 
     python tools/bench_nms.py                                  # 1000 images per case, SSD models
     python tools/bench_nms.py --benchmark yolo --images 1000   # YOLO11l, typical and dense
-    /tmp/torchvenv/bin/python tools/bench_nms.py --cpu 1       # with torch + torchvision beside
+    python tools/bench_nms.py --torch-venv /tmp/torchvenv      # with torch + torchvision beside
 
-torch is never a dependency of the appliance: make a throwaway venv for the comparison, e.g.
-    python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch torchvision numpy numba
-(PyPI's CPU wheels; numba and numpy as in requirements.lock, for harness.nms).
+torch is never a dependency of the appliance: make a throwaway venv for the comparison,
+    python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch torchvision
+(PyPI's wheels), and name it with --torch-venv: its site-packages go at the end of the module path, so
+the appliance's own numpy and numba stay the ones loaded.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +67,8 @@ def make_image(bench: str, candidates: int, rng: np.random.Generator) -> dict[st
     anchors, classes = flat % a_n, flat // a_n + 1
     if lay.kind == "box-major":
         q = lay.score_quant
-        lo = int(np.floor(th / q.scale))
+        assert q is not None
+        lo = int(np.floor(th / q.uniform_scale))
         scores = rng.integers(0, lo, size=(a_n, c_n), dtype=np.uint8)
         scores[anchors, classes] = rng.integers(lo + 1, 256, size=candidates, dtype=np.uint8)
         boxes = np.clip(rng.normal(128, 6, (a_n, 4)), 0, 255).astype(np.uint8)
@@ -99,7 +102,7 @@ def make_yolo_image(candidates: int, rng: np.random.Generator) -> dict[str, np.n
     return {"output": out, "original": np.array((h, w))}
 
 
-def torch_yolo_pipeline():
+def torch_yolo_pipeline() -> Callable[[dict[str, np.ndarray]], np.ndarray] | None:
     """Ultralytics' documented post-processing in torch on one image's [84, 8400] output (None: no torch)."""
     try:
         import torch
@@ -129,8 +132,8 @@ def torch_yolo_pipeline():
         y1 = ((box[:, 1] - pad_y) / (new_h / h)).clamp(0, h) / h
         x2 = ((box[:, 2] - pad_x) / (new_w / w)).clamp(0, w) / w
         y2 = ((box[:, 3] - pad_y) / (new_h / h)).clamp(0, h) / h
-        rows = torch.stack((torch.zeros_like(conf), y1, x1, y2, x2, conf, class_ids[j]), 1)
-        return rows.numpy()
+        rows: np.ndarray = torch.stack((torch.zeros_like(conf), y1, x1, y2, x2, conf, class_ids[j]), 1).numpy()
+        return rows
 
     return run
 
@@ -259,8 +262,16 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, default=None, help="pin to this CPU (default: the first allowed one)")
     ap.add_argument("--benchmark", choices=sorted(BUDGET_S), action="append",
                     help="repeatable, e.g. --benchmark yolo (default: ssd-mobilenet and ssd-resnet34)")
+    ap.add_argument("--torch-venv", type=Path, default=None,
+                    help="a throwaway venv holding torch + torchvision, e.g. --torch-venv /tmp/torchvenv")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.torch_venv is not None:
+        found = sorted(args.torch_venv.glob("lib/python3*/site-packages"))
+        if not found:
+            print(f"error: {args.torch_venv} has no lib/python3*/site-packages; give a venv's folder", file=sys.stderr)
+            return 2
+        sys.path.append(str(found[-1]))
     cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
     os.environ["OMP_NUM_THREADS"] = "1"
