@@ -1,12 +1,16 @@
-"""Host-side NMS for the three detection layouts the cards return (SPEC §3, §4; the paper's §II.F).
+"""Host-side NMS for the detection layouts the cards return (SPEC §3, §4; the paper's §II.F).
 
 The detection models are cut before NMS, so a card returns raw tensors and this module turns one
-image's raw outputs into detections. One code path per layout, each following the tensor's layout:
+image's raw outputs into detections. What a benchmark's outputs are (layout, quantisation, box coder,
+class map, NMS parameter sets) is its record's `DetectionSpec` (harness/benchmarks.py); nothing here is
+keyed by a benchmark's name. One code path per layout, each following the tensor's layout:
 
     box-major    SSD-MobileNet   scores [1917, 91] (sigmoid),  boxes [1917, 4] (ty, tx, th, tw)
     class-major  SSD-ResNet34    scores [81, 15130] (softmax), boxes planar [4, 15130] (dx, dy, dw, dh)
     topk         RetinaNet       scores [5000], flat indices [5000] (anchor * 264 + class, per level),
                                  boxes [5000, 4] (dx, dy, dw, dh): the top 1000 per FPN level
+    attribute-major  YOLO11l     one output [84, 8400]: cx, cy, w, h (input pixels), 80 class scores
+    anchor-major     YOLO11l     its transpose [8400, 84] (`Benchmark.with_output_layout`)
 
 Techniques of KRAI's NMS-ABP: scores are compared in their raw form (uint8 codes, fp16 or fp32 bit
 patterns: for non-negative IEEE values the bit pattern orders like the value) against a threshold code
@@ -25,6 +29,13 @@ Semantics (the tests' plain reference NMS implements exactly this):
    `max_per_image` are returned as rows of 7 float32 `[qsl_idx, ymin, xmin, ymax, xmax, score, class]`,
    boxes normalised to 0..1, class the dataset's category id.
 
+YOLO (Ultralytics' predict, as the MLPerf reference runs it): per anchor the best class (the first of
+equal scores) is the only candidate; then steps 1-4 with no per-class caps, boxes decoded to corners in
+input pixels (IoU taken there, unclipped), and each kept box mapped back through the letterbox (scale by
+the longer side, pad centred; scale_boxes of Ultralytics 8.4), clipped to and normalised by the original
+image. Its kernel visits candidates in the global (score, class, anchor) order and stops at the image
+cap, which gives the same detections as per-class NMS followed by the cap.
+
 Everything runs in one numba-compiled kernel per layout (`cache=True`: compiled once per machine). What
 keeps them inside the paper's budgets (tools/bench_nms.py): the scan over the raw codes is vectorised
 (`_scan`), each candidate is one int64 key (class, score, index) and the keys are radix-sorted, the IoU
@@ -35,8 +46,10 @@ the GIL, so NMS on a host thread runs beside the harness's other threads.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from itertools import product
 from typing import Any
@@ -44,81 +57,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from harness.errors import DataError
+from harness.benchmarks import NMS_PARAM_SETS, DetectionSpec, NMSParams, OutputQuant
+from harness.errors import ApplianceError, DataError
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
-
-# COCO 2017's 80 category ids: `coco.getCatIds()` of instances_val2017.json.
-COCO_80_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28,
-               31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54,
-               55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81,
-               82, 84, 85, 86, 87, 88, 89, 90)
+PARAM_SETS = NMS_PARAM_SETS
 
 
-@dataclass(frozen=True)
-class NMSParams:
-    score_threshold: float
-    iou_threshold: float
-    pre_nms_per_class: int  # candidates per class kept (best first) before NMS; 0 = all
-    max_per_class: int      # detections per class after NMS
-    max_per_image: int
-
-
-@dataclass(frozen=True)
-class Quant:
-    """uint8 affine quantisation of an output: value = scale * (q - zero_point)."""
-
-    scale: float
-    zero_point: int
-
-    def quantise(self, x: np.ndarray) -> np.ndarray:
-        return np.clip(np.rint(x / self.scale) + self.zero_point, 0, 255).astype(np.uint8)
-
-    def dequantise(self, q: np.ndarray) -> np.ndarray:
-        return self.scale * (q.astype(np.float64) - self.zero_point)
-
-
-# SPEC §4: MLCommons reference values (default) and KRAI's NMS-ABP values.
-PARAMS: dict[str, dict[str, NMSParams]] = {
-    "ssd-mobilenet": {"reference": NMSParams(0.3, 0.6, 0, 100, 100),
-                      "krai": NMSParams(0.3, 0.45, 0, 100, 100)},
-    "ssd-resnet34": {"reference": NMSParams(0.05, 0.5, 200, 200, 200),
-                     "krai": NMSParams(0.05, 0.5, 0, 100, 600)},
-    "retinanet": {"reference": NMSParams(0.05, 0.5, 0, 300, 300),
-                  "krai": NMSParams(0.05, 0.5, 0, 200, 1000)},
-}
-PARAM_SETS = ("reference", "krai")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What one detection benchmark's card returns and how its boxes decode."""
-
-    benchmark: str
-    kind: str                        # box-major | class-major | topk
-    num_anchors: int
-    num_classes: int                 # model classes, background (0) included for SSD
-    outputs: tuple[str, ...]         # roles of the model outputs, in the record's order
-    shapes: dict[str, tuple[int, ...]]  # per-image shape of each role
-    variances: tuple[float, ...]     # box coder: SSD scale factors / RetinaNet weights
-    image_size: int                  # pixels (RetinaNet decodes in pixels)
-    score_quant: Quant | None        # quantised form the paper's cards return (None: fp16 or none)
-    box_quant: Quant | None
-    quantised_score_dtype: str       # "uint8", "float16" or "" (no quantised variant)
-    topk_per_level: int = 0
-    level_anchors: tuple[int, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def class_ids(self) -> np.ndarray:
-        return _class_ids(self.benchmark)
-
-    @property
-    def priors(self) -> np.ndarray:
-        return _priors(self.benchmark)
-
-
-def _ssd_mobilenet_priors() -> np.ndarray:
+def ssd_mobilenet_priors() -> np.ndarray:
     """TF multiple_grid_anchor_generator of ssd_mobilenet_v1_coco: (ycenter, xcenter, h, w), 1917 anchors."""
     grids, n = (19, 10, 5, 3, 2, 1), 6
     scales = [0.2 + (0.95 - 0.2) * i / (n - 1) for i in range(n)] + [1.0]
@@ -135,7 +81,7 @@ def _ssd_mobilenet_priors() -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
-def _ssd_resnet34_priors() -> np.ndarray:
+def ssd_resnet34_priors() -> np.ndarray:
     """MLCommons dboxes_R34_coco at 1200x1200: (cx, cy, w, h), sizes outer, positions inner; 15130."""
     fig, feats = 1200, (50, 25, 13, 7, 3, 3)
     steps, scales = (24, 48, 92, 171, 400, 400), (84, 180, 396, 612, 828, 1044, 1260)
@@ -155,7 +101,7 @@ def _ssd_resnet34_priors() -> np.ndarray:
     return np.clip(np.asarray(out, dtype=np.float64), 0.0, 1.0)
 
 
-def _retinanet_priors() -> np.ndarray:
+def retinanet_priors() -> np.ndarray:
     """torchvision AnchorGenerator of RetinaNet at 800x800: (x1, y1, x2, y2) pixels; 120087 anchors."""
     size, grids = 800, (100, 50, 25, 13, 7)
     out = []
@@ -173,63 +119,33 @@ def _retinanet_priors() -> np.ndarray:
     return np.concatenate(out)
 
 
-LAYOUTS: dict[str, Layout] = {
-    "ssd-mobilenet": Layout(
-        "ssd-mobilenet", "box-major", 1917, 91, ("boxes", "scores"),
-        {"boxes": (1917, 4), "scores": (1917, 91)}, (10.0, 10.0, 5.0, 5.0), 300,
-        # box scale calibrated to the seeded model's encodings (|t| < 2): 0.125 cost 2 points of mAP against golden
-        score_quant=Quant(1 / 255, 0), box_quant=Quant(1 / 64, 128), quantised_score_dtype="uint8"),
-    "ssd-resnet34": Layout(
-        "ssd-resnet34", "class-major", 15130, 81, ("boxes", "scores"),
-        {"boxes": (4, 15130), "scores": (81, 15130)}, (0.1, 0.2), 1200,
-        score_quant=None, box_quant=Quant(0.0625, 128), quantised_score_dtype="float16"),
-    "retinanet": Layout(
-        "retinanet", "topk", 120087, 264, ("boxes", "scores", "indices"),
-        {"boxes": (5000, 4), "scores": (5000,), "indices": (5000,)}, (1.0, 1.0, 1.0, 1.0), 800,
-        score_quant=None, box_quant=None, quantised_score_dtype="", topk_per_level=1000,
-        level_anchors=tuple(9 * g * g for g in (100, 50, 25, 13, 7))),
-}
-
-
 @cache
-def _priors(benchmark: str) -> np.ndarray:
-    fn = {"ssd-mobilenet": _ssd_mobilenet_priors, "ssd-resnet34": _ssd_resnet34_priors,
-          "retinanet": _retinanet_priors}[benchmark]
-    p = np.ascontiguousarray(fn())
-    assert p.shape == (LAYOUTS[benchmark].num_anchors, 4), p.shape
+def priors(spec: DetectionSpec) -> np.ndarray:
+    if spec.make_priors is None:
+        return np.empty((0, 4))
+    p = np.ascontiguousarray(spec.make_priors())
+    assert p.shape == (spec.num_anchors, 4), p.shape
     p.setflags(write=False)
     return p
 
 
-@cache
-def _class_ids(benchmark: str) -> np.ndarray:
-    """Model class index -> dataset category id (float64, for the output rows)."""
-    if benchmark == "ssd-mobilenet":      # 91 TF classes are COCO ids already
-        ids = np.arange(91)
-    elif benchmark == "ssd-resnet34":     # 81 classes: [0] + coco.getCatIds()
-        ids = np.asarray((0, *COCO_80_IDS))
-    else:                                 # OpenImages MLPerf: category ids 0..263 (export_to_coco enumerates)
-        ids = np.arange(264)
-    out = ids.astype(np.float64)
-    out.setflags(write=False)
-    return out
-
-
-def layout(benchmark: Any) -> Layout:
-    name = getattr(benchmark, "name", benchmark)
-    try:
-        return LAYOUTS[name]
-    except KeyError:
-        raise DataError(f"{name!r} is not a detection benchmark; choose one of: {', '.join(LAYOUTS)}") from None
+def layout(benchmark: Any) -> DetectionSpec:
+    """The detection spec of a record, a benchmark's name, or the spec itself."""
+    if isinstance(benchmark, DetectionSpec):
+        return benchmark
+    if isinstance(benchmark, str):
+        from harness import benchmarks
+        with contextlib.suppress(ApplianceError):  # not a benchmark at all: said below
+            benchmark = benchmarks.get(benchmark)
+    spec: DetectionSpec | None = getattr(benchmark, "detection", None)
+    if spec is None:
+        name = getattr(benchmark, "name", benchmark)
+        raise DataError(f"{name!r} is not a detection benchmark (its record has no detection spec)")
+    return spec
 
 
 def params_for(benchmark: Any, which: str | NMSParams = "reference") -> NMSParams:
-    if isinstance(which, NMSParams):
-        return which
-    table = PARAMS[layout(benchmark).benchmark]
-    if which not in table:
-        raise DataError(f"unknown NMS parameter set {which!r}; choose one of: {', '.join(PARAM_SETS)}")
-    return table[which]
+    return layout(benchmark).params(which)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,39 +184,40 @@ class _Plan:
 
     kernel: Any
     code_dtype: Any         # None: the scores are read as they are (uint8)
-    args: tuple
+    args: tuple[Any, ...]
 
 
 @cache
-def _plan(benchmark: str, p: NMSParams, score_form: str, box_form: str) -> _Plan:
-    lay = LAYOUTS[benchmark]
+def _plan(lay: DetectionSpec, p: NMSParams, score_form: str, box_form: str) -> _Plan:
     quant = lay.score_quant if score_form == "uint8" else None
+    bquant = lay.box_quant if box_form == "uint8" else None
     if score_form == "uint8" and quant is None:
         raise DataError("uint8 scores need the benchmark's quantisation parameters")
-    if box_form == "uint8" and lay.box_quant is None:
+    if box_form == "uint8" and bquant is None:
         raise DataError("uint8 boxes need the benchmark's quantisation parameters")
-    scale, zp = (quant.scale, quant.zero_point) if quant else (1.0, 0)
+    scale, zp = (quant.uniform_scale, quant.zero_point) if quant else (1.0, 0)
     lo, hi = _threshold_codes(score_form, p.score_threshold, scale, zp)
     if lo >= hi:  # no code is above the threshold: an empty range
         lo, hi = 1, 1
     code_dtype = _CODE_DTYPE[score_form]
     score_kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[score_form]
     class_shift = _SCORE_SHIFT + max(hi - 1 - lo, 1).bit_length()
-    bscale, bzp = (lay.box_quant.scale, lay.box_quant.zero_point) if box_form == "uint8" else (1.0, 0)
-    table = _box_table(lay) if box_form == "uint8" else np.empty((0, 256))
+    bscale, bzp = (bquant.uniform_scale, bquant.zero_point) if bquant else (1.0, 0)
+    table = _box_table(lay, bquant) if bquant else np.empty((0, 256))
     variances = np.asarray(lay.variances, dtype=np.float64)
     for arr in (table, variances):
         arr.setflags(write=False)
-    args = (code_dtype(lo), code_dtype(hi - 1), class_shift, score_kind, float(scale), float(zp), float(bscale),
+    args: tuple[Any, ...] = (
+            code_dtype(lo), code_dtype(hi - 1), class_shift, score_kind, float(scale), float(zp), float(bscale),
             float(bzp), table, lay.priors, variances, lay.class_ids, float(p.iou_threshold),
             int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image), _fold_len(lay))
     if lay.kind == "topk":
-        args += (float(lay.image_size), _level_starts(benchmark), lay.topk_per_level, lay.num_classes)
+        args += (float(lay.image_size), _level_starts(lay), lay.topk_per_level, lay.num_classes)
     kernel = {"box-major": _box_major, "class-major": _class_major, "topk": _topk}[lay.kind]
     return _Plan(kernel, None if score_form == "uint8" else code_dtype, args)
 
 
-def _fold_len(lay: Layout) -> int:
+def _fold_len(lay: DetectionSpec) -> int:
     """Flag bytes the scan folds codes onto: a multiple of 8 (one word) and, box-major, of the row
     length, so each flag byte's codes are of one class and the background column can be cleared."""
     if lay.kind == "box-major":
@@ -308,21 +225,21 @@ def _fold_len(lay: Layout) -> int:
     return 1000 if lay.kind == "topk" else 1024
 
 
-def _level_starts(benchmark: str) -> np.ndarray:
-    counts = LAYOUTS[benchmark].level_anchors
+def _level_starts(lay: DetectionSpec) -> np.ndarray:
+    counts = lay.level_anchors
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     starts.setflags(write=False)
     return starts
 
 
-def _box_table(lay: Layout) -> np.ndarray:
+def _box_table(lay: DetectionSpec, q: OutputQuant) -> np.ndarray:
     """The SSD decode's per-coordinate terms for each uint8 box code (dequantised, divided or scaled by
     the variance, exponentiated for the sizes), computed with the very operations `_decode` uses, so a
     table lookup gives the same bits as decoding: quantised boxes then cost no exp per candidate."""
-    q, var = lay.box_quant, lay.variances
+    var, scale = lay.variances, q.uniform_scale
     rows = []
     for code in range(256):
-        t = q.scale * (float(code) - q.zero_point)
+        t = scale * (float(code) - q.zero_point)
         if lay.kind == "box-major":
             rows.append((t / var[0], t / var[1], math.exp(t / var[2]), math.exp(t / var[3])))
         else:
@@ -636,9 +553,178 @@ def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bs
 
 
 # ------------------------------------------------------------------------------------------------
+# YOLO (Ultralytics' ONNX export): one output, 4 box rows (cx, cy, w, h in input pixels) + class scores
+
+YOLO_KINDS = ("attribute-major", "anchor-major")  # [4 + C, A] as exported, or its transpose [A, 4 + C]
+_SIGNED = {"uint8": np.uint8, "float16": np.int16, "float32": np.int32}  # views that order like the values
+_YOLO_BLOCK = 2048  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
+
+
+@cache
+def _letterbox(height: int, width: int, size: int) -> np.ndarray:
+    """(gain_x, gain_y, pad_x, pad_y, width, height) of Ultralytics' letterbox of a height x width image to
+    size x size (scale by the longer side, each side rounded, pad centred), as its scale_boxes (8.4) undoes
+    it: original x = (x - pad_x) / gain_x, clipped to the image."""
+    if height <= 0 or width <= 0:
+        raise DataError(f"original image size {height}x{width} is not positive")
+    gain = min(size / height, size / width)
+    new_h, new_w = max(round(height * gain), 1), max(round(width * gain), 1)
+    pad_x, pad_y = round((size - new_w) / 2 - 0.1), round((size - new_h) / 2 - 0.1)
+    out = np.array((new_w / width, new_h / height, pad_x, pad_y, width, height), dtype=np.float64)
+    out.setflags(write=False)
+    return out
+
+
+@cache
+def _yolo_plan(lay: DetectionSpec, p: NMSParams, form: str) -> _Plan:
+    """One (YOLO spec, parameters, output dtype): threshold codes, the dequantisation of the box and
+    score rows (uint8: one scale for the box rows, one for the class rows), the kernel's arguments."""
+    q = lay.quantised.get("output")
+    bscale, bzp, sscale, szp = 1.0, 0.0, 1.0, 0.0
+    if form == "uint8":
+        if q is None or q.dtype != "uint8":
+            raise DataError(f"{lay.benchmark}: uint8 outputs need the benchmark's quantisation parameters")
+        scales = (q.scale,) * (4 + lay.num_classes) if isinstance(q.scale, float | int) else q.scale
+        if len(set(scales[:4])) != 1 or len(set(scales[4:])) != 1:
+            raise DataError(f"{lay.benchmark}: uint8 outputs need one scale for the box rows and one for the scores")
+        bscale, sscale, bzp = float(scales[0]), float(scales[4]), float(q.zero_point)
+        szp = bzp
+    lo, hi = _threshold_codes(form, p.score_threshold, sscale, int(szp))
+    hi -= 1
+    if lo > hi:  # no code is above the threshold: an empty range
+        lo, hi = 1, 0
+    kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[form]
+    score_shift = _SCORE_SHIFT + max(lay.num_classes - 1, 1).bit_length()  # key: score | class | anchor
+    args = (lo, hi, score_shift, lay.kind == "anchor-major", kind, sscale, szp, bscale, bzp, lay.class_ids,
+            float(p.iou_threshold), int(p.max_per_image), _YOLO_BLOCK)
+    return _Plan(_yolo, _SIGNED[form], args)
+
+
+@njit(cache=True)
+def _signed_value(code, kind, scale, zp):
+    """The value of one raw code read through a signed view (uint8 affine, int16 = fp16, int32 = fp32)."""
+    c = int(code)
+    if kind == 0:
+        return scale * (float(c) - zp)
+    v = _score_value(c & (0x7FFF if kind == 1 else 0x7FFFFFFF), kind, 1.0, 0.0)
+    return -v if c < 0 else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _yolo(codes, qsl_idx, geo, lo, hi, score_shift, anchor_major, kind, sscale, szp, bscale, bzp, class_ids,
+          iou_thr, image_cap, block):
+    """YOLO host NMS on the raw codes: best class per anchor (the loop order follows the layout), the
+    threshold on the best code, survivors keyed (score desc, class, anchor) and radix-sorted, then
+    greedy NMS in that global order with per-class kept lists, which equals class-aware NMS followed by
+    the per-image cap, and stops as soon as the cap is reached. Boxes are decoded only for candidates
+    whose turn comes; IoU is taken in input pixels, then the letterbox is undone and the box clipped to
+    and normalised by the original image."""
+    if anchor_major:
+        a_n, attrs = codes.shape
+    else:
+        attrs, a_n = codes.shape
+    c_n = attrs - 4
+    cls_shift = _SCORE_SHIFT
+    keys = np.empty(a_n, dtype=np.int64)
+    n = 0
+    if anchor_major:  # each anchor's scores are contiguous: a max reduction, the class only for survivors
+        flat = codes.reshape(a_n * attrs)
+        for a in range(a_n):
+            o = a * attrs + 4
+            best = np.int32(flat[o])
+            for c in range(1, c_n):
+                best = max(best, np.int32(flat[o + c]))
+            if best < lo or best > hi:
+                continue
+            c = 0
+            while np.int32(flat[o + c]) != best:
+                c += 1
+            keys[n] = ((hi - int(best)) << score_shift) | (c << cls_shift) | a
+            n += 1
+    else:
+        best_code = np.empty(block, dtype=np.int32)
+        bcls = np.empty(block, dtype=np.int32)
+        for start in range(0, a_n, block):
+            m = min(block, a_n - start)
+            first = codes[4, start:start + m]
+            for a in range(m):
+                best_code[a] = first[a]
+                bcls[a] = 0
+            for c in range(1, c_n):
+                row = codes[4 + c, start:start + m]
+                for a in range(m):
+                    v = np.int32(row[a])
+                    b = best_code[a]
+                    up = v > b
+                    best_code[a] = v if up else b
+                    bcls[a] = c if up else bcls[a]
+            for a in range(m):
+                b = best_code[a]
+                if lo <= b <= hi:
+                    keys[n] = ((hi - int(b)) << score_shift) | (int(bcls[a]) << cls_shift) | (start + a)
+                    n += 1
+    keys = _sort_keys(keys[:n])
+    cap = max(image_cap, 0)
+    x1s, y1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    x2s, y2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    areas = np.empty(cap, dtype=np.float64)
+    kept_key = np.empty(cap, dtype=np.int64)
+    per_class = np.empty((c_n, cap), dtype=np.int32)  # kept indices of each class
+    counts = np.zeros(c_n, dtype=np.int32)
+    nk = 0
+    for t in range(n):
+        if nk >= cap:
+            break
+        k = keys[t]
+        a = k & _CAND_MASK
+        c = (k >> cls_shift) & ((1 << (score_shift - cls_shift)) - 1)
+        if anchor_major:
+            cx = _signed_value(codes[a, 0], kind, bscale, bzp)
+            cy = _signed_value(codes[a, 1], kind, bscale, bzp)
+            w = _signed_value(codes[a, 2], kind, bscale, bzp)
+            h = _signed_value(codes[a, 3], kind, bscale, bzp)
+        else:
+            cx = _signed_value(codes[0, a], kind, bscale, bzp)
+            cy = _signed_value(codes[1, a], kind, bscale, bzp)
+            w = _signed_value(codes[2, a], kind, bscale, bzp)
+            h = _signed_value(codes[3, a], kind, bscale, bzp)
+        x1, y1 = cx - w / 2.0, cy - h / 2.0
+        x2, y2 = cx + w / 2.0, cy + h / 2.0
+        area = (x2 - x1) * (y2 - y1)
+        suppressed = False
+        for j in range(counts[c]):
+            q = per_class[c, j]
+            iw = min(x2, x2s[q]) - max(x1, x1s[q])
+            ih = min(y2, y2s[q]) - max(y1, y1s[q])
+            inter = ih * iw
+            union = area + areas[q] - inter
+            if (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_thr):
+                suppressed = True
+                break
+        if not suppressed:
+            x1s[nk], y1s[nk], x2s[nk], y2s[nk], areas[nk] = x1, y1, x2, y2, area
+            kept_key[nk] = k
+            per_class[c, counts[c]] = nk
+            counts[c] += 1
+            nk += 1
+    gain_x, gain_y, pad_x, pad_y, width, height = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    out = np.empty((nk, 7), dtype=np.float32)
+    for r in range(nk):
+        k = kept_key[r]
+        out[r, 0] = qsl_idx
+        out[r, 1] = min(max((y1s[r] - pad_y) / gain_y, 0.0), height) / height
+        out[r, 2] = min(max((x1s[r] - pad_x) / gain_x, 0.0), width) / width
+        out[r, 3] = min(max((y2s[r] - pad_y) / gain_y, 0.0), height) / height
+        out[r, 4] = min(max((x2s[r] - pad_x) / gain_x, 0.0), width) / width
+        out[r, 5] = _signed_value(hi - (k >> score_shift), kind, sscale, szp)
+        out[r, 6] = class_ids[(k >> cls_shift) & ((1 << (score_shift - cls_shift)) - 1)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # public API
 
-def _check_shape(lay: Layout, role: str, arr: np.ndarray) -> None:
+def _check_shape(lay: DetectionSpec, role: str, arr: np.ndarray) -> None:
     want = lay.shapes[role]
     if tuple(arr.shape) != want:
         raise DataError(f"{lay.benchmark} {role} have shape {tuple(arr.shape)}, expected {want} per image "
@@ -658,8 +744,34 @@ class Postprocessor:
 
     def __init__(self, benchmark: Any, params: str | NMSParams = "reference") -> None:
         self.layout = layout(benchmark)
-        self.params = params_for(self.layout.benchmark, params)
+        self.params = self.layout.params(params)
         self._plans: dict[tuple[np.dtype, np.dtype], _Plan] = {}
+
+    def of(self, outputs: Sequence[np.ndarray], qsl_idx: int = 0, original: tuple[int, int] | None = None
+           ) -> np.ndarray:
+        """Detections of one image's outputs given in the record's order (the spec's `outputs` roles);
+        `original` (height, width): the image before the letterbox (YOLO; None: the model's input)."""
+        if self.layout.kind in YOLO_KINDS:
+            return self.yolo(outputs[0], qsl_idx, original)
+        by_role = dict(zip(self.layout.outputs, outputs, strict=True))
+        return self(by_role["boxes"], by_role["scores"], by_role.get("indices"), qsl_idx)
+
+    def yolo(self, output: np.ndarray, qsl_idx: int = 0, original: tuple[int, int] | None = None) -> np.ndarray:
+        """YOLO: one image's single output ([84, 8400] attribute-major or [8400, 84] anchor-major, float32,
+        fp16 or uint8) to detections normalised to the `original` (height, width) image."""
+        lay = self.layout
+        if output.shape != lay.shapes["output"]:
+            _check_shape(lay, "output", output)
+        if output.dtype not in _SCORE_FORMS:
+            output = output.astype(np.float32)
+        plan = self._plans.get((output.dtype, output.dtype))
+        if plan is None:
+            plan = _yolo_plan(lay, self.params, _SCORE_FORMS[output.dtype])
+            self._plans[(output.dtype, output.dtype)] = plan
+        size = lay.image_size
+        geometry = _letterbox(*(original or (size, size)), size)
+        codes = np.ascontiguousarray(output).view(plan.code_dtype)
+        return plan.kernel(codes, float(qsl_idx), geometry, *plan.args)  # type: ignore[no-any-return]
 
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                  qsl_idx: int = 0) -> np.ndarray:
@@ -673,7 +785,7 @@ class Postprocessor:
             boxes = boxes.astype(np.float32)
         plan = self._plans.get((scores.dtype, boxes.dtype))
         if plan is None:
-            plan = _plan(lay.benchmark, self.params, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
+            plan = _plan(lay, self.params, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
             self._plans[(scores.dtype, boxes.dtype)] = plan
         codes = np.ascontiguousarray(scores)
         if plan.code_dtype is not None:
@@ -688,36 +800,36 @@ class Postprocessor:
 
 
 @cache
-def _postprocessor(benchmark: str, params: str | NMSParams) -> Postprocessor:
-    return Postprocessor(benchmark, params)
+def bound(spec: DetectionSpec, params: str | NMSParams = "reference") -> Postprocessor:
+    """The shared Postprocessor of one detection spec and parameter set."""
+    return Postprocessor(spec, params)
 
 
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
-    return _postprocessor(getattr(benchmark, "name", benchmark), params)(boxes, scores, indices, qsl_idx)
+    key = benchmark if isinstance(benchmark, str | DetectionSpec) else layout(benchmark)  # records: unhashable
+    return _postprocessor(key, params)(boxes, scores, indices, qsl_idx)
+
+
+@cache
+def _postprocessor(benchmark: str | DetectionSpec, params: str | NMSParams) -> Postprocessor:
+    return bound(layout(benchmark), params)
 
 
 def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs as the paper's cards return them: uint8 scores and boxes (SSD-MobileNet), fp16 scores and
-    uint8 boxes (SSD-ResNet34). RetinaNet has no quantised form here; its outputs pass unchanged."""
-    lay = layout(benchmark)
+    """Outputs as the paper's cards return them (the spec's `quantised` forms, e.g. uint8 scores and boxes
+    for SSD-MobileNet, fp16 scores and uint8 boxes for SSD-ResNet34); roles without one pass unchanged."""
     out = dict(outputs)
-    if lay.quantised_score_dtype == "uint8" and lay.score_quant is not None:
-        out["scores"] = lay.score_quant.quantise(outputs["scores"])
-    elif lay.quantised_score_dtype == "float16":
-        out["scores"] = outputs["scores"].astype(np.float16)
-    if lay.box_quant is not None:
-        out["boxes"] = lay.box_quant.quantise(outputs["boxes"])
+    for role, q in layout(benchmark).quantised.items():
+        out[role] = q.quantise(outputs[role])
     return out
 
 
-def warm_up() -> None:
-    """Compile (or load from numba's cache) every kernel on tiny inputs, so no run pays for it."""
-    for name, lay in LAYOUTS.items():
+def warm_up(*specs: DetectionSpec) -> None:
+    """Compile (or load from numba's cache) the specs' kernels on empty inputs, so no timing pays for it."""
+    for lay in specs:
         arrays = {role: np.zeros(shape, dtype=np.int64 if role == "indices" else np.float32)
                   for role, shape in lay.shapes.items()}
-        postprocess(name, arrays["boxes"], arrays["scores"], arrays.get("indices"))
-        if lay.quantised_score_dtype:
-            q = quantise(name, arrays)
-            postprocess(name, q["boxes"], q["scores"], q.get("indices"))
+        for form in (arrays, quantise(lay, arrays)) if lay.quantised else (arrays,):
+            bound(lay).of([form[role] for role in lay.outputs])

@@ -42,6 +42,7 @@ class RunOptions:
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
+    nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
     precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
 
@@ -98,7 +99,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     from harness.topology import detect
 
     opts, choice = tuned.resolve(opts)
-    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs)
+    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs).with_nms_params(opts.nms_params)
     _check_choice("scenario", opts.requested.scenario, benchmarks.SCENARIOS)
     _check_choice("backend", opts.backend, BACKENDS)
     _check_choice("--replicate", opts.replicate, REPLICATE)
