@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.errors import ApplianceError
+from harness.errors import ApplianceError, DataError
 
 if TYPE_CHECKING:
     from harness.accuracy import Scorer
@@ -42,17 +42,126 @@ class FixedWidth:
 
 
 @dataclass(frozen=True)
-class OutputCast:
-    """The reduced precision a card returns one output in: float16, or uint8 = round(x / scale) + zero_point."""
+class OutputQuant:
+    """The reduced form a card returns one output in: float16, or uint8 with value = scale * (q - zero_point).
+    `scale` may hold one value per attribute (along `axis` of one sample's output) for outputs that mix
+    boxes and scores (YOLO's); `cards` then need per-axis QuantizeLinear."""
 
-    dtype: str
-    scale: float = 1.0
+    dtype: str                          # "float16" | "uint8"
+    scale: float | tuple[float, ...] = 1.0
     zero_point: int = 0
+    axis: int = 0
+
+    def _scale(self, ndim: int) -> float | np.ndarray:
+        if isinstance(self.scale, float | int):
+            return float(self.scale)
+        shape = [1] * ndim
+        shape[self.axis] = len(self.scale)
+        return np.asarray(self.scale, dtype=np.float64).reshape(shape)
+
+    def quantise(self, x: np.ndarray) -> np.ndarray:
+        if self.dtype == "float16":
+            return np.asarray(x).astype(np.float16)
+        return np.clip(np.rint(x / self._scale(x.ndim)) + self.zero_point, 0, 255).astype(np.uint8)
+
+    def dequantise(self, q: np.ndarray) -> np.ndarray:
+        values = q.astype(np.float64)
+        return values if q.dtype != np.uint8 else np.multiply(self._scale(q.ndim), values - self.zero_point)
+
+
+@dataclass(frozen=True)
+class NMSParams:
+    score_threshold: float
+    iou_threshold: float
+    pre_nms_per_class: int  # candidates per class kept (best first) before NMS; 0 = all
+    max_per_class: int      # detections per class after NMS (0: no cap)
+    max_per_image: int
+
+
+NMS_PARAM_SETS = ("reference", "krai")  # MLCommons reference values, KRAI's NMS-ABP values (SPEC §4)
+
+
+@dataclass(frozen=True, eq=False)
+class DetectionSpec:
+    """Everything host NMS (harness.nms) needs about a detection benchmark's outputs, in the spirit of
+    KILT's per-model parameter classes: nothing in harness.nms is keyed by a benchmark's name.
+    Identity-hashed: the NMS caches (priors, plans) are per spec."""
+
+    kind: str                           # box-major | class-major | topk | attribute-major | anchor-major
+    num_anchors: int
+    num_classes: int                    # model classes (SSD: background 0 included)
+    outputs: tuple[str, ...]            # roles of the model outputs, in the record's order
+    shapes: dict[str, tuple[int, ...]]  # per-image shape of each role
+    image_size: int                     # model input side, pixels
+    variances: tuple[float, ...]        # box coder: SSD scale factors / RetinaNet weights
+    make_priors: Callable[[], np.ndarray] | None  # the anchors (None: boxes decode without)
+    class_map: tuple[int, ...]          # model class index -> dataset category id in the logged rows
+    nms: dict[str, NMSParams]           # per NMS_PARAM_SETS name
+    quantised: dict[str, OutputQuant]   # role -> the form the paper's cards return it in ({}: no such variant)
+    topk_per_level: int = 0
+    level_anchors: tuple[int, ...] = ()
+    benchmark: str = ""                 # the record's name, for messages
+    variants: dict[str, str] = field(default_factory=dict)  # other output layouts this model can be given in
+
+    def _uint8(self, role: str) -> OutputQuant | None:
+        q = self.quantised.get(role)
+        return q if q is not None and q.dtype == "uint8" else None
+
+    @property
+    def score_quant(self) -> OutputQuant | None:
+        return self._uint8("scores")
+
+    @property
+    def box_quant(self) -> OutputQuant | None:
+        return self._uint8("boxes")
+
+    @property
+    def quantised_score_dtype(self) -> str:
+        q = self.quantised.get("scores")
+        return q.dtype if q else ""
+
+    @property
+    def priors(self) -> np.ndarray:
+        """The anchors, computed once per spec (read-only)."""
+        from harness import nms
+
+        return nms.priors(self)
+
+    @property
+    def class_ids(self) -> np.ndarray:
+        ids = np.asarray(self.class_map, dtype=np.float64)
+        ids.setflags(write=False)
+        return ids
+
+    def params(self, which: str | NMSParams = "reference") -> NMSParams:
+        if isinstance(which, NMSParams):
+            return which
+        if which not in self.nms:
+            raise DataError(f"unknown NMS parameter set {which!r}; choose one of: {', '.join(self.nms)}")
+        return self.nms[which]
+
+
+@dataclass(frozen=True)
+class DetectionEncoder:
+    """Host NMS per image (harness.nms) as the record's encoder: rows of 7 float32 [qsl_idx, ymin, xmin,
+    ymax, xmax, score, class] per sample."""
+
+    spec: DetectionSpec
+    params: str = "reference"
+
+    def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        from harness import nms
+
+        post = nms.bound(self.spec, self.params)
+        rows = [post.of([o[j] for o in outputs], int(i)) for j, i in enumerate(qsl)]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([r.size for r in rows], out=offsets[1:])
+        return (np.concatenate(rows).ravel() if rows else np.empty(0, np.float32)), offsets
 
 
 @dataclass(frozen=True)
 class Benchmark:
-    name: str                         # LoadGen / mlperf.conf model name
+    name: str                         # the benchmark's name: CLI, run folders, submission tree (e.g. yolo-99)
     title: str
     dataset: DatasetFormat            # dataset family: official layout, reader, synthetic generator
     input_name: str
@@ -77,10 +186,48 @@ class Benchmark:
     # (scenario or "*", key, value): settings of the benchmark's round that LoadGen's built-in mlperf.conf lacks
     loadgen_conf: tuple[tuple[str, str, int], ...] = ()
     # reduced-precision outputs a real card returns, selectable per run (`--card-outputs`), one cast per output
-    output_variants: dict[str, tuple[OutputCast | None, ...]] = field(default_factory=dict)
-    output_casts: tuple[OutputCast | None, ...] = ()  # the variant this record runs with (() = as the model gives)
+    output_variants: dict[str, tuple[OutputQuant | None, ...]] = field(default_factory=dict)
+    output_casts: tuple[OutputQuant | None, ...] = ()  # the variant this record runs with (() = as the model gives)
     card_outputs: str = "fp32"
     host_postprocess: bool = False    # encoding is heavy (NMS): done on a per-card thread pipelined with the card
+    detection: DetectionSpec | None = None  # detection benchmarks: what host NMS needs (layout, decoding, params)
+    nms_params: str = "reference"     # the detection spec's NMS parameter set this record runs with
+    loadgen_name: str = ""            # LoadGen / mlperf.conf model name, when it differs from `name`
+    # the round's rules for this benchmark (submission check and build, compliance runs)
+    compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
+    test01_sampling_target: int = 1024  # compliance/TEST01/<model>/audit.config accuracy_log_sampling_target
+    accuracy_sample_count: int = 0    # the official dataset's size (accuracy runs); 0: not checked
+    edge_scenarios: tuple[str, ...] = ("SingleStream", "MultiStream", "Offline")
+    datacenter_scenarios: tuple[str, ...] = ("Server", "Offline")
+
+    @property
+    def loadgen_model(self) -> str:
+        """The model name LoadGen reads mlperf.conf / user.conf lines under."""
+        return self.loadgen_name or self.name
+
+    def with_nms_params(self, which: str) -> Benchmark:
+        """This detection record with host NMS using parameter set `which` (reference | krai)."""
+        if which == self.nms_params:
+            return self
+        if self.detection is None:
+            raise ApplianceError(f"{self.name} runs no host NMS; --nms-params applies to detection benchmarks")
+        self.detection.params(which)
+        return replace(self, nms_params=which, encode_response=DetectionEncoder(self.detection, which))
+
+    def with_output_layout(self, kind: str) -> Benchmark:
+        """This detection record with the model's output given in layout `kind` (e.g. YOLO's anchor-major
+        [8400, 84] instead of attribute-major [84, 8400]): host NMS loops in that layout's order."""
+        spec = self.detection
+        if spec is None or kind == spec.kind:
+            return self
+        if kind not in spec.variants:
+            have = ", ".join([spec.kind, *spec.variants])
+            raise ApplianceError(f"{self.name} has no {kind} output layout; choose one of: {have}")
+        alt = _variant(spec, kind)
+        specs = tuple((alt.shapes[role], dtype) for role, (_, dtype) in zip(alt.outputs, self.output_specs,
+                                                                               strict=True))
+        return replace(self, detection=alt, output_specs=specs,
+                       encode_response=DetectionEncoder(alt, self.nms_params))
 
     def with_card_outputs(self, kind: str) -> Benchmark:
         """This record with the card returning its outputs as `kind` (fp32: as the model computes them)."""
@@ -113,6 +260,7 @@ def _resnet50() -> Benchmark:
         outputs=(resnet50.OUTPUT_ARGMAX, resnet50.OUTPUT_SOFTMAX),
         performance_sample_count=1024, server_latency_ms=15,
         quality_metric="top-1", quality_reference=76.46, quality_fraction=0.99,
+        accuracy_sample_count=50000, test01_sampling_target=4096,  # compliance/TEST01/resnet50/audit.config
         params_reference=25.6e6, gops_reference=7.8, official_model="resnet50_v1.onnx",
         default_batch=8, output_specs=(((), "int64"), ((resnet50.NUM_CLASSES,), "float32")),
         build_model=resnet50.build, preprocess=imagenet.preprocess, encode_response=FixedWidth(1, _argmax_into),
@@ -126,48 +274,49 @@ def _argmax_into(outputs: list[np.ndarray], out: np.ndarray) -> None:
     np.subtract(outputs[0].ravel(), 1.0, out=out, casting="unsafe")
 
 
-def _detections_response(benchmark: str, outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray,
-                                                                                              np.ndarray]:
-    """Host NMS per image (harness.nms): rows of 7 float32 [qsl_idx, ymin, xmin, ymax, xmax, score, class]."""
-    from harness import nms
-
-    rows = [nms.postprocess(benchmark, *(o[j] for o in outputs), qsl_idx=int(i)) for j, i in enumerate(qsl)]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([r.size for r in rows], out=offsets[1:])
-    return (np.concatenate(rows).ravel() if rows else np.empty(0, np.float32)), offsets
+@cache
+def _variant(spec: DetectionSpec, kind: str) -> DetectionSpec:
+    """`spec` with its one output in the other layout of a transposable pair (shapes reversed); cached, so
+    the NMS caches keyed on the spec's identity hold."""
+    shapes = {role: tuple(reversed(shape)) for role, shape in spec.shapes.items()}
+    quantised = {role: replace(q, axis=len(shapes[role]) - 1 - q.axis) for role, q in spec.quantised.items()}
+    return replace(spec, kind=kind, shapes=shapes, quantised=quantised, variants={spec.kind: kind})
 
 
 def _detection(name: str, title: str, dataset: DatasetFormat, model: tuple[Callable[[int], object], str,
                tuple[str, ...]], preprocess: Callable[[Path], np.ndarray], mean: tuple[float, ...],
-               **fields: object) -> Benchmark:
+               spec: DetectionSpec, **fields: object) -> Benchmark:
     """A detection record: the model cut before NMS, host NMS in the encoder, COCO mAP."""
-    from harness import nms
     from harness.accuracy import coco
 
-    lay = nms.layout(name)
-    specs = tuple((lay.shapes[role], "int64" if role == "indices" else "float32") for role in lay.outputs)
+    spec = replace(spec, benchmark=name)
+    specs = tuple((spec.shapes[role], "int64" if role == "indices" else "float32") for role in spec.outputs)
     variants = {}
-    if lay.quantised_score_dtype:
-        quant = {"scores": lay.score_quant if lay.quantised_score_dtype == "uint8" else None, "boxes": lay.box_quant}
-        variants["quantised"] = tuple(
-            None if role == "indices" else OutputCast("float16") if quant[role] is None
-            else OutputCast("uint8", quant[role].scale, quant[role].zero_point) for role in lay.outputs)
+    if spec.quantised:
+        variants["quantised"] = tuple(spec.quantised.get(role) for role in spec.outputs)
     build, input_name, outputs = model
-    size = lay.image_size
+    size = spec.image_size
+    fields.setdefault("quality_fraction", 0.99)
     return Benchmark(name=name, title=title, dataset=dataset, input_name=input_name, input_shape=(3, size, size),
-                     input_mean=mean, outputs=outputs, quality_metric="mAP", quality_fraction=0.99,
+                     input_mean=mean, outputs=outputs, quality_metric="mAP",
                      output_specs=specs, build_model=build, preprocess=preprocess,
-                     encode_response=partial(_detections_response, name), accuracy=coco.SCORER,
-                     host_postprocess=True,
+                     encode_response=DetectionEncoder(spec), accuracy=coco.SCORER,
+                     host_postprocess=True, detection=spec,
                      output_variants=variants, **fields)  # type: ignore[arg-type]
 
 
+# COCO 2017's 80 category ids: `coco.getCatIds()` of instances_val2017.json (the reference's COCO_80_TO_91).
+COCO_80_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28,
+               31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54,
+               55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81,
+               82, 84, 85, 86, 87, 88, 89, 90)
 IMAGENET_MEAN_RGB = (123.675, 116.28, 103.53)  # torchvision's (0.485, 0.456, 0.406) x 255
 # MLPerf v2.x values the built-in mlperf.conf of LoadGen 6.x no longer carries for the retired SSD models
 OFFLINE_MIN_SAMPLES = ("Offline", "min_query_count", 24576)
 
 
 def _ssd_mobilenet() -> Benchmark:
+    from harness import nms
     from harness.datasets import coco
     from harness.models import detection as d
 
@@ -175,6 +324,12 @@ def _ssd_mobilenet() -> Benchmark:
         "ssd-mobilenet", "SSD-MobileNet-v1 object detection (COCO, host NMS)", coco.COCO.format(),
         (d.build_ssd_mobilenet, d.SSD_MOBILENET_INPUT, (d.SSD_MOBILENET_BOXES, d.SSD_MOBILENET_SCORES)),
         coco.preprocess_ssd_mobilenet, (127.5, 127.5, 127.5),  # the model's own (x - 127.5) / 127.5
+        DetectionSpec(
+            "box-major", 1917, 91, ("boxes", "scores"), {"boxes": (1917, 4), "scores": (1917, 91)}, 300,
+            (10.0, 10.0, 5.0, 5.0), nms.ssd_mobilenet_priors, tuple(range(91)),  # 91 TF classes: COCO ids already
+            {"reference": NMSParams(0.3, 0.6, 0, 100, 100), "krai": NMSParams(0.3, 0.45, 0, 100, 100)},
+            # box scale calibrated to the seeded model's encodings (|t| < 2): 0.125 cost 2 points of mAP
+            {"scores": OutputQuant("uint8", 1 / 255, 0), "boxes": OutputQuant("uint8", 1 / 64, 128)}),
         performance_sample_count=256, server_latency_ms=None, quality_reference=22.0,
         params_reference=6.91e6, gops_reference=2.47, official_model="ssd_mobilenet_v1_coco_2018_01_28.onnx",
         default_batch=4, loadgen_conf=(OFFLINE_MIN_SAMPLES,),
@@ -183,6 +338,7 @@ def _ssd_mobilenet() -> Benchmark:
 
 
 def _ssd_resnet34() -> Benchmark:
+    from harness import nms
     from harness.datasets import coco
     from harness.models import detection as d
 
@@ -190,6 +346,11 @@ def _ssd_resnet34() -> Benchmark:
         "ssd-resnet34", "SSD-ResNet34 1200x1200 object detection (COCO, host NMS)", coco.COCO.format(),
         (d.build_ssd_resnet34, d.SSD_RESNET34_INPUT, (d.SSD_RESNET34_BOXES, d.SSD_RESNET34_SCORES)),
         coco.preprocess_ssd_resnet34, IMAGENET_MEAN_RGB,
+        DetectionSpec(
+            "class-major", 15130, 81, ("boxes", "scores"), {"boxes": (4, 15130), "scores": (81, 15130)}, 1200,
+            (0.1, 0.2), nms.ssd_resnet34_priors, (0, *COCO_80_IDS),  # 81 classes: [0] + coco.getCatIds()
+            {"reference": NMSParams(0.05, 0.5, 200, 200, 200), "krai": NMSParams(0.05, 0.5, 0, 100, 600)},
+            {"scores": OutputQuant("float16"), "boxes": OutputQuant("uint8", 0.0625, 128)}),
         performance_sample_count=64, server_latency_ms=100, quality_reference=20.0,
         params_reference=36.3e6, gops_reference=433.0, official_model="resnet34-ssd1200.onnx", default_batch=1,
         loadgen_conf=(("*", "performance_sample_count_override", 64), ("Server", "target_latency", 100),
@@ -199,6 +360,7 @@ def _ssd_resnet34() -> Benchmark:
 
 
 def _retinanet() -> Benchmark:
+    from harness import nms
     from harness.datasets import coco
     from harness.models import detection as d
 
@@ -207,6 +369,12 @@ def _retinanet() -> Benchmark:
         coco.OPENIMAGES.format(),
         (d.build_retinanet, d.RETINANET_INPUT, (d.RETINANET_BOXES, d.RETINANET_SCORES, d.RETINANET_INDICES)),
         coco.preprocess_retinanet, IMAGENET_MEAN_RGB,
+        DetectionSpec(
+            "topk", 120087, 264, ("boxes", "scores", "indices"),
+            {"boxes": (5000, 4), "scores": (5000,), "indices": (5000,)}, 800, (1.0, 1.0, 1.0, 1.0),
+            nms.retinanet_priors, tuple(range(264)),  # OpenImages MLPerf: ids 0..263 (export_to_coco enumerates)
+            {"reference": NMSParams(0.05, 0.5, 0, 300, 300), "krai": NMSParams(0.05, 0.5, 0, 200, 1000)}, {},
+            topk_per_level=1000, level_anchors=tuple(9 * g * g for g in (100, 50, 25, 13, 7))),
         # no published parameter count: torchvision's RetinaNet with this backbone and 264 classes counts 37.1M
         performance_sample_count=64, server_latency_ms=100, quality_reference=37.55,
         # nor GOPS: 402 is this graph's own count (2 x MACs of Conv/Gemm), the figure prepare compares against
@@ -220,9 +388,25 @@ _FACTORIES: dict[str, Callable[[], Benchmark]] = {"resnet50": _resnet50, "ssd-mo
 NAMES = tuple(_FACTORIES)
 
 
+def required_scenarios(names: Sequence[str]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """system_type -> benchmark -> the scenarios a closed submission of that system type needs."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {t: {} for t in ("edge", "datacenter", "datacenter,edge",
+                                                                   "edge,datacenter")}
+    for name in names:
+        b = get(name)
+        both = tuple(dict.fromkeys((*b.edge_scenarios, *b.datacenter_scenarios)))
+        for system_type, scenarios in (("edge", b.edge_scenarios), ("datacenter", b.datacenter_scenarios),
+                                       ("datacenter,edge", both), ("edge,datacenter", both)):
+            if scenarios:
+                out[system_type][name] = scenarios
+    return out
+
+
+@cache
 def get(name: str) -> Benchmark:
-    """The record for `name`, or a one-line error listing the choices."""
+    """The record for `name` (made once: records are immutable), or a one-line error listing the choices."""
     try:
-        return _FACTORIES[name]()
+        factory = _FACTORIES[name]
     except KeyError:
         raise ApplianceError(f"unknown benchmark {name!r}; choose one of: {', '.join(NAMES)}") from None
+    return factory()

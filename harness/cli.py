@@ -53,8 +53,8 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
 @_data_dir_opt
 @click.option("--samples", type=click.IntRange(1), default=None,
               help="Number of images: size of the synthetic dataset, or the first N of --source "
-                   "[default: the benchmark's performance sample count: 1024 resnet50, 256 ssd-mobilenet, "
-                   "64 ssd-resnet34 and retinanet].")
+                   "[default: the benchmark's performance sample count, from its record in harness/benchmarks.py: "
+                   "e.g. 1024 for resnet50].")
 @click.option("--source", type=click.Path(path_type=Path), default=None,
               help="A real dataset folder in its official layout to preprocess instead of drawing a synthetic one "
                    "(ImageNet: JPEGs + val_map.txt; COCO: annotations/instances_val2017.json + val2017/; "
@@ -148,7 +148,10 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
                    "99% probability at the target QPS, at most a tenth of the latency bound].")
 @click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
               help="Precision the cards return their outputs in: fp32, or quantised as the paper's cards do "
-                   "(ssd-mobilenet: uint8 scores and boxes; ssd-resnet34: fp16 scores, uint8 boxes).")
+                   "(the forms in the detection record's spec, e.g. ssd-mobilenet: uint8 scores and boxes).")
+@click.option("--nms-params", type=click.Choice(benchmarks.NMS_PARAM_SETS), default="reference", show_default=True,
+              help="Detection: the host NMS parameter set of the benchmark's record, MLCommons' reference values "
+                   "or KRAI's NMS-ABP ones (e.g. --nms-params krai).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="Which prepared model runs: fp32, or int8 (made by `appliance prepare --precision int8`; "
                    "reads the uint8 samples directly).")
@@ -160,8 +163,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
-        replicate: str, max_wait_us: int | None, card_outputs: str, precision: str, batch_size: int | None,
-        system_name: str | None, as_json: bool, quiet: bool, tuned: Path | None) -> None:
+        replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str,
+        batch_size: int | None, system_name: str | None, as_json: bool, quiet: bool, tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -204,7 +207,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
                                                                 user_conf),
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
-                      card_outputs=card_outputs, precision=precision, tuned=tuned)
+                      card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned)
     if mode in TESTS:
         from harness.compliance import run_compliance
 

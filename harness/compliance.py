@@ -24,20 +24,20 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness import benchmarks
 from harness.errors import ApplianceError, DataError, Interrupted
 from harness.fsutil import atomic_write_text
 from harness.results import METRICS, read_detail
 
 TESTS = ("TEST01", "TEST04", "TEST05")
 TEST01_LOG_SEED = 720381539243781796
-TEST01_SAMPLING_TARGET = {"resnet50": 4096}  # MLCommons compliance/TEST01/<model>/audit.config
 
 
 def audit_config(test: str, benchmark: str) -> str:
     """The audit.config MLCommons ships for `test` (and `benchmark`, for TEST01)."""
     head = "# audit.config written by appliance run --mode " + test + "\n"
     if test == "TEST01":
-        target = TEST01_SAMPLING_TARGET.get(benchmark, 1024)
+        target = benchmarks.get(benchmark).test01_sampling_target
         return head + (f"*.*.mode = 2\n*.*.accuracy_log_rng_seed = {TEST01_LOG_SEED}\n"
                        f"*.*.accuracy_log_sampling_target = {target}\n")
     if test == "TEST04":

@@ -83,8 +83,8 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
             base = req.user_conf.read_text()
         except OSError as exc:
             raise ApplianceError(f"cannot read --user-conf {req.user_conf}: {exc.strerror}") from None
-    given = _user_conf_keys(base, bench.name, req.scenario)
-    m, s = bench.name, req.scenario
+    given = _user_conf_keys(base, bench.loadgen_model, req.scenario)
+    m, s = bench.loadgen_model, req.scenario
     lines = [f"# derived by appliance run ({cards} card(s))"]
 
     def put(key: str, value: object, why: str, override: bool = False) -> None:
@@ -134,8 +134,8 @@ def test_settings(user_conf: Path, bench: Benchmark, scenario: str, mode: str) -
     # conf_type 0 applies LoadGen's built-in mlperf.conf (seeds included); a user.conf is then read with
     # conf_type 2. conf_type 1 would do both, but only on a process's first call: later calls skip
     # mlperf.conf and log "Multiple conf files are used" as an error, which fails the official checker.
-    if settings.FromConfig(str(user_conf), bench.name, scenario, 0) != 0 \
-            or settings.FromConfig(str(user_conf), bench.name, scenario, 2) != 0:
+    if settings.FromConfig(str(user_conf), bench.loadgen_model, scenario, 0) != 0 \
+            or settings.FromConfig(str(user_conf), bench.loadgen_model, scenario, 2) != 0:
         raise ApplianceError(f"LoadGen rejected {user_conf}; check its 'model.scenario.key = value' lines")
     settings.scenario = getattr(lg.TestScenario, scenario)
     settings.mode = lg.TestMode.AccuracyOnly if mode == "accuracy" else lg.TestMode.PerformanceOnly

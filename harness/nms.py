@@ -35,8 +35,10 @@ the GIL, so NMS on a host thread runs beside the harness's other threads.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from itertools import product
 from typing import Any
@@ -44,81 +46,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from harness.errors import DataError
+from harness.benchmarks import NMS_PARAM_SETS, DetectionSpec, NMSParams
+from harness.errors import ApplianceError, DataError
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
-
-# COCO 2017's 80 category ids: `coco.getCatIds()` of instances_val2017.json.
-COCO_80_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28,
-               31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54,
-               55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81,
-               82, 84, 85, 86, 87, 88, 89, 90)
+PARAM_SETS = NMS_PARAM_SETS
 
 
-@dataclass(frozen=True)
-class NMSParams:
-    score_threshold: float
-    iou_threshold: float
-    pre_nms_per_class: int  # candidates per class kept (best first) before NMS; 0 = all
-    max_per_class: int      # detections per class after NMS
-    max_per_image: int
-
-
-@dataclass(frozen=True)
-class Quant:
-    """uint8 affine quantisation of an output: value = scale * (q - zero_point)."""
-
-    scale: float
-    zero_point: int
-
-    def quantise(self, x: np.ndarray) -> np.ndarray:
-        return np.clip(np.rint(x / self.scale) + self.zero_point, 0, 255).astype(np.uint8)
-
-    def dequantise(self, q: np.ndarray) -> np.ndarray:
-        return self.scale * (q.astype(np.float64) - self.zero_point)
-
-
-# SPEC §4: MLCommons reference values (default) and KRAI's NMS-ABP values.
-PARAMS: dict[str, dict[str, NMSParams]] = {
-    "ssd-mobilenet": {"reference": NMSParams(0.3, 0.6, 0, 100, 100),
-                      "krai": NMSParams(0.3, 0.45, 0, 100, 100)},
-    "ssd-resnet34": {"reference": NMSParams(0.05, 0.5, 200, 200, 200),
-                     "krai": NMSParams(0.05, 0.5, 0, 100, 600)},
-    "retinanet": {"reference": NMSParams(0.05, 0.5, 0, 300, 300),
-                  "krai": NMSParams(0.05, 0.5, 0, 200, 1000)},
-}
-PARAM_SETS = ("reference", "krai")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What one detection benchmark's card returns and how its boxes decode."""
-
-    benchmark: str
-    kind: str                        # box-major | class-major | topk
-    num_anchors: int
-    num_classes: int                 # model classes, background (0) included for SSD
-    outputs: tuple[str, ...]         # roles of the model outputs, in the record's order
-    shapes: dict[str, tuple[int, ...]]  # per-image shape of each role
-    variances: tuple[float, ...]     # box coder: SSD scale factors / RetinaNet weights
-    image_size: int                  # pixels (RetinaNet decodes in pixels)
-    score_quant: Quant | None        # quantised form the paper's cards return (None: fp16 or none)
-    box_quant: Quant | None
-    quantised_score_dtype: str       # "uint8", "float16" or "" (no quantised variant)
-    topk_per_level: int = 0
-    level_anchors: tuple[int, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def class_ids(self) -> np.ndarray:
-        return _class_ids(self.benchmark)
-
-    @property
-    def priors(self) -> np.ndarray:
-        return _priors(self.benchmark)
-
-
-def _ssd_mobilenet_priors() -> np.ndarray:
+def ssd_mobilenet_priors() -> np.ndarray:
     """TF multiple_grid_anchor_generator of ssd_mobilenet_v1_coco: (ycenter, xcenter, h, w), 1917 anchors."""
     grids, n = (19, 10, 5, 3, 2, 1), 6
     scales = [0.2 + (0.95 - 0.2) * i / (n - 1) for i in range(n)] + [1.0]
@@ -135,7 +70,7 @@ def _ssd_mobilenet_priors() -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
-def _ssd_resnet34_priors() -> np.ndarray:
+def ssd_resnet34_priors() -> np.ndarray:
     """MLCommons dboxes_R34_coco at 1200x1200: (cx, cy, w, h), sizes outer, positions inner; 15130."""
     fig, feats = 1200, (50, 25, 13, 7, 3, 3)
     steps, scales = (24, 48, 92, 171, 400, 400), (84, 180, 396, 612, 828, 1044, 1260)
@@ -155,7 +90,7 @@ def _ssd_resnet34_priors() -> np.ndarray:
     return np.clip(np.asarray(out, dtype=np.float64), 0.0, 1.0)
 
 
-def _retinanet_priors() -> np.ndarray:
+def retinanet_priors() -> np.ndarray:
     """torchvision AnchorGenerator of RetinaNet at 800x800: (x1, y1, x2, y2) pixels; 120087 anchors."""
     size, grids = 800, (100, 50, 25, 13, 7)
     out = []
@@ -173,63 +108,35 @@ def _retinanet_priors() -> np.ndarray:
     return np.concatenate(out)
 
 
-LAYOUTS: dict[str, Layout] = {
-    "ssd-mobilenet": Layout(
-        "ssd-mobilenet", "box-major", 1917, 91, ("boxes", "scores"),
-        {"boxes": (1917, 4), "scores": (1917, 91)}, (10.0, 10.0, 5.0, 5.0), 300,
-        # box scale calibrated to the seeded model's encodings (|t| < 2): 0.125 cost 2 points of mAP against golden
-        score_quant=Quant(1 / 255, 0), box_quant=Quant(1 / 64, 128), quantised_score_dtype="uint8"),
-    "ssd-resnet34": Layout(
-        "ssd-resnet34", "class-major", 15130, 81, ("boxes", "scores"),
-        {"boxes": (4, 15130), "scores": (81, 15130)}, (0.1, 0.2), 1200,
-        score_quant=None, box_quant=Quant(0.0625, 128), quantised_score_dtype="float16"),
-    "retinanet": Layout(
-        "retinanet", "topk", 120087, 264, ("boxes", "scores", "indices"),
-        {"boxes": (5000, 4), "scores": (5000,), "indices": (5000,)}, (1.0, 1.0, 1.0, 1.0), 800,
-        score_quant=None, box_quant=None, quantised_score_dtype="", topk_per_level=1000,
-        level_anchors=tuple(9 * g * g for g in (100, 50, 25, 13, 7))),
-}
-
-
 @cache
-def _priors(benchmark: str) -> np.ndarray:
-    fn = {"ssd-mobilenet": _ssd_mobilenet_priors, "ssd-resnet34": _ssd_resnet34_priors,
-          "retinanet": _retinanet_priors}[benchmark]
-    p = np.ascontiguousarray(fn())
-    assert p.shape == (LAYOUTS[benchmark].num_anchors, 4), p.shape
+def priors(spec: DetectionSpec) -> np.ndarray:
+    if spec.make_priors is None:
+        return np.empty((0, 4))
+    p = np.ascontiguousarray(spec.make_priors())
+    assert p.shape == (spec.num_anchors, 4), p.shape
     p.setflags(write=False)
     return p
 
 
-@cache
-def _class_ids(benchmark: str) -> np.ndarray:
-    """Model class index -> dataset category id (float64, for the output rows)."""
-    if benchmark == "ssd-mobilenet":      # 91 TF classes are COCO ids already
-        ids = np.arange(91)
-    elif benchmark == "ssd-resnet34":     # 81 classes: [0] + coco.getCatIds()
-        ids = np.asarray((0, *COCO_80_IDS))
-    else:                                 # OpenImages MLPerf: category ids 0..263 (export_to_coco enumerates)
-        ids = np.arange(264)
-    out = ids.astype(np.float64)
-    out.setflags(write=False)
-    return out
-
-
-def layout(benchmark: Any) -> Layout:
-    name = getattr(benchmark, "name", benchmark)
-    try:
-        return LAYOUTS[name]
-    except KeyError:
-        raise DataError(f"{name!r} is not a detection benchmark; choose one of: {', '.join(LAYOUTS)}") from None
+def layout(benchmark: Any) -> DetectionSpec:
+    """The detection spec of a record, a benchmark's name, or the spec itself."""
+    if isinstance(benchmark, DetectionSpec):
+        return benchmark
+    if isinstance(benchmark, str):
+        from harness import benchmarks
+        with contextlib.suppress(ApplianceError):  # not a benchmark at all: said below
+            benchmark = benchmarks.get(benchmark)
+    spec: DetectionSpec | None = getattr(benchmark, "detection", None)
+    if spec is None:
+        from harness import benchmarks
+        known = ", ".join(n for n in benchmarks.NAMES if benchmarks.get(n).detection is not None)
+        name = getattr(benchmark, "name", benchmark)
+        raise DataError(f"{name!r} is not a detection benchmark; choose one of: {known}")
+    return spec
 
 
 def params_for(benchmark: Any, which: str | NMSParams = "reference") -> NMSParams:
-    if isinstance(which, NMSParams):
-        return which
-    table = PARAMS[layout(benchmark).benchmark]
-    if which not in table:
-        raise DataError(f"unknown NMS parameter set {which!r}; choose one of: {', '.join(PARAM_SETS)}")
-    return table[which]
+    return layout(benchmark).params(which)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -272,8 +179,7 @@ class _Plan:
 
 
 @cache
-def _plan(benchmark: str, p: NMSParams, score_form: str, box_form: str) -> _Plan:
-    lay = LAYOUTS[benchmark]
+def _plan(lay: DetectionSpec, p: NMSParams, score_form: str, box_form: str) -> _Plan:
     quant = lay.score_quant if score_form == "uint8" else None
     if score_form == "uint8" and quant is None:
         raise DataError("uint8 scores need the benchmark's quantisation parameters")
@@ -295,12 +201,12 @@ def _plan(benchmark: str, p: NMSParams, score_form: str, box_form: str) -> _Plan
             float(bzp), table, lay.priors, variances, lay.class_ids, float(p.iou_threshold),
             int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image), _fold_len(lay))
     if lay.kind == "topk":
-        args += (float(lay.image_size), _level_starts(benchmark), lay.topk_per_level, lay.num_classes)
+        args += (float(lay.image_size), _level_starts(lay), lay.topk_per_level, lay.num_classes)
     kernel = {"box-major": _box_major, "class-major": _class_major, "topk": _topk}[lay.kind]
     return _Plan(kernel, None if score_form == "uint8" else code_dtype, args)
 
 
-def _fold_len(lay: Layout) -> int:
+def _fold_len(lay: DetectionSpec) -> int:
     """Flag bytes the scan folds codes onto: a multiple of 8 (one word) and, box-major, of the row
     length, so each flag byte's codes are of one class and the background column can be cleared."""
     if lay.kind == "box-major":
@@ -308,14 +214,14 @@ def _fold_len(lay: Layout) -> int:
     return 1000 if lay.kind == "topk" else 1024
 
 
-def _level_starts(benchmark: str) -> np.ndarray:
-    counts = LAYOUTS[benchmark].level_anchors
+def _level_starts(lay: DetectionSpec) -> np.ndarray:
+    counts = lay.level_anchors
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     starts.setflags(write=False)
     return starts
 
 
-def _box_table(lay: Layout) -> np.ndarray:
+def _box_table(lay: DetectionSpec) -> np.ndarray:
     """The SSD decode's per-coordinate terms for each uint8 box code (dequantised, divided or scaled by
     the variance, exponentiated for the sizes), computed with the very operations `_decode` uses, so a
     table lookup gives the same bits as decoding: quantised boxes then cost no exp per candidate."""
@@ -638,7 +544,7 @@ def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bs
 # ------------------------------------------------------------------------------------------------
 # public API
 
-def _check_shape(lay: Layout, role: str, arr: np.ndarray) -> None:
+def _check_shape(lay: DetectionSpec, role: str, arr: np.ndarray) -> None:
     want = lay.shapes[role]
     if tuple(arr.shape) != want:
         raise DataError(f"{lay.benchmark} {role} have shape {tuple(arr.shape)}, expected {want} per image "
@@ -661,6 +567,11 @@ class Postprocessor:
         self.params = params_for(self.layout.benchmark, params)
         self._plans: dict[tuple[np.dtype, np.dtype], _Plan] = {}
 
+    def of(self, outputs: Sequence[np.ndarray], qsl_idx: int = 0) -> np.ndarray:
+        """Detections of one image's outputs given in the record's order (the spec's `outputs` roles)."""
+        by_role = dict(zip(self.layout.outputs, outputs, strict=True))
+        return self(by_role["boxes"], by_role["scores"], by_role.get("indices"), qsl_idx)
+
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                  qsl_idx: int = 0) -> np.ndarray:
         lay = self.layout
@@ -673,7 +584,7 @@ class Postprocessor:
             boxes = boxes.astype(np.float32)
         plan = self._plans.get((scores.dtype, boxes.dtype))
         if plan is None:
-            plan = _plan(lay.benchmark, self.params, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
+            plan = _plan(lay, self.params, _SCORE_FORMS[scores.dtype], _BOX_FORMS[boxes.dtype])
             self._plans[(scores.dtype, boxes.dtype)] = plan
         codes = np.ascontiguousarray(scores)
         if plan.code_dtype is not None:
@@ -688,36 +599,37 @@ class Postprocessor:
 
 
 @cache
-def _postprocessor(benchmark: str, params: str | NMSParams) -> Postprocessor:
-    return Postprocessor(benchmark, params)
+def bound(spec: DetectionSpec, params: str | NMSParams = "reference") -> Postprocessor:
+    """The shared Postprocessor of one detection spec and parameter set."""
+    return Postprocessor(spec, params)
 
 
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
-    return _postprocessor(getattr(benchmark, "name", benchmark), params)(boxes, scores, indices, qsl_idx)
+    return bound(layout(benchmark), params)(boxes, scores, indices, qsl_idx)
 
 
 def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs as the paper's cards return them: uint8 scores and boxes (SSD-MobileNet), fp16 scores and
-    uint8 boxes (SSD-ResNet34). RetinaNet has no quantised form here; its outputs pass unchanged."""
-    lay = layout(benchmark)
+    """Outputs as the paper's cards return them (the spec's `quantised` forms, e.g. uint8 scores and boxes
+    for SSD-MobileNet, fp16 scores and uint8 boxes for SSD-ResNet34); roles without one pass unchanged."""
     out = dict(outputs)
-    if lay.quantised_score_dtype == "uint8" and lay.score_quant is not None:
-        out["scores"] = lay.score_quant.quantise(outputs["scores"])
-    elif lay.quantised_score_dtype == "float16":
-        out["scores"] = outputs["scores"].astype(np.float16)
-    if lay.box_quant is not None:
-        out["boxes"] = lay.box_quant.quantise(outputs["boxes"])
+    for role, q in layout(benchmark).quantised.items():
+        out[role] = q.quantise(outputs[role])
     return out
 
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) every kernel on tiny inputs, so no run pays for it."""
-    for name, lay in LAYOUTS.items():
+    from harness import benchmarks
+
+    for name in benchmarks.NAMES:
+        lay = benchmarks.get(name).detection
+        if lay is None:
+            continue
         arrays = {role: np.zeros(shape, dtype=np.int64 if role == "indices" else np.float32)
                   for role, shape in lay.shapes.items()}
-        postprocess(name, arrays["boxes"], arrays["scores"], arrays.get("indices"))
-        if lay.quantised_score_dtype:
-            q = quantise(name, arrays)
-            postprocess(name, q["boxes"], q["scores"], q.get("indices"))
+        postprocess(lay, arrays["boxes"], arrays["scores"], arrays.get("indices"))
+        if lay.quantised:
+            q = quantise(lay, arrays)
+            postprocess(lay, q["boxes"], q["scores"], q.get("indices"))

@@ -61,6 +61,7 @@ class RunOptions:
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
+    nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
     precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
 
@@ -327,7 +328,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     from harness.tuned import resolve
 
     opts, choice = resolve(opts)
-    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs)
+    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs).with_nms_params(opts.nms_params)
     req = opts.requested
     if req.scenario not in benchmarks.SCENARIOS:
         raise ApplianceError(f"unknown scenario {req.scenario!r}; choose one of: {', '.join(benchmarks.SCENARIOS)}")
@@ -497,6 +498,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
         "batch_size": sut.batch_size, "backend": opts.backend, "card_outputs": bench.card_outputs,
+        "nms_params": bench.nms_params,
         "backend_choice": choice,
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},

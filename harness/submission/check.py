@@ -51,20 +51,16 @@ class Round:
     compliance_tests: dict[str, tuple[str, ...]]     # benchmark -> tests
 
 
+V61_BENCHMARKS = ("resnet50",)  # the round's rules for each come from its record (harness/benchmarks.py)
 ROUNDS = {
     "v6.1": Round(
         version="v6.1",
         seeds={"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
                "schedule_rng_seed": 16159082839903944936},
         min_duration_ms=600_000, offline_min_samples_per_query=24576,
-        dataset_size={"resnet50": 50000},
-        required_scenarios={
-            "edge": {"resnet50": ("SingleStream", "MultiStream", "Offline")},
-            "datacenter,edge": {"resnet50": ("SingleStream", "MultiStream", "Offline", "Server")},
-            "edge,datacenter": {"resnet50": ("SingleStream", "MultiStream", "Offline", "Server")},
-            "datacenter": {"resnet50": ("Server", "Offline")},
-        },
-        compliance_tests={"resnet50": ("TEST01", "TEST04")},
+        dataset_size={n: benchmarks.get(n).accuracy_sample_count for n in V61_BENCHMARKS},
+        required_scenarios=benchmarks.required_scenarios(V61_BENCHMARKS),
+        compliance_tests={n: benchmarks.get(n).compliance_tests for n in V61_BENCHMARKS},
     ),
 }
 

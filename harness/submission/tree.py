@@ -33,10 +33,14 @@ from harness.fsutil import atomic_write_json
 from harness.submission import system_json
 from harness.submission.truncate import truncate_accuracy_log, with_hash
 
-COMPLIANCE_TESTS = ("TEST01", "TEST04")
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 RUN_EXTRAS = ("manifest.json", "user.conf", "mlperf.conf")  # kept for `appliance reproduce`
 DIVISIONS = ("closed", "open")
+
+
+def _compliance_tests(bench: str) -> tuple[str, ...]:
+    """The compliance tests the benchmark's record asks for (none for a folder of no known benchmark)."""
+    return benchmarks.get(bench).compliance_tests if bench in benchmarks.NAMES else ()
 
 
 @dataclass
@@ -103,7 +107,7 @@ def collect(inputs: Iterable[Path]) -> tuple[dict[tuple[str, str], ScenarioRuns]
                                if _complete(r, (*PERF_FILES, "manifest.json"))]
             sr.accuracy += [r for r in sorted(d.glob("accuracy*"))
                             if _complete(r, ("accuracy.txt", "mlperf_log_accuracy.json", *PERF_FILES))]
-            for test in COMPLIANCE_TESTS:
+            for test in _compliance_tests(d.parent.name):
                 if (d / test).is_dir():
                     sr.tests[test] = d / test  # a later input wins
     for sr in found.values():
@@ -152,7 +156,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
             _write_scenario(dest, sr, perf, acc)
             echo(f"{sr.label}: performance {perf}, accuracy {acc}"
                  + "".join(f", {t} {p}" for t, p in sorted(sr.tests.items())))
-            missing = [t for t in COMPLIANCE_TESTS if t not in sr.tests]
+            missing = [t for t in _compliance_tests(bench) if t not in sr.tests]
             if missing:
                 echo(f"{sr.label}: no {' / '.join(missing)} folder in the runs; add the compliance runs "
                      f"(`appliance run --mode TEST01`) before submitting")
