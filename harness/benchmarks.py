@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -192,6 +192,8 @@ class Benchmark:
     host_postprocess: bool = False    # encoding is heavy (NMS): done on a per-card thread pipelined with the card
     detection: DetectionSpec | None = None  # detection benchmarks: what host NMS needs (layout, decoding, params)
     nms_params: str = "reference"     # the detection spec's NMS parameter set this record runs with
+    # a --model file -> the graph the cards run (YOLO: uint8 input, /255 in the graph); None: run it as it is
+    adopt_model: Callable[[Any], Any] | None = None
     loadgen_name: str = ""            # LoadGen / mlperf.conf model name, when it differs from `name`
     # the round's rules for this benchmark (submission check and build, compliance runs)
     compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
