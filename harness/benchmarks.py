@@ -101,7 +101,8 @@ class DetectionSpec:
     topk_per_level: int = 0
     level_anchors: tuple[int, ...] = ()
     benchmark: str = ""                 # the record's name, for messages
-    variants: dict[str, str] = field(default_factory=dict)  # other output layouts this model can be given in
+    variants: tuple[str, ...] = ()      # other layouts the output can be given in (`Benchmark.with_output_layout`)
+    letterbox: bool = False             # boxes go back through a letterbox to the original image (YOLO)
 
     def _uint8(self, role: str) -> OutputQuant | None:
         q = self.quantised.get(role)
@@ -141,19 +142,24 @@ class DetectionSpec:
         return self.nms[which]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DetectionEncoder:
     """Host NMS per image (harness.nms) as the record's encoder: rows of 7 float32 [qsl_idx, ymin, xmin,
-    ymax, xmax, score, class] per sample."""
+    ymax, xmax, score, class] per sample. `image_sizes` [N, 2] (height, width) per QSL index: the original
+    images, for specs whose boxes go back through a letterbox (None: the model's input size)."""
 
     spec: DetectionSpec
     params: str = "reference"
+    image_sizes: np.ndarray | None = None
 
     def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         from harness import nms
 
         post = nms.bound(self.spec, self.params)
-        rows = [post.of([o[j] for o in outputs], int(i)) for j, i in enumerate(qsl)]
+        sizes = self.image_sizes
+        rows = [post.of([o[j] for o in outputs], int(i), None if sizes is None else (int(sizes[i, 0]),
+                                                                                      int(sizes[i, 1])))
+                for j, i in enumerate(qsl)]
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum([r.size for r in rows], out=offsets[1:])
         return (np.concatenate(rows).ravel() if rows else np.empty(0, np.float32)), offsets
@@ -201,6 +207,7 @@ class Benchmark:
     accuracy_sample_count: int = 0    # the official dataset's size (accuracy runs); 0: not checked
     edge_scenarios: tuple[str, ...] = ("SingleStream", "MultiStream", "Offline")
     datacenter_scenarios: tuple[str, ...] = ("Server", "Offline")
+    min_queries: dict[str, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
 
     @property
     def loadgen_model(self) -> str:
@@ -214,7 +221,21 @@ class Benchmark:
         if self.detection is None:
             raise ApplianceError(f"{self.name} runs no host NMS; --nms-params applies to detection benchmarks")
         self.detection.params(which)
-        return replace(self, nms_params=which, encode_response=DetectionEncoder(self.detection, which))
+        return replace(self, nms_params=which, encode_response=self._encoder(params=which))
+
+    def _encoder(self, **changes: Any) -> DetectionEncoder:
+        enc = self.encode_response
+        if not isinstance(enc, DetectionEncoder):
+            raise ApplianceError(f"{self.name} has no host NMS encoder")
+        return replace(enc, **changes)
+
+    def with_image_sizes(self, sizes: np.ndarray) -> Benchmark:
+        """This detection record with the original (height, width) of each QSL sample, [N, 2]: host NMS maps
+        boxes back through the letterbox (YOLO). Records without a letterbox are returned as they are."""
+        if self.detection is None or not self.detection.letterbox:
+            return self
+        return replace(self, encode_response=self._encoder(
+            image_sizes=np.asarray(sizes, dtype=np.int64).reshape(-1, 2)))
 
     def with_output_layout(self, kind: str) -> Benchmark:
         """This detection record with the model's output given in layout `kind` (e.g. YOLO's anchor-major
@@ -229,7 +250,7 @@ class Benchmark:
         specs = tuple((alt.shapes[role], dtype) for role, (_, dtype) in zip(alt.outputs, self.output_specs,
                                                                                strict=True))
         return replace(self, detection=alt, output_specs=specs,
-                       encode_response=DetectionEncoder(alt, self.nms_params))
+                       encode_response=self._encoder(spec=alt))
 
     def with_card_outputs(self, kind: str) -> Benchmark:
         """This record with the card returning its outputs as `kind` (fp32: as the model computes them)."""
@@ -282,7 +303,7 @@ def _variant(spec: DetectionSpec, kind: str) -> DetectionSpec:
     the NMS caches keyed on the spec's identity hold."""
     shapes = {role: tuple(reversed(shape)) for role, shape in spec.shapes.items()}
     quantised = {role: replace(q, axis=len(shapes[role]) - 1 - q.axis) for role, q in spec.quantised.items()}
-    return replace(spec, kind=kind, shapes=shapes, quantised=quantised, variants={spec.kind: kind})
+    return replace(spec, kind=kind, shapes=shapes, quantised=quantised, variants=(spec.kind,))
 
 
 def _detection(name: str, title: str, dataset: DatasetFormat, model: tuple[Callable[[int], object], str,
@@ -291,7 +312,7 @@ def _detection(name: str, title: str, dataset: DatasetFormat, model: tuple[Calla
     """A detection record: the model cut before NMS, host NMS in the encoder, COCO mAP."""
     from harness.accuracy import coco
 
-    spec = replace(spec, benchmark=name)
+    spec = spec if spec.benchmark else replace(spec, benchmark=name)
     specs = tuple((spec.shapes[role], "int64" if role == "indices" else "float32") for role in spec.outputs)
     variants = {}
     if spec.quantised:
@@ -385,8 +406,52 @@ def _retinanet() -> Benchmark:
                       "INTER_LINEAR resize to 800x800, rounded to uint8")
 
 
+# YOLO11l as Ultralytics exports it to ONNX: one output [84, 8400] per image, (cx, cy, w, h) in input pixels
+# then 80 sigmoid class scores; anchor-major [8400, 84] selectable (`with_output_layout`). NMS as the reference
+# predicts (mlcommons/inference vision/classification_and_detection/yolo/yolo_loadgen.py: `model.predict(img,
+# conf=0.001)`, the rest Ultralytics' defaults in ultralytics/utils/nms.py: IoU 0.7, max_det 300, class-aware,
+# best class per anchor); rows [qsl_idx, ymin, xmin, ymax, xmax, score, COCO_80_TO_91[cls]] normalised to the
+# original image (yolo_loadgen.py), so boxes go back through the letterbox (`image_sizes` of the dataset).
+# No KRAI parameter set is published for YOLO: the reference set only.
+YOLO_DETECTION = DetectionSpec(
+    "attribute-major", 8400, 80, ("output",), {"output": (84, 8400)}, 640, (), None, COCO_80_IDS,
+    {"reference": NMSParams(0.001, 0.7, 0, 300, 300)},
+    {"output": OutputQuant("float16")}, benchmark="yolo", variants=("anchor-major",),
+    letterbox=True)
+
+
+def _yolo(fraction: float) -> Callable[[], Benchmark]:
+    """yolo-95 / yolo-99: one model, two accuracy targets. Every figure is MLCommons' (mlcommons/inference
+    master): benchmark names, targets 53.4 x 0.95 / x 0.99 mAP (tools/submission/submission_checker/
+    constants.py, "accuracy-target"), performance sample count 64 (constants.py and loadgen/mlperf.conf
+    `yolo.*.performance_sample_count_override = 64`, whose model name `yolo` LoadGen reads), 1,525 images of
+    COCO 2017 "safe" (constants.py dataset size; yolo/README.md: coco_safe/val2017_safe/), minimum queries
+    SingleStream 1,024 / MultiStream 270,336 / Offline 1 (constants.py "min-queries"), compliance TEST01
+    only (constants.py models_TEST01; not in models_TEST04) with accuracy_log_sampling_target = 64
+    (compliance/TEST01/yolo/audit.config), edge scenarios SingleStream, MultiStream, Offline
+    (constants.py required-scenarios-edge; none for datacenter)."""
+    def make() -> Benchmark:
+        from harness.datasets import coco
+        from harness.models import yolo
+
+        return _detection(
+            f"yolo-{round(fraction * 100)}", "YOLO11l object detection (COCO 2017 safe, host NMS)",
+            coco.COCO_SAFE.format(), (yolo.build_uint8, yolo.INPUT, (yolo.OUTPUT,)), coco.preprocess_yolo,
+            (0.0, 0.0, 0.0),  # /255 is folded into the graph (harness/models/yolo.py)
+            YOLO_DETECTION, quality_fraction=fraction, loadgen_name="yolo",
+            performance_sample_count=64, server_latency_ms=None, quality_reference=53.4,
+            # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
+            params_reference=25.3e6, gops_reference=86.9, official_model="yolo11l.onnx", default_batch=1,
+            accuracy_sample_count=1525, compliance_tests=("TEST01",), test01_sampling_target=64,
+            min_queries={"SingleStream": 1024, "MultiStream": 270336, "Offline": 1}, datacenter_scenarios=(),
+            preprocessing="Ultralytics LetterBox to 640x640 (scale by the longer side, pad 114 centred), "
+                          "BGR->RGB, uint8 CHW; /255 in the graph")
+    return make
+
+
 _FACTORIES: dict[str, Callable[[], Benchmark]] = {"resnet50": _resnet50, "ssd-mobilenet": _ssd_mobilenet,
-                                                  "ssd-resnet34": _ssd_resnet34, "retinanet": _retinanet}
+                                                  "ssd-resnet34": _ssd_resnet34, "retinanet": _retinanet,
+                                                  "yolo-95": _yolo(0.95), "yolo-99": _yolo(0.99)}
 NAMES = tuple(_FACTORIES)
 
 

@@ -1,12 +1,16 @@
-"""Host-side NMS for the three detection layouts the cards return (SPEC §3, §4; the paper's §II.F).
+"""Host-side NMS for the detection layouts the cards return (SPEC §3, §4; the paper's §II.F).
 
 The detection models are cut before NMS, so a card returns raw tensors and this module turns one
-image's raw outputs into detections. One code path per layout, each following the tensor's layout:
+image's raw outputs into detections. What a benchmark's outputs are (layout, quantisation, box coder,
+class map, NMS parameter sets) is its record's `DetectionSpec` (harness/benchmarks.py); nothing here is
+keyed by a benchmark's name. One code path per layout, each following the tensor's layout:
 
     box-major    SSD-MobileNet   scores [1917, 91] (sigmoid),  boxes [1917, 4] (ty, tx, th, tw)
     class-major  SSD-ResNet34    scores [81, 15130] (softmax), boxes planar [4, 15130] (dx, dy, dw, dh)
     topk         RetinaNet       scores [5000], flat indices [5000] (anchor * 264 + class, per level),
                                  boxes [5000, 4] (dx, dy, dw, dh): the top 1000 per FPN level
+    attribute-major  YOLO11l     one output [84, 8400]: cx, cy, w, h (input pixels), 80 class scores
+    anchor-major     YOLO11l     its transpose [8400, 84] (`Benchmark.with_output_layout`)
 
 Techniques of KRAI's NMS-ABP: scores are compared in their raw form (uint8 codes, fp16 or fp32 bit
 patterns: for non-negative IEEE values the bit pattern orders like the value) against a threshold code
@@ -24,6 +28,13 @@ Semantics (the tests' plain reference NMS implements exactly this):
 4. all kept detections sorted by score descending, ties by class then rank within the class; the first
    `max_per_image` are returned as rows of 7 float32 `[qsl_idx, ymin, xmin, ymax, xmax, score, class]`,
    boxes normalised to 0..1, class the dataset's category id.
+
+YOLO (Ultralytics' predict, as the MLPerf reference runs it): per anchor the best class (the first of
+equal scores) is the only candidate; then steps 1-4 with no per-class caps, boxes decoded to corners in
+input pixels (IoU taken there, unclipped), and each kept box mapped back through the letterbox (scale by
+the longer side, pad centred; scale_boxes of Ultralytics 8.4), clipped to and normalised by the original
+image. Its kernel visits candidates in the global (score, class, anchor) order and stops at the image
+cap, which gives the same detections as per-class NMS followed by the cap.
 
 Everything runs in one numba-compiled kernel per layout (`cache=True`: compiled once per machine). What
 keeps them inside the paper's budgets (tools/bench_nms.py): the scan over the raw codes is vectorised
@@ -128,10 +139,8 @@ def layout(benchmark: Any) -> DetectionSpec:
             benchmark = benchmarks.get(benchmark)
     spec: DetectionSpec | None = getattr(benchmark, "detection", None)
     if spec is None:
-        from harness import benchmarks
-        known = ", ".join(n for n in benchmarks.NAMES if benchmarks.get(n).detection is not None)
         name = getattr(benchmark, "name", benchmark)
-        raise DataError(f"{name!r} is not a detection benchmark; choose one of: {known}")
+        raise DataError(f"{name!r} is not a detection benchmark (its record has no detection spec)")
     return spec
 
 
@@ -542,6 +551,172 @@ def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bs
 
 
 # ------------------------------------------------------------------------------------------------
+# YOLO (Ultralytics' ONNX export): one output, 4 box rows (cx, cy, w, h in input pixels) + class scores
+
+YOLO_KINDS = ("attribute-major", "anchor-major")  # [4 + C, A] as exported, or its transpose [A, 4 + C]
+_SIGNED = {"uint8": np.uint8, "float16": np.int16, "float32": np.int32}  # views that order like the values
+_YOLO_BLOCK = 1024  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
+
+
+@cache
+def _letterbox(height: int, width: int, size: int) -> np.ndarray:
+    """(gain_x, gain_y, pad_x, pad_y, width, height) of Ultralytics' letterbox of a height x width image to
+    size x size (scale by the longer side, each side rounded, pad centred), as its scale_boxes (8.4) undoes
+    it: original x = (x - pad_x) / gain_x, clipped to the image."""
+    if height <= 0 or width <= 0:
+        raise DataError(f"original image size {height}x{width} is not positive")
+    gain = min(size / height, size / width)
+    new_h, new_w = max(round(height * gain), 1), max(round(width * gain), 1)
+    pad_x, pad_y = round((size - new_w) / 2 - 0.1), round((size - new_h) / 2 - 0.1)
+    out = np.array((new_w / width, new_h / height, pad_x, pad_y, width, height), dtype=np.float64)
+    out.setflags(write=False)
+    return out
+
+
+@cache
+def _yolo_plan(lay: DetectionSpec, p: NMSParams, form: str) -> _Plan:
+    """One (YOLO spec, parameters, output dtype): threshold codes, the dequantisation of the box and
+    score rows (uint8: one scale for the box rows, one for the class rows), the kernel's arguments."""
+    q = lay.quantised.get("output")
+    bscale, bzp, sscale, szp = 1.0, 0.0, 1.0, 0.0
+    if form == "uint8":
+        if q is None or q.dtype != "uint8":
+            raise DataError(f"{lay.benchmark}: uint8 outputs need the benchmark's quantisation parameters")
+        scales = (q.scale,) * (4 + lay.num_classes) if isinstance(q.scale, float | int) else q.scale
+        if len(set(scales[:4])) != 1 or len(set(scales[4:])) != 1:
+            raise DataError(f"{lay.benchmark}: uint8 outputs need one scale for the box rows and one for the scores")
+        bscale, sscale, bzp = float(scales[0]), float(scales[4]), float(q.zero_point)
+        szp = bzp
+    lo, hi = _threshold_codes(form, p.score_threshold, sscale, int(szp))
+    hi -= 1
+    if lo > hi:  # no code is above the threshold: an empty range
+        lo, hi = 1, 0
+    kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[form]
+    score_shift = _SCORE_SHIFT + max(lay.num_classes - 1, 1).bit_length()  # key: score | class | anchor
+    args = (lo, hi, score_shift, lay.kind == "anchor-major", kind, sscale, szp, bscale, bzp, lay.class_ids,
+            float(p.iou_threshold), int(p.max_per_image), _YOLO_BLOCK)
+    return _Plan(_yolo, _SIGNED[form], args)
+
+
+@njit(cache=True)
+def _signed_value(code, kind, scale, zp):
+    """The value of one raw code read through a signed view (uint8 affine, int16 = fp16, int32 = fp32)."""
+    c = int(code)
+    if kind == 0:
+        return scale * (float(c) - zp)
+    v = _score_value(c & (0x7FFF if kind == 1 else 0x7FFFFFFF), kind, 1.0, 0.0)
+    return -v if c < 0 else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _yolo(codes, qsl_idx, geo, lo, hi, score_shift, anchor_major, kind, sscale, szp, bscale, bzp, class_ids,
+          iou_thr, image_cap, block):
+    """YOLO host NMS on the raw codes: best class per anchor (the loop order follows the layout), the
+    threshold on the best code, survivors keyed (score desc, class, anchor) and radix-sorted, then
+    greedy NMS in that global order with per-class kept lists, which equals class-aware NMS followed by
+    the per-image cap, and stops as soon as the cap is reached. Boxes are decoded only for candidates
+    whose turn comes; IoU is taken in input pixels, then the letterbox is undone and the box clipped to
+    and normalised by the original image."""
+    if anchor_major:
+        a_n, attrs = codes.shape
+    else:
+        attrs, a_n = codes.shape
+    c_n = attrs - 4
+    cls_shift = _SCORE_SHIFT
+    keys = np.empty(a_n, dtype=np.int64)
+    n = 0
+    if anchor_major:
+        for a in range(a_n):
+            row = codes[a, 4:]
+            best = row.max()
+            if best < lo or best > hi:
+                continue
+            c = 0
+            while row[c] != best:
+                c += 1
+            keys[n] = ((hi - int(best)) << score_shift) | (c << cls_shift) | a
+            n += 1
+    else:
+        best = np.empty(block, dtype=np.int32)
+        bcls = np.empty(block, dtype=np.int32)
+        for start in range(0, a_n, block):
+            m = min(block, a_n - start)
+            first = codes[4, start:start + m]
+            for a in range(m):
+                best[a] = first[a]
+                bcls[a] = 0
+            for c in range(1, c_n):
+                row = codes[4 + c, start:start + m]
+                for a in range(m):
+                    v = np.int32(row[a])
+                    b = best[a]
+                    up = v > b
+                    best[a] = v if up else b
+                    bcls[a] = c if up else bcls[a]
+            for a in range(m):
+                b = best[a]
+                if lo <= b <= hi:
+                    keys[n] = ((hi - int(b)) << score_shift) | (int(bcls[a]) << cls_shift) | (start + a)
+                    n += 1
+    keys = _sort_keys(keys[:n])
+    cap = max(image_cap, 0)
+    x1s, y1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    x2s, y2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    areas = np.empty(cap, dtype=np.float64)
+    kept_key = np.empty(cap, dtype=np.int64)
+    per_class = np.empty((c_n, cap), dtype=np.int32)  # kept indices of each class
+    counts = np.zeros(c_n, dtype=np.int32)
+    nk = 0
+    for t in range(n):
+        if nk >= cap:
+            break
+        k = keys[t]
+        a = k & _CAND_MASK
+        c = (k >> cls_shift) & ((1 << (score_shift - cls_shift)) - 1)
+        if anchor_major:
+            cx = _signed_value(codes[a, 0], kind, bscale, bzp)
+            cy = _signed_value(codes[a, 1], kind, bscale, bzp)
+            w = _signed_value(codes[a, 2], kind, bscale, bzp)
+            h = _signed_value(codes[a, 3], kind, bscale, bzp)
+        else:
+            cx = _signed_value(codes[0, a], kind, bscale, bzp)
+            cy = _signed_value(codes[1, a], kind, bscale, bzp)
+            w = _signed_value(codes[2, a], kind, bscale, bzp)
+            h = _signed_value(codes[3, a], kind, bscale, bzp)
+        x1, y1 = cx - w / 2.0, cy - h / 2.0
+        x2, y2 = cx + w / 2.0, cy + h / 2.0
+        area = (x2 - x1) * (y2 - y1)
+        suppressed = False
+        for j in range(counts[c]):
+            q = per_class[c, j]
+            iw = min(x2, x2s[q]) - max(x1, x1s[q])
+            ih = min(y2, y2s[q]) - max(y1, y1s[q])
+            inter = ih * iw
+            union = area + areas[q] - inter
+            if (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_thr):
+                suppressed = True
+                break
+        if not suppressed:
+            x1s[nk], y1s[nk], x2s[nk], y2s[nk], areas[nk] = x1, y1, x2, y2, area
+            kept_key[nk] = k
+            per_class[c, counts[c]] = nk
+            counts[c] += 1
+            nk += 1
+    gain_x, gain_y, pad_x, pad_y, width, height = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    out = np.empty((nk, 7), dtype=np.float32)
+    for r in range(nk):
+        k = kept_key[r]
+        out[r, 0] = qsl_idx
+        out[r, 1] = min(max((y1s[r] - pad_y) / gain_y, 0.0), height) / height
+        out[r, 2] = min(max((x1s[r] - pad_x) / gain_x, 0.0), width) / width
+        out[r, 3] = min(max((y2s[r] - pad_y) / gain_y, 0.0), height) / height
+        out[r, 4] = min(max((x2s[r] - pad_x) / gain_x, 0.0), width) / width
+        out[r, 5] = _signed_value(hi - (k >> score_shift), kind, sscale, szp)
+        out[r, 6] = class_ids[(k >> cls_shift) & ((1 << (score_shift - cls_shift)) - 1)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # public API
 
 def _check_shape(lay: DetectionSpec, role: str, arr: np.ndarray) -> None:
@@ -564,13 +739,34 @@ class Postprocessor:
 
     def __init__(self, benchmark: Any, params: str | NMSParams = "reference") -> None:
         self.layout = layout(benchmark)
-        self.params = params_for(self.layout.benchmark, params)
+        self.params = self.layout.params(params)
         self._plans: dict[tuple[np.dtype, np.dtype], _Plan] = {}
 
-    def of(self, outputs: Sequence[np.ndarray], qsl_idx: int = 0) -> np.ndarray:
-        """Detections of one image's outputs given in the record's order (the spec's `outputs` roles)."""
+    def of(self, outputs: Sequence[np.ndarray], qsl_idx: int = 0, original: tuple[int, int] | None = None
+           ) -> np.ndarray:
+        """Detections of one image's outputs given in the record's order (the spec's `outputs` roles);
+        `original` (height, width): the image before the letterbox (YOLO; None: the model's input)."""
+        if self.layout.kind in YOLO_KINDS:
+            return self.yolo(outputs[0], qsl_idx, original)
         by_role = dict(zip(self.layout.outputs, outputs, strict=True))
         return self(by_role["boxes"], by_role["scores"], by_role.get("indices"), qsl_idx)
+
+    def yolo(self, output: np.ndarray, qsl_idx: int = 0, original: tuple[int, int] | None = None) -> np.ndarray:
+        """YOLO: one image's single output ([84, 8400] attribute-major or [8400, 84] anchor-major, float32,
+        fp16 or uint8) to detections normalised to the `original` (height, width) image."""
+        lay = self.layout
+        if output.shape != lay.shapes["output"]:
+            _check_shape(lay, "output", output)
+        if output.dtype not in _SCORE_FORMS:
+            output = output.astype(np.float32)
+        plan = self._plans.get((output.dtype, output.dtype))
+        if plan is None:
+            plan = _yolo_plan(lay, self.params, _SCORE_FORMS[output.dtype])
+            self._plans[(output.dtype, output.dtype)] = plan
+        size = lay.image_size
+        geometry = _letterbox(*(original or (size, size)), size)
+        codes = np.ascontiguousarray(output).view(plan.code_dtype)
+        return plan.kernel(codes, float(qsl_idx), geometry, *plan.args)  # type: ignore[no-any-return]
 
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                  qsl_idx: int = 0) -> np.ndarray:
@@ -619,17 +815,10 @@ def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.nda
     return out
 
 
-def warm_up() -> None:
-    """Compile (or load from numba's cache) every kernel on tiny inputs, so no run pays for it."""
-    from harness import benchmarks
-
-    for name in benchmarks.NAMES:
-        lay = benchmarks.get(name).detection
-        if lay is None:
-            continue
+def warm_up(*specs: DetectionSpec) -> None:
+    """Compile (or load from numba's cache) the specs' kernels on empty inputs, so no timing pays for it."""
+    for lay in specs:
         arrays = {role: np.zeros(shape, dtype=np.int64 if role == "indices" else np.float32)
                   for role, shape in lay.shapes.items()}
-        postprocess(lay, arrays["boxes"], arrays["scores"], arrays.get("indices"))
-        if lay.quantised:
-            q = quantise(lay, arrays)
-            postprocess(lay, q["boxes"], q["scores"], q.get("indices"))
+        for form in (arrays, quantise(lay, arrays)) if lay.quantised else (arrays,):
+            bound(lay).of([form[role] for role in lay.outputs])

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import nms
+from harness import benchmarks, nms
 from harness.errors import DataError
 
 # ---------------------------------------------------------------------------------------------
@@ -287,3 +288,150 @@ def test_postprocessor_keeps_one_plan_per_dtype() -> None:
         np.testing.assert_array_equal(out, ref)
         assert len(out) == 3 and (out[:, 0] == 3).all()
     assert len(pp._plans) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# YOLO: one output [84, 8400] (attribute-major) or [8400, 84] (anchor-major), letterboxed input
+
+YOLO = benchmarks.YOLO_DETECTION
+YOLO_ANCHOR_MAJOR = benchmarks._variant(YOLO, "anchor-major")
+_UINT8 = benchmarks.OutputQuant("uint8", (2.5,) * 4 + (1 / 255,) * 80, 0)  # box rows 2.5 px, scores 1/255
+_YOLO_UINT8 = replace(YOLO, quantised={"output": _UINT8})
+YOLO_SPECS = {("attribute-major", "uint8"): _YOLO_UINT8,
+              ("anchor-major", "uint8"): benchmarks._variant(_YOLO_UINT8, "anchor-major"),  # scales along axis 1
+              **{(kind, form): spec for kind, spec in (("attribute-major", YOLO), ("anchor-major", YOLO_ANCHOR_MAJOR))
+                 for form in ("float32", "float16")}}
+
+
+def reference_yolo(spec: benchmarks.DetectionSpec, output: np.ndarray, original: tuple[int, int]) -> np.ndarray:
+    """Ultralytics' steps written plainly: best class per anchor (the first of equal scores), score >
+    threshold, per-class greedy NMS (score desc, ties by anchor), all kept sorted by score desc, class,
+    rank; the first 300; boxes through scale_boxes (8.4) and clip, normalised to the original image."""
+    p = spec.params("reference")
+    q = spec.quantised.get("output")
+    vals = q.dequantise(output) if output.dtype == np.uint8 else output.astype(np.float64)
+    if spec.kind == "anchor-major":
+        vals = vals.T
+    cls = np.argmax(vals[4:], axis=0)
+    conf = vals[4:][cls, np.arange(vals.shape[1])]
+    per_class: dict[int, list[int]] = {}
+    for a in np.nonzero(conf > p.score_threshold)[0]:
+        per_class.setdefault(int(cls[a]), []).append(int(a))
+    dets = []
+    for c, anchors in per_class.items():
+        kept: list[tuple[float, ...]] = []
+        for a in sorted(anchors, key=lambda a: (-conf[a], a)):
+            cx, cy, w, h = vals[:4, a]
+            box = (cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2)  # ymin, xmin, ymax, xmax: _iou's order
+            if all(_iou(box, k) <= p.iou_threshold for k in kept):
+                dets.append((conf[a], c, len(kept), box))
+                kept.append(box)
+    dets.sort(key=lambda d: (-d[0], d[1], d[2]))
+    height, width = original
+    gain = min(640 / height, 640 / width)
+    new_h, new_w = max(round(height * gain), 1), max(round(width * gain), 1)
+    pad_x, pad_y = round((640 - new_w) / 2 - 0.1), round((640 - new_h) / 2 - 0.1)
+
+    def back(v: float, pad: int, g: float, side: int) -> float:
+        return min(max((v - pad) / g, 0.0), side) / side
+
+    rows = [(0.0, back(b[0], pad_y, new_h / height, height), back(b[1], pad_x, new_w / width, width),
+             back(b[2], pad_y, new_h / height, height), back(b[3], pad_x, new_w / width, width), s,
+             benchmarks.COCO_80_IDS[c]) for s, c, _, b in dets[:p.max_per_image]]
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 7)
+
+
+def _yolo_raw(kind: str, form: str, attr_major: np.ndarray) -> np.ndarray:
+    """[84, 8400] float values -> the output as the card returns it in this layout and dtype."""
+    out = attr_major if kind == "attribute-major" else np.ascontiguousarray(attr_major.T)
+    if form == "uint8":
+        return YOLO_SPECS[(kind, form)].quantised["output"].quantise(out)
+    return out.astype(np.float16) if form == "float16" else out.astype(np.float32)
+
+
+def _check_yolo(kind: str, form: str, raw: np.ndarray, original: tuple[int, int]) -> np.ndarray:
+    spec = YOLO_SPECS[(kind, form)]
+    fast = nms.bound(spec).of([raw], 0, original)
+    assert fast.dtype == np.float32 and fast.shape[1] == 7
+    np.testing.assert_array_equal(fast, reference_yolo(spec, raw, original))
+    return fast
+
+
+@st.composite
+def yolo_inputs(draw):
+    """Few candidates on a cluster of anchors; scores, centres and sizes from small pools (ties between
+    anchors and between classes of one anchor, heavy overlaps, scores at and around the threshold)."""
+    vals = np.zeros((84, 8400), np.float32)
+    base = draw(st.integers(0, 8400 - 64))
+    classes = draw(st.lists(st.integers(0, 79), min_size=1, max_size=3))
+    score_pool = draw(st.lists(st.sampled_from([0.0, 0.0005, 0.001, 0.0011, 0.004, 0.3, 0.5, 0.5, 0.9, 1.0]),
+                               min_size=1, max_size=4))
+    for _ in range(draw(st.integers(0, 60))):
+        a = base + draw(st.integers(0, 40))
+        vals[4 + draw(st.sampled_from(classes)), a] = draw(st.sampled_from(score_pool))
+        vals[:4, a] = [draw(st.sampled_from([-5.0, 0.0, 100.0, 102.5, 320.0, 637.5])) if i < 2
+                       else draw(st.sampled_from([0.0, 5.0, 20.0, 22.5, 200.0])) for i in range(4)]
+    original = draw(st.sampled_from([(480, 640), (640, 480), (333, 500), (640, 640), (1, 7), (1200, 50)]))
+    return vals, original
+
+
+@pytest.mark.parametrize("kind", ["attribute-major", "anchor-major"])
+@pytest.mark.parametrize("form", ["float32", "float16", "uint8"])
+def test_yolo_nms_equals_reference(kind: str, form: str) -> None:
+    @_settings
+    @given(yolo_inputs())
+    def prop(case):
+        vals, original = case
+        _check_yolo(kind, form, _yolo_raw(kind, form, vals), original)
+
+    prop()
+
+
+@pytest.mark.parametrize("kind", ["attribute-major", "anchor-major"])
+def test_yolo_empty_below_threshold_and_all_overlapping(kind: str) -> None:
+    vals = np.zeros((84, 8400), np.float32)
+    assert _check_yolo(kind, "float32", _yolo_raw(kind, "float32", vals), (480, 640)).shape == (0, 7)
+    vals[:4, :] = [[320], [320], [50], [50]]
+    for form, dtype in (("float32", np.float32), ("float16", np.float16)):
+        at = dtype(0.001)
+        vals[4:, :] = at if float(at) <= 0.001 else np.nextafter(at, dtype(0))  # the largest not above 0.001
+        assert _check_yolo(kind, form, _yolo_raw(kind, form, vals), (480, 640)).shape == (0, 7)
+    vals[4:, :] = 0.0
+    vals[4 + 7, :] = np.linspace(0.2, 0.9, 8400, dtype=np.float32)  # every anchor the same box, class 7 best
+    vals[4 + 9, ::2] = 0.95                                           # ... or class 9 on every other anchor
+    out = _check_yolo(kind, "float32", _yolo_raw(kind, "float32", vals), (480, 640))
+    assert out[:, 6].tolist() == [benchmarks.COCO_80_IDS[9], benchmarks.COCO_80_IDS[7]]
+    assert out[0, 5] == np.float32(0.95) and out[1, 5] == np.float32(0.9)
+
+
+@pytest.mark.parametrize("kind", ["attribute-major", "anchor-major"])
+def test_yolo_cap_and_ties(kind: str) -> None:
+    """900 separate boxes above the threshold, scores from a small pool (many ties): 300 kept, in order."""
+    rng = np.random.default_rng(3)
+    vals = np.zeros((84, 8400), np.float32)
+    anchors = rng.choice(8400, 900, replace=False)
+    for j, a in enumerate(anchors):
+        vals[:4, a] = [10 + 21 * (j % 30), 10 + 21 * (j // 30), 20, 20]
+        vals[4 + rng.integers(0, 80), a] = rng.choice([0.25, 0.5, 0.75])
+    for form in ("float32", "float16", "uint8"):
+        out = _check_yolo(kind, form, _yolo_raw(kind, form, vals), (427, 640))
+        assert len(out) == 300 and (np.diff(out[:, 5]) <= 0).all()
+
+
+def test_yolo_record_layouts_and_encoder() -> None:
+    """The record's anchor-major variant, the image sizes of the encoder and the shape check."""
+    vals = np.zeros((84, 8400), np.float32)
+    vals[:4, 100], vals[4 + 3, 100] = [320, 320, 100, 50], 0.9
+    enc = benchmarks.DetectionEncoder(YOLO, image_sizes=np.array([[480, 640], [640, 640]]))
+    payload, offsets = enc([np.stack([vals, vals])], [0, 1])
+    rows = payload.reshape(-1, 7)
+    assert offsets.tolist() == [0, 7, 14] and rows[:, 0].tolist() == [0, 1]
+    np.testing.assert_allclose(rows[0, 1:5], [215 / 480, 270 / 640, 265 / 480, 370 / 640], rtol=1e-6)
+    np.testing.assert_allclose(rows[1, 1:5], [295 / 640, 270 / 640, 345 / 640, 370 / 640], rtol=1e-6)
+    assert rows[0, 6] == 4  # class 3 -> COCO id 4
+    transposed = nms.bound(YOLO_ANCHOR_MAJOR).of([np.ascontiguousarray(vals.T)], 0, (480, 640))
+    np.testing.assert_array_equal(transposed, nms.bound(YOLO).of([vals], 0, (480, 640)))
+    with pytest.raises(DataError, match=r"output have shape \(8400, 84\), expected \(84, 8400\)"):
+        nms.bound(YOLO).of([np.ascontiguousarray(vals.T)])
+    with pytest.raises(DataError, match="unknown NMS parameter set 'krai'; choose one of: reference"):
+        nms.bound(YOLO, "krai")
