@@ -267,6 +267,9 @@ def reference_pass(model_path: str | Path, bench: Benchmark, data: store.Prepare
     FP32 one the mean-subtracted floats, as the harness stages them."""
     import onnxruntime as ort
 
+    from harness.datasets.coco import for_prepared
+
+    bench = for_prepared(bench, data)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])

@@ -26,7 +26,7 @@ import mlperf_loadgen as lg
 from harness import benchmarks, progress, system
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS, BackendSpec, make_card
-from harness.datasets import store
+from harness.datasets import coco, store
 from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file
@@ -339,6 +339,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to
     cards = plan_cards(opts)
     slots = list(cards.slots)
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch

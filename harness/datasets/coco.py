@@ -25,13 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
 from harness.datasets import DatasetFormat, Listing, decode_image
 from harness.errors import DataError
+
+if TYPE_CHECKING:
+    from harness.benchmarks import Benchmark
+    from harness.datasets.store import PreparedData
 
 # COCO 2017: the 80 categories of instances_val2017.json, (id, name, supercategory)
 _COCO_GROUPS = (
@@ -292,6 +296,19 @@ def letterbox_geometry(height: int, width: int, size: int = LETTERBOX_SIZE) -> t
 def image_sizes(annotations: dict[str, Any]) -> np.ndarray:
     """[N, 2] int (height, width) of the prepared samples, in QSL order, from their annotations document."""
     return np.asarray([(im["height"], im["width"]) for im in annotations["images"]], dtype=np.int32).reshape(-1, 2)
+
+
+def for_prepared(bench: Benchmark, data: PreparedData) -> Benchmark:
+    """`bench` with the original image sizes of `data`'s samples, when its host NMS undoes a letterbox (YOLO):
+    read from the prepared annotations, whose images are the samples in QSL order."""
+    spec = bench.detection
+    entry = data.manifest.get("annotations")
+    if spec is None or not spec.letterbox:
+        return bench
+    if not entry:
+        raise DataError(f"{data.root} has no annotations to take the original image sizes from; rerun "
+                        f"`appliance prepare --benchmark {bench.name}`")
+    return bench.with_image_sizes(image_sizes(json.loads((data.root / entry["file"]).read_text())))
 
 
 def preprocess_yolo(path: Path) -> np.ndarray:
