@@ -13,14 +13,17 @@ bias, then SiLU (Sigmoid x Mul). Signature, as `yolo export format=onnx imgsz=64
 The appliance runs `uint8_input(model)`: the same graph behind Cast + Mul(1/255), so the prepared
 uint8 shards go to the card as they are stored and no float copy of a sample is made.
 
-Seeded weights: Gaussian, then scaled per output channel from one pass over a batch of seeded synthetic
-COCO pictures (LSUV in one pass: the calibration graph normalises every conv in-graph, as BatchNorm over
-that batch would). Trunk convs get no bias and an RMS of TRUNK_RMS, where SiLU is nearly x or 0, so the
-net is close to homogeneous: a higher-contrast picture scales the activations instead of turning up every
-layer's gain (centring biases did that, and 60 layers compounded it into saturated scores). Attention's
-qkv gets an RMS of 1, so its softmax is not an argmax that flips on rounding. The class head is centred on
-CLS_BIAS with spread CLS_STD per class and the DFL head on bins falling with distance, so the best score
-of most anchors lies near the reference's 0.001 threshold and a few reach ~1, over many classes.
+Seeded weights: Gaussian, then scaled from one pass over a batch of seeded synthetic COCO pictures (LSUV
+in one pass: the calibration graph normalises every conv in-graph, as BatchNorm over that batch would,
+so each conv's scale is measured with its inputs as the rescaled net will produce them). Trunk convs get
+no bias and one scale per conv, for an RMS of TRUNK_RMS, where SiLU is nearly x or 0: the net stays close
+to homogeneous (a centring bias would turn up every layer's gain for a higher-contrast picture, and 60
+layers compound it into saturated scores), and no near-constant channel is blown up to unit spread
+(per-channel scaling did that and made the net amplify input noise 10^4-fold: int8 then decorrelated
+it). Attention's qkv gets an RMS of 1, so its softmax is not an argmax that flips on rounding. The class
+head is centred per class on CLS_BIAS with spread CLS_STD and the DFL head on bins falling with distance,
+so the best score of a fifth to two thirds of the anchors passes the reference's 0.001 threshold and a
+few reach ~1, over every class.
 """
 
 from __future__ import annotations
@@ -106,13 +109,13 @@ class _Builder:
         return self.one("Mul", [y, self.one("Sigmoid", [y])]) if act else y
 
     def _normalised(self, y: str, name: str, target: float) -> str:
-        """The conv output as calibration leaves it, per channel over the calibration batch: heads centred to
-        their prior bias and scaled to their target spread; trunk convs scaled to an RMS of 1 with no bias,
-        so the net stays nearly homogeneous (a centring bias would turn up the gain of every layer for
-        a higher-contrast picture, and 60 layers compound it)."""
+        """The conv output as calibration leaves it, over the calibration batch: heads centred per channel on
+        their prior bias and scaled per channel to their target spread; trunk convs scaled as a whole to
+        their target RMS, with no bias (see the module docstring)."""
         head = name.startswith(("/cls", "/box"))
         centred = self.one("Sub", [y, self.one("ReduceMean", [y], axes=[0, 2, 3], keepdims=1)]) if head else y
-        power = self.one("ReduceMean", [self.one("Mul", [centred, centred])], axes=[0, 2, 3], keepdims=1)
+        power = self.one("ReduceMean", [self.one("Mul", [centred, centred])],
+                         axes=[0, 2, 3] if head else [0, 1, 2, 3], keepdims=1)
         spread = self.one("Sqrt", [self.add(power, self.const(np.asarray(1e-12, np.float32), "eps"))])
         return self.one("Mul", [self.one("Div", [centred, spread]), self.const(np.asarray(target, np.float32), "t")])
 
@@ -303,7 +306,8 @@ def _calibrate(b: _Builder) -> None:
         head = w.startswith(("/cls", "/box"))
         raw = value.astype(np.float64) - b.params[bias][None, :, None, None]   # W x, without the bias
         mean = raw.mean(axis=(0, 2, 3)) if head else np.zeros(raw.shape[1])
-        spread = np.sqrt(((raw - mean[None, :, None, None]) ** 2).mean(axis=(0, 2, 3))) + 1e-12
+        spread = np.sqrt(((raw - mean[None, :, None, None]) ** 2).mean(axis=(0, 2, 3) if head else None)) + 1e-12
+        spread = np.broadcast_to(spread, mean.shape)
         factor = targets[name] / spread
         b.params[w] *= factor.astype(np.float32)[:, None, None, None]
         # heads keep their prior bias (class logits, DFL bins) around a centred W x; the trunk has none
