@@ -57,7 +57,8 @@ def _torch_nms() -> tuple[str, Callable[[np.ndarray], np.ndarray]] | None:
         if x.shape[0] > MAX_NMS:
             x = x[x[:, 4].argsort(descending=True)[:MAX_NMS]]
         keep = torchvision.ops.nms(x[:, :4] + x[:, 5:6] * MAX_WH, x[:, 4], IOU)[:MAX_DET]
-        return x[keep].numpy()
+        kept: np.ndarray = x[keep].numpy()
+        return kept
     return f"torch {torch.__version__}", nms
 
 
@@ -83,11 +84,14 @@ def _numpy_nms(pred: np.ndarray) -> np.ndarray:
         h = np.clip(np.minimum(b[i, 3], b[i + 1:, 3]) - np.maximum(b[i, 1], b[i + 1:, 1]), 0, None)
         inter = w * h
         alive[i + 1:] &= inter / (area[i] + area[i + 1:] - inter) <= IOU
-    return x[order[keep]]
+    kept: np.ndarray = x[order[keep]]
+    return kept
 
 
 def _reference_sample(path: Path, pred: np.ndarray, nms: Callable[[np.ndarray], np.ndarray], idx: int) -> bytes:
     img = cv2.imread(str(path))
+    if img is None:
+        raise SystemExit(f"bench_host: cannot read {path}; rerun `appliance prepare`")
     h, w = img.shape[:2]
     tensor = np.ascontiguousarray(coco.letterbox(img)[:, :, ::-1].transpose(2, 0, 1)).astype(np.float32) / 255
     del tensor  # the model input the reference hands to the model; the card's output is `pred`
