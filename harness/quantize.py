@@ -134,15 +134,27 @@ def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedDa
 
 
 def _decode_tail(graph: Any) -> list[str]:
-    """Nodes downstream of a Concat along axis 2 (YOLO's anchors of all levels): the DFL, box decoding and
-    sigmoid stay FP32, since uint8 would round boxes to 2.5 px and every score below 0.004 to 0, under
-    the reference's 0.001 threshold."""
+    """The prediction convs and everything after them, from a Concat along axis 2 (YOLO's anchors of all
+    levels) on: the DFL, box decoding and sigmoid stay FP32, since uint8 would round boxes to 2.5 px and
+    every score below 0.004 to 0, under the reference's 0.001 threshold; the 1x1 prediction convs and the
+    per-level Concat / Reshape feeding it too, since one uint8 scale over box logits and class logits
+    (centred near -12) would round both coarsely."""
     consumers: dict[str, list[Any]] = {}
+    producer = {o: n for n in graph.node for o in n.output}
     for n in graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
     todo = [n for n in graph.node if n.op_type == "Concat" and any(a.name == "axis" and a.i == 2
                                                                    for a in n.attribute)]
+    up = list(todo)
+    while up:  # back through the levels' Reshape / Concat to the prediction convs, no further
+        n = up.pop()
+        for i in n.input:
+            p = producer.get(i)
+            if p is not None and p.op_type in ("Reshape", "Concat", "Conv") and p not in todo:
+                todo.append(p)
+                if p.op_type != "Conv":
+                    up.append(p)
     seen: dict[str, None] = {}
     while todo:
         n = todo.pop()

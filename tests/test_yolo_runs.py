@@ -123,3 +123,25 @@ def test_model_with_wrong_layout_or_size(size: int, shape: list[int], words: str
     err = capsys.readouterr().err.strip().splitlines()
     assert words in err[-1] and not any("Traceback" in line for line in err)
     assert not (data / "models" / "yolo-99.json").exists()  # nothing recorded
+
+
+@pytest.mark.slow
+def test_int8_reads_uint8_and_keeps_the_decode_fp32(yolo_dir: tuple[Path, str]) -> None:
+    """prepare --precision int8 for YOLO: QDQ trunk, uint8 input as stored, decode tail FP32, and its mAP
+    against the FP32 golden detections recorded (a floor that a decorrelated or broken model misses)."""
+    import onnx
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert appliance("prepare", "-b", "yolo-99", "--data-dir", yolo_dir[0], "--samples", SAMPLES,
+                         "--precision", "int8") == 0
+    record = json.loads((yolo_dir[0] / "models" / "yolo-99-int8.json").read_text())
+    q = record["quantization"]
+    assert 10.0 <= q["golden_map_pct"] <= 100.0 and f"{q['golden_map_pct']:.2f}%" in out.getvalue()
+    model = onnx.load(record["path"])
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("QuantizeLinear") > 100 and ops.count("Cast") == 1
+    producer = {o: n for n in model.graph.node for o in n.output}
+    assert producer["output0"].op_type == "Concat" and "DequantizeLinear" not in {
+        producer[i].op_type for i in producer["output0"].input}  # boxes and scores leave in FP32
