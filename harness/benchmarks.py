@@ -208,6 +208,8 @@ class Benchmark:
     host_postprocess: bool = False    # encoding is heavy (NMS): done on a per-card thread pipelined with the card
     detection: DetectionSpec | None = None  # detection benchmarks: what host NMS needs (layout, decoding, params)
     nms_params: str = "reference"     # the detection spec's NMS parameter set this record runs with
+    # a --model file -> the graph the cards run (YOLO: uint8 input, /255 in the graph); None: run it as it is
+    adopt_model: Callable[[Any], Any] | None = None
     loadgen_name: str = ""            # LoadGen / mlperf.conf model name, when it differs from `name`
     # the round's rules for this benchmark (submission check and build, compliance runs)
     compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
@@ -446,7 +448,7 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             f"yolo-{round(fraction * 100)}", "YOLO11l object detection (COCO 2017 safe, host NMS)",
             coco.COCO_SAFE.format(), (yolo.build_uint8, yolo.INPUT, (yolo.OUTPUT,)), coco.preprocess_yolo,
             (0.0, 0.0, 0.0),  # /255 is folded into the graph (harness/models/yolo.py)
-            YOLO_DETECTION, quality_fraction=fraction, loadgen_name="yolo",
+            YOLO_DETECTION, quality_fraction=fraction, loadgen_name="yolo", adopt_model=yolo.uint8_input,
             performance_sample_count=64, server_latency_ms=None, quality_reference=53.4,
             # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
             params_reference=25.3e6, gops_reference=86.9, official_model="yolo11l.onnx", default_batch=1,

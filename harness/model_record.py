@@ -35,11 +35,12 @@ class ModelRecord:
     builder_sha256: str | None = None         # seeded fp32: digest of the builder's code
     input_dtype: str | None = None            # int8: "uint8" (reads the stored sample bytes)
     quantization: dict[str, Any] | None = None  # int8: how it was made, its agreement with fp32
+    adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
 
     def to_json(self) -> dict[str, Any]:
         """The file's content (format first); optional fields that do not apply are left out."""
         body = {k: v for k, v in dataclasses.asdict(self).items()
-                if v is not None or k not in ("builder_sha256", "input_dtype", "quantization")}
+                if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from")}
         return {"format": FORMAT, **body}
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from harness import benchmarks, integrity, system
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS
-from harness.datasets import store
+from harness.datasets import coco, store
 from harness.errors import ApplianceError
 from harness.fsutil import ensure_writable_dir
 from harness.loadgen_settings import Requested, read_user_conf
@@ -110,6 +110,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
+    bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to
     topology = detect()
     cards = plan_cards(spec, opts.backend, bench.name, topology)
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch

@@ -113,13 +113,23 @@ def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
     if bench.input_name not in inputs or not set(bench.outputs) <= set(outputs):
         raise DataError(f"{path} has inputs {inputs} and outputs {outputs}; {bench.name} needs input "
                         f"{bench.input_name!r} and outputs {list(bench.outputs)}")
-    shapes = {o.name: [d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim][1:]
-              for o in model.graph.output}
+    def dims(value_info: Any) -> list[int | None]:
+        return [d.dim_value if d.HasField("dim_value") else None for d in value_info.type.tensor_type.shape.dim]
+
+    got_in, (c, h, w) = dims(next(i for i in model.graph.input if i.name == bench.input_name)), bench.input_shape
+    if len(got_in) == 4 and got_in[1] == c and None not in got_in[2:] and got_in[2:] != [h, w]:
+        raise DataError(f"{path}: input {bench.input_name!r} is {got_in[2]}x{got_in[3]}; {bench.name} runs at "
+                        f"{h}x{w}: export the model at {h}x{w}")
+    shapes = {o.name: dims(o)[1:] for o in model.graph.output}
     for name, (shape, _) in zip(bench.outputs, bench.output_specs, strict=True):
         got = shapes[name]
         if got and all(d is not None for d in got) and tuple(got) != shape:
-            raise DataError(f"{path}: output {name!r} has shape {got} per sample, {bench.name} needs {list(shape)} "
-                            f"(the layout its host post-processing reads)")
+            spec = bench.detection
+            alt = next(iter(spec.variants), None) if spec is not None and tuple(reversed(got)) == shape else None
+            hint = (f": that is the {alt} layout, select it with --output-layout {alt}" if alt else
+                    " (the layout its host post-processing reads)")
+            raise DataError(f"{path}: output {name!r} has shape {got} per sample, {bench.name} needs {list(shape)}"
+                            f"{hint}")
     return model
 
 
@@ -142,6 +152,12 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
         model = load_onnx(model_file, bench)
         path, synthetic = model_file.resolve(), False
         builder = None
+        if bench.adopt_model is not None:  # the graph the cards run, e.g. YOLO's uint8 input with /255 inside
+            model = bench.adopt_model(model)
+            path = models_dir / f"{bench.name}-{check.sha256[:12]}-adopted.onnx"
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_bytes(model.SerializeToString())
+            os.replace(tmp, path)
     else:
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = existing_record(layout.model_record)
@@ -168,7 +184,9 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
         benchmark=bench.name, path=stored_path(layout.data_dir, path), sha256=sha, md5=md5, synthetic=synthetic,
         seed=MODEL_SEED if synthetic else None, official_artefact=artefact.name if artefact else None,
         precision="fp32", params=stats.params, macs_per_sample=stats.macs_per_sample, stats=stats.describe(),
-        builder_sha256=builder)
+        builder_sha256=builder,
+        adopted_from={"path": str(model_file.resolve()), "sha256": check.sha256}
+        if model_file is not None and bench.adopt_model is not None else None)
     model_record.write(layout.model_record, made)
     return {**made.to_json(), "path": str(path.absolute())}
 
@@ -274,6 +292,9 @@ def reference_pass(model_path: str | Path, bench: Benchmark, data: store.Prepare
     FP32 one the mean-subtracted floats, as the harness stages them."""
     import onnxruntime as ort
 
+    from harness.datasets.coco import for_prepared
+
+    bench = for_prepared(bench, data)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])

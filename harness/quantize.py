@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -37,6 +38,7 @@ CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet li
 CAL_SEED = 2027
 CAL_BATCH = 8
 CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
+_WHAT = {"agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 
 
@@ -48,6 +50,8 @@ def uint8_input(model: onnx.ModelProto, bench: Benchmark) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)
     name = bench.input_name
+    if next(i for i in m.graph.input if i.name == name).type.tensor_type.elem_type == TensorProto.UINT8:
+        return m  # already reads the stored bytes (YOLO: Cast + Mul(1/255) in its graph)
     centred = f"{name}/centred"
     for node in m.graph.node:
         node.input[:] = [centred if x == name else x for x in node.input]
@@ -125,11 +129,63 @@ def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedDa
     # The classifier head (MatMul/Gemm, 0.05% of ResNet50's MACs, and the ArgMax/Softmax reading its
     # logits) stays FP32: uint8 logits would have to span all 1001 classes and would round near-ties
     # together, which costs top-1 agreement for nothing.
-    classifier = [n.name for n in onnx.load(str(pre)).graph.node if n.op_type in CLASSIFIER_OPS]
+    graph = onnx.load(str(pre)).graph
+    classifier = [n.name for n in graph.node if n.op_type in CLASSIFIER_OPS] + _decode_tail(graph)
     with contextlib.redirect_stdout(io.StringIO()):  # the calibrator prints its progress
         quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         calibrate_method=getattr(CalibrationMethod, METHOD), nodes_to_exclude=classifier)
+
+
+def _decode_tail(graph: Any) -> list[str]:
+    """The prediction convs and everything after them, from a Concat along axis 2 (YOLO's anchors of all
+    levels) on: the DFL, box decoding and sigmoid stay FP32, since uint8 would round boxes to 2.5 px and
+    every score below 0.004 to 0, under the reference's 0.001 threshold; the 1x1 prediction convs and the
+    per-level Concat / Reshape feeding it too, since one uint8 scale over box logits and class logits
+    (centred near -12) would round both coarsely."""
+    consumers: dict[str, list[Any]] = {}
+    producer = {o: n for n in graph.node for o in n.output}
+    for n in graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    todo = [n for n in graph.node if n.op_type == "Concat" and any(a.name == "axis" and a.i == 2
+                                                                   for a in n.attribute)]
+    up = list(todo)
+    while up:  # back through the levels' Reshape / Concat to the prediction convs, no further
+        n = up.pop()
+        for i in n.input:
+            p = producer.get(i)
+            if p is not None and p.op_type in ("Reshape", "Concat", "Conv") and p not in todo:
+                todo.append(p)
+                if p.op_type != "Conv":
+                    up.append(p)
+    seen: dict[str, None] = {}
+    while todo:
+        n = todo.pop()
+        if n.name not in seen:
+            seen[n.name] = None
+            todo += [c for o in n.output for c in consumers.get(o, [])]
+    return list(seen)
+
+
+def _agreement(path: Path, bench: Benchmark, data: store.PreparedData) -> tuple[str, float]:
+    """How the int8 model agrees with the FP32 golden reference: top-1 agreement, or mAP against the golden
+    annotations (detection: the reference pass's detections as ground truth)."""
+    label = f"int8 {bench.quality_metric} over the prepared dataset"
+    if bench.quality_metric == "top-1":
+        assert data.golden is not None
+        int8 = top1(path, bench, data, bench.default_batch, label)
+        return "agreement_top1_pct", 100.0 * float(np.mean(int8 == data.golden))
+    records = []
+    for part, payload, offsets in reference_pass(path, bench, data, bench.default_batch, label):
+        records += [{"seq_id": int(i), "qsl_idx": int(i), "data": payload[offsets[j]:offsets[j + 1]].tobytes().hex()}
+                    for j, i in enumerate(part)]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "mlperf_log_accuracy.json"
+        log.write_text(json.dumps(records))
+        score = bench.accuracy.score(log, data, "golden")
+    assert score is not None
+    return "golden_map_pct", score.percent
 
 
 def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
@@ -137,8 +193,8 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     """Quantise the FP32 model of `fp32` (its record) and report top-1 agreement with it; skip if up to date."""
     import onnx
 
-    if bench.quality_metric != "top-1" or data.golden is None:
-        raise DataError(f"--precision int8 is built for classification (top-1 agreement); {bench.name} is not")
+    if not data.manifest.get("golden"):
+        raise DataError(f"no FP32 golden reference for {bench.name}; run `{bench.prepare_hint(models_dir.parent)}`")
     names = bench.dataset.read(data.source, data.count).names
     if cal_list is None:
         cal_list = models_dir / f"{bench.name}-cal_image_list.txt"
@@ -151,8 +207,9 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     old = existing_record(record_path)
     if old and old.get("quantization", {}).get("key") == key and Path(old["path"]).is_file() \
             and sha256_file(Path(old["path"])) == old["sha256"]:
-        echo(f"int8 model: {old['path']} (up to date; top-1 agreement with FP32 "
-             f"{old['quantization']['agreement_top1_pct']:.2f}%)")
+        q = old["quantization"]
+        metric = "agreement_top1_pct" if "agreement_top1_pct" in q else "golden_map_pct"
+        echo(f"int8 model: {old['path']} (up to date; {_WHAT[metric]} {q[metric]:.2f}%)")
         return old
     if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
         raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
@@ -163,8 +220,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
             _quantize(u8in, Path(tmp) / "int8.onnx", bench, data, indices)
         os.replace(Path(tmp) / "int8.onnx", path)
-    int8 = top1(path, bench, data, bench.default_batch, "int8 top-1 over the prepared dataset")
-    agree = 100.0 * float(np.mean(int8 == data.golden))
+    metric, agree = _agreement(path, bench, data)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
         **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
@@ -172,14 +228,15 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="int8", input_dtype="uint8",
         quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
                       "weights": "int8 per channel", "activations": "uint8 per tensor",
-                      "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ")",
-                      "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) in the graph",
+                      "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the box "
+                                    "decoding after the anchors' Concat (YOLO)",
+                      "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
                       "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
                       "calibration_list": stored_path(models_dir.parent, cal_list),
                       "calibration_images": len(indices), "key": key,
-                      "agreement_top1_pct": round(agree, 3), "agreement_samples": data.count})
+                      metric: round(agree, 3), "agreement_samples": data.count})
     model_record.write(record_path, record)
     echo(f"int8 model: {path}\n  calibrated on {len(indices)} images of {cal_list}\n"
-         f"  top-1 agreement with FP32: {agree:.2f}% of {data.count} samples")
+         f"  {_WHAT[metric]}: {agree:.2f}% over {data.count} samples")
     return {**record.to_json(), "path": str(path.absolute())}
 

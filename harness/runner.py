@@ -373,8 +373,10 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
     if "quantization" in model:
-        notes.append(f"int8 model: top-1 agreement with FP32 {model['quantization']['agreement_top1_pct']:.2f}% "
-                     f"at prepare")
+        q = model["quantization"]
+        notes.append(f"int8 model: top-1 agreement with FP32 {q['agreement_top1_pct']:.2f}% at prepare"
+                     if "agreement_top1_pct" in q else
+                     f"int8 model: mAP against the FP32 golden detections {q['golden_map_pct']:.2f}% at prepare")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:

@@ -204,7 +204,9 @@ def test_find_and_official_entries() -> None:
         "a638cf028b5870da29e09ccc2f7182e7",
     }
     assert [a.filename for a in find("retinanet")] == ["resnext50_32x4d_fpn.onnx"]
-    assert {a.benchmark for a in OFFICIAL} == {"resnet50", "retinanet", "ssd-mobilenet", "ssd-resnet34"}
+    assert {a.benchmark for a in OFFICIAL} == {"resnet50", "retinanet", "ssd-mobilenet", "ssd-resnet34", "yolo-95",
+                                               "yolo-99"}
+    assert [(a.filename, a.md5) for a in find("yolo-99")] == [("yolo11l.onnx", None)]  # no md5 published yet
     assert find("no-such-benchmark") == []
 
 

@@ -9,7 +9,10 @@ detections.
 Golden annotations: the detections of an FP32 reference pass (the same model and host NMS) written as
 ground truth, so a correct harness scores 100% mAP against them. Only what COCOeval can match is
 written: the first 100 detections per image and category (its maxDets) and boxes with a positive
-width and height (pycocotools gives a zero-area box IoU 0, even with itself).
+width and height (pycocotools gives a zero-area box IoU 0, even with itself). Scoring against golden
+leaves zero-area detections out for the same reason (YOLO's boxes clipped to the image can be
+degenerate; each would be a false positive that no ground truth can take); against the dataset every
+detection counts, as in the official accuracy-coco.py.
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ def score(log_path: Path, data: PreparedData, against: str) -> Score | None:
     with contextlib.redirect_stdout(text):  # pycocotools prints its progress and table
         gt.createIndex()
         dets, image_ids, empty = detections(log_path, gt.dataset["images"])
+        degenerate = 0
+        if against == "golden":  # what golden.json leaves out as unmatchable is left out of the detections too
+            kept = [d for d in dets if d["bbox"][2] > 0 and d["bbox"][3] > 0]
+            degenerate, dets = len(dets) - len(kept), kept
         percent = 0.0
         if dets:
             evaluator = COCOeval(gt, gt.loadRes(dets), iouType="bbox")
@@ -92,6 +99,7 @@ def score(log_path: Path, data: PreparedData, against: str) -> Score | None:
             evaluator.summarize()
             percent = max(0.0, 100.0 * float(evaluator.stats[0]))  # -1: no ground truth to match at all
     details = {"images": len(image_ids), "detections": len(dets), "images_without_detections": empty,
+               **({"zero_area_detections_left_out": degenerate} if degenerate else {}),
                "cocoeval": text.getvalue().splitlines()[-12:]}
     return Score("mAP", percent, f"mAP={percent:.3f}%", details)
 

@@ -1,6 +1,8 @@
-"""COCO-format detection datasets in their official layouts: COCO 2017 and the MLPerf OpenImages subset.
+"""COCO-format detection datasets in their official layouts: COCO 2017, its MLPerf "safe" subset and the
+MLPerf OpenImages subset.
 
     coco/annotations/instances_val2017.json + coco/val2017/<file_name>
+    coco_safe/annotations/instances_val2017.json + coco_safe/val2017_safe/<file_name>   (YOLO, 1,525 images)
     openimages/annotations/openimages-mlperf.json + openimages/validation/data/<file_name>
 
 The LoadGen sample index is the order of `images` in the annotation file (as the MLCommons accuracy
@@ -13,6 +15,7 @@ resize to the model's square input. SSD-MobileNet's reference then stores uint8 
 what we store; SSD-ResNet34 and RetinaNet go on in float, and we store the resized pixels rounded to
 uint8 (offline preprocessing, SPEC §1); the model's normalisation is a per-channel mean subtracted when
 a batch is staged (the record's input_mean), the scale being folded into the seeded model's stem.
+YOLO's is Ultralytics' LetterBox at 640 (see `letterbox`), stored as uint8 RGB CHW; its /255 is in the graph.
 """
 
 from __future__ import annotations
@@ -22,13 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
 from harness.datasets import DatasetFormat, Listing, decode_image
 from harness.errors import DataError
+
+if TYPE_CHECKING:
+    from harness.benchmarks import Benchmark
+    from harness.datasets.store import PreparedData
 
 # COCO 2017: the 80 categories of instances_val2017.json, (id, name, supercategory)
 _COCO_GROUPS = (
@@ -89,6 +96,8 @@ class CocoLayout:
     images: str
     categories: tuple[tuple[int, str, str], ...]
     synthetic_name: Callable[[int, np.random.Generator], tuple[int, str]]  # (index, rng) -> (image id, file)
+    max_images: int | None = None  # a subset of a larger set: more images than this is the wrong annotation file
+    whole_folder: bool = False     # every image in the folder must be annotated (a subset's folder is exactly it)
 
     def read(self, root: Path, limit: int | None = None) -> Listing:
         """The first `limit` images of the annotation file, their ground truth, and checks that they exist."""
@@ -100,6 +109,7 @@ class CocoLayout:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise DataError(f"{path} is not a COCO annotation file (not JSON: {exc})") from None
         images, anns = _check_coco(doc, path)
+        self._check_subset(root, path, images)
         if limit is not None:
             images = images[:limit]
         missing = [im["file_name"] for im in images if not (root / self.images / im["file_name"]).is_file()]
@@ -111,8 +121,26 @@ class CocoLayout:
         return Listing([f"{self.images}/{im['file_name']}" for im in images],
                        np.asarray([im["id"] for im in images], dtype=np.int64), subset)
 
+    def _check_subset(self, root: Path, path: Path, images: list[dict[str, Any]]) -> None:
+        """A subset's annotation file lists at most its images, and its folder holds no image it does not list."""
+        if self.max_images is not None and len(images) > self.max_images:
+            what = "the full COCO val2017 annotation file" if len(images) == COCO_VAL_IMAGES else "not the subset's"
+            raise DataError(f"{path} lists {len(images):,} images: {what}; the {self.name} subset lists "
+                            f"{self.max_images:,}: use the instances_val2017.json of the MLCommons {self.name} "
+                            f"download")
+        if not self.whole_folder or not (root / self.images).is_dir():
+            return
+        listed = {im["file_name"] for im in images}
+        extra = sorted(p.name for p in (root / self.images).iterdir() if p.name not in listed)
+        if extra:
+            raise DataError(f"{len(extra)} image(s) in {root / self.images} are not in {path} (first: {extra[0]}); "
+                            f"the folder and its annotations must come from the same {self.name} download")
+
     def make_synthetic(self, root: Path, count: int, seed: int, on_image: Callable[[], None] | None = None) -> None:
         """`count` seeded JPEGs with drawn objects and their COCO annotations, in the official layout."""
+        if self.max_images is not None and count > self.max_images:
+            raise DataError(f"the {self.name} subset has {self.max_images:,} images; ask for at most that many "
+                            f"(--samples)")
         (root / self.images).mkdir(parents=True, exist_ok=True)
         (root / self.annotations).parent.mkdir(parents=True, exist_ok=True)
         images: list[dict[str, Any]] = []
@@ -203,6 +231,10 @@ def _openimages_name(i: int, rng: np.random.Generator) -> tuple[int, str]:
 
 
 COCO = CocoLayout("coco", "annotations/instances_val2017.json", "val2017", COCO_CATEGORIES, _coco_name)
+COCO_VAL_IMAGES = 5000
+COCO_SAFE_IMAGES = 1525  # mlcommons/inference vision/classification_and_detection/yolo/README.md
+COCO_SAFE = CocoLayout("coco_safe", "annotations/instances_val2017.json", "val2017_safe", COCO_CATEGORIES,
+                       _coco_name, max_images=COCO_SAFE_IMAGES, whole_folder=True)
 OPENIMAGES = CocoLayout("openimages", "annotations/openimages-mlperf.json", "validation/data",
                         OPENIMAGES_CATEGORIES, _openimages_name)
 
@@ -228,3 +260,58 @@ def preprocess_rounded(path: Path, size: int, listed_in: str) -> np.ndarray:
 preprocess_ssd_mobilenet = partial(preprocess_truncated, size=300, listed_in=COCO.annotations)
 preprocess_ssd_resnet34 = partial(preprocess_rounded, size=1200, listed_in=COCO.annotations)
 preprocess_retinanet = partial(preprocess_rounded, size=800, listed_in=OPENIMAGES.annotations)
+
+
+# ------------------------------------------------------------------------------------------------
+# YOLO: Ultralytics' LetterBox, as its predictor applies it to an image read with cv2.imread
+
+LETTERBOX_SIZE = 640
+LETTERBOX_PAD = 114
+
+
+def letterbox(img: np.ndarray, size: int = LETTERBOX_SIZE) -> np.ndarray:
+    """LetterBox((size, size), auto=False, scaleup=True, center=True): scale by the longer side
+    (r = size / max(h, w)), INTER_LINEAR resize to round(w r) x round(h r), pad with 114 centred (the odd
+    pixel of padding goes to the bottom / right). HWC in, HWC out, same channel order."""
+    h, w = img.shape[:2]
+    r = min(size / h, size / w)
+    nw, nh = max(round(w * r), 1), max(round(h * r), 1)  # a thin image keeps at least 1 pixel
+    if (nw, nh) != (w, h):
+        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    dw, dh = (size - nw) / 2, (size - nh) / 2
+    top, bottom = round(dh - 0.1), round(dh + 0.1)
+    left, right = round(dw - 0.1), round(dw + 0.1)
+    return cv2.copyMakeBorder(img, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(LETTERBOX_PAD,) * 3)
+
+
+def letterbox_geometry(height: int, width: int, size: int = LETTERBOX_SIZE) -> tuple[float, float, int, int]:
+    """(gain_x, gain_y, pad_x, pad_y) of an image's letterbox, as Ultralytics' scale_boxes recomputes them
+    to map boxes back (per axis, from the rounded resized sides): original x = (x - pad_x) / gain_x, then
+    clipped to the image."""
+    gain = min(size / height, size / width)
+    new_h, new_w = max(round(height * gain), 1), max(round(width * gain), 1)
+    return new_w / width, new_h / height, round((size - new_w) / 2 - 0.1), round((size - new_h) / 2 - 0.1)
+
+
+def image_sizes(annotations: dict[str, Any]) -> np.ndarray:
+    """[N, 2] int (height, width) of the prepared samples, in QSL order, from their annotations document."""
+    return np.asarray([(im["height"], im["width"]) for im in annotations["images"]], dtype=np.int32).reshape(-1, 2)
+
+
+def for_prepared(bench: Benchmark, data: PreparedData) -> Benchmark:
+    """`bench` with the original image sizes of `data`'s samples, when its host NMS undoes a letterbox (YOLO):
+    read from the prepared annotations, whose images are the samples in QSL order."""
+    spec = bench.detection
+    entry = data.manifest.get("annotations")
+    if spec is None or not spec.letterbox:
+        return bench
+    if not entry:
+        raise DataError(f"{data.root} has no annotations to take the original image sizes from; rerun "
+                        f"`appliance prepare --benchmark {bench.name}`")
+    return bench.with_image_sizes(image_sizes(json.loads((data.root / entry["file"]).read_text())))
+
+
+def preprocess_yolo(path: Path) -> np.ndarray:
+    """cv2.imread (BGR), letterbox to 640x640, BGR->RGB, uint8 CHW: the predictor's steps before its /255."""
+    img = letterbox(decode_image(path, COCO_SAFE.annotations))
+    return np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1))
