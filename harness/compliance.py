@@ -25,8 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+<<<<<<< HEAD
 from harness import benchmarks
 from harness.errors import ApplianceError, DataError, Interrupted
+=======
+from harness.errors import ApplianceError, DataError
+>>>>>>> h17b
 from harness.fsutil import atomic_write_text
 from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
 from harness.results import METRICS, read_detail
@@ -225,9 +229,11 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
             (staging / "accuracy").mkdir()
             shutil.copy2(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")
             verdicts["accuracy"] = acc.passed
-    except Interrupted:
-        claimed.abandon("interrupted by the user (Ctrl-C / SIGTERM)", keep=True)
-        raise
+    except ApplianceError as exc:  # Ctrl-C, a failed card, a full disk: keep what the test run logged
+        kept = claimed.abandon(f"{test} stopped: {exc}", keep=any(staging.rglob("mlperf_log_detail.txt")))
+        if kept is None:
+            raise
+        raise type(exc)(str(exc).replace(str(staging), str(kept))) from None  # name the folder as kept
     except BaseException:
         claimed.abandon("failed", keep=False)
         raise

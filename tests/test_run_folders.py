@@ -190,3 +190,24 @@ def test_disk_filling_during_a_run_ends_it_incomplete(small_disk, tmp_path: Path
     assert child.returncode == 2 and len(lines) == 1 and "ENOSPC" in lines[0], err
     assert "internal error" not in err and "run_1.incomplete" in lines[0]
     assert list(disk.rglob("run_1.incomplete")) and not list(disk.rglob("run_1")) and _hidden(disk) == []
+
+
+def test_disk_fault_in_a_compliance_test_keeps_it_incomplete(tmp_path: Path, data_dir: Path, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """TEST04's own run hits a full disk: TEST04.incomplete holds it, and the line names that folder."""
+    from harness import runner
+
+    args = [*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300"]
+    assert appliance(*args) == 0
+
+    def failing_write(path: Path, data: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(runner, "atomic_write_json", failing_write)
+    capsys.readouterr()
+    assert appliance(*args, "--mode", "TEST04") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    (kept,) = tmp_path.rglob("TEST04.incomplete")
+    assert len(err) == 1 and "ENOSPC" in err[0] and str(kept / "performance" / "run_1.incomplete") in err[0], err
+    assert (kept / "INCOMPLETE.txt").is_file() and (kept / "performance" / "run_1.incomplete").is_dir()
+    assert not list(tmp_path.rglob("TEST04")) and _hidden(tmp_path) == []
