@@ -52,12 +52,20 @@ class OutputQuant:
     zero_point: int = 0
     axis: int = 0
 
+    @property
+    def uniform_scale(self) -> float:
+        """The one scale of a per-tensor quantisation (what the SSD kernels take)."""
+        if not isinstance(self.scale, float | int):
+            raise DataError("this output has one scale per attribute; the kernel needs a single one")
+        return float(self.scale)
+
     def _scale(self, ndim: int) -> float | np.ndarray:
         if isinstance(self.scale, float | int):
             return float(self.scale)
         shape = [1] * ndim
         shape[self.axis] = len(self.scale)
-        return np.asarray(self.scale, dtype=np.float64).reshape(shape)
+        scales: np.ndarray = np.asarray(self.scale, dtype=np.float64).reshape(shape)
+        return scales
 
     def quantise(self, x: np.ndarray) -> np.ndarray:
         if self.dtype == "float16":
@@ -65,8 +73,10 @@ class OutputQuant:
         return np.clip(np.rint(x / self._scale(x.ndim)) + self.zero_point, 0, 255).astype(np.uint8)
 
     def dequantise(self, q: np.ndarray) -> np.ndarray:
-        values = q.astype(np.float64)
-        return values if q.dtype != np.uint8 else np.multiply(self._scale(q.ndim), values - self.zero_point)
+        values: np.ndarray = q.astype(np.float64)
+        if q.dtype == np.uint8:
+            values = np.multiply(self._scale(q.ndim), values - self.zero_point)
+        return values
 
 
 @dataclass(frozen=True)

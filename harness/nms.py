@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from harness.benchmarks import NMS_PARAM_SETS, DetectionSpec, NMSParams
+from harness.benchmarks import NMS_PARAM_SETS, DetectionSpec, NMSParams, OutputQuant
 from harness.errors import ApplianceError, DataError
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
@@ -184,29 +184,31 @@ class _Plan:
 
     kernel: Any
     code_dtype: Any         # None: the scores are read as they are (uint8)
-    args: tuple
+    args: tuple[Any, ...]
 
 
 @cache
 def _plan(lay: DetectionSpec, p: NMSParams, score_form: str, box_form: str) -> _Plan:
     quant = lay.score_quant if score_form == "uint8" else None
+    bquant = lay.box_quant if box_form == "uint8" else None
     if score_form == "uint8" and quant is None:
         raise DataError("uint8 scores need the benchmark's quantisation parameters")
-    if box_form == "uint8" and lay.box_quant is None:
+    if box_form == "uint8" and bquant is None:
         raise DataError("uint8 boxes need the benchmark's quantisation parameters")
-    scale, zp = (quant.scale, quant.zero_point) if quant else (1.0, 0)
+    scale, zp = (quant.uniform_scale, quant.zero_point) if quant else (1.0, 0)
     lo, hi = _threshold_codes(score_form, p.score_threshold, scale, zp)
     if lo >= hi:  # no code is above the threshold: an empty range
         lo, hi = 1, 1
     code_dtype = _CODE_DTYPE[score_form]
     score_kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[score_form]
     class_shift = _SCORE_SHIFT + max(hi - 1 - lo, 1).bit_length()
-    bscale, bzp = (lay.box_quant.scale, lay.box_quant.zero_point) if box_form == "uint8" else (1.0, 0)
-    table = _box_table(lay) if box_form == "uint8" else np.empty((0, 256))
+    bscale, bzp = (bquant.uniform_scale, bquant.zero_point) if bquant else (1.0, 0)
+    table = _box_table(lay, bquant) if bquant else np.empty((0, 256))
     variances = np.asarray(lay.variances, dtype=np.float64)
     for arr in (table, variances):
         arr.setflags(write=False)
-    args = (code_dtype(lo), code_dtype(hi - 1), class_shift, score_kind, float(scale), float(zp), float(bscale),
+    args: tuple[Any, ...] = (
+            code_dtype(lo), code_dtype(hi - 1), class_shift, score_kind, float(scale), float(zp), float(bscale),
             float(bzp), table, lay.priors, variances, lay.class_ids, float(p.iou_threshold),
             int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image), _fold_len(lay))
     if lay.kind == "topk":
@@ -230,14 +232,14 @@ def _level_starts(lay: DetectionSpec) -> np.ndarray:
     return starts
 
 
-def _box_table(lay: DetectionSpec) -> np.ndarray:
+def _box_table(lay: DetectionSpec, q: OutputQuant) -> np.ndarray:
     """The SSD decode's per-coordinate terms for each uint8 box code (dequantised, divided or scaled by
     the variance, exponentiated for the sizes), computed with the very operations `_decode` uses, so a
     table lookup gives the same bits as decoding: quantised boxes then cost no exp per candidate."""
-    q, var = lay.box_quant, lay.variances
+    var, scale = lay.variances, q.uniform_scale
     rows = []
     for code in range(256):
-        t = q.scale * (float(code) - q.zero_point)
+        t = scale * (float(code) - q.zero_point)
         if lay.kind == "box-major":
             rows.append((t / var[0], t / var[1], math.exp(t / var[2]), math.exp(t / var[3])))
         else:
@@ -555,7 +557,7 @@ def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bs
 
 YOLO_KINDS = ("attribute-major", "anchor-major")  # [4 + C, A] as exported, or its transpose [A, 4 + C]
 _SIGNED = {"uint8": np.uint8, "float16": np.int16, "float32": np.int32}  # views that order like the values
-_YOLO_BLOCK = 1024  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
+_YOLO_BLOCK = 2048  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
 
 
 @cache
@@ -625,36 +627,39 @@ def _yolo(codes, qsl_idx, geo, lo, hi, score_shift, anchor_major, kind, sscale, 
     cls_shift = _SCORE_SHIFT
     keys = np.empty(a_n, dtype=np.int64)
     n = 0
-    if anchor_major:
+    if anchor_major:  # each anchor's scores are contiguous: a max reduction, the class only for survivors
+        flat = codes.reshape(a_n * attrs)
         for a in range(a_n):
-            row = codes[a, 4:]
-            best = row.max()
+            o = a * attrs + 4
+            best = np.int32(flat[o])
+            for c in range(1, c_n):
+                best = max(best, np.int32(flat[o + c]))
             if best < lo or best > hi:
                 continue
             c = 0
-            while row[c] != best:
+            while np.int32(flat[o + c]) != best:
                 c += 1
             keys[n] = ((hi - int(best)) << score_shift) | (c << cls_shift) | a
             n += 1
     else:
-        best = np.empty(block, dtype=np.int32)
+        best_code = np.empty(block, dtype=np.int32)
         bcls = np.empty(block, dtype=np.int32)
         for start in range(0, a_n, block):
             m = min(block, a_n - start)
             first = codes[4, start:start + m]
             for a in range(m):
-                best[a] = first[a]
+                best_code[a] = first[a]
                 bcls[a] = 0
             for c in range(1, c_n):
                 row = codes[4 + c, start:start + m]
                 for a in range(m):
                     v = np.int32(row[a])
-                    b = best[a]
+                    b = best_code[a]
                     up = v > b
-                    best[a] = v if up else b
+                    best_code[a] = v if up else b
                     bcls[a] = c if up else bcls[a]
             for a in range(m):
-                b = best[a]
+                b = best_code[a]
                 if lo <= b <= hi:
                     keys[n] = ((hi - int(b)) << score_shift) | (int(bcls[a]) << cls_shift) | (start + a)
                     n += 1
@@ -803,7 +808,13 @@ def bound(spec: DetectionSpec, params: str | NMSParams = "reference") -> Postpro
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
-    return bound(layout(benchmark), params)(boxes, scores, indices, qsl_idx)
+    key = benchmark if isinstance(benchmark, str | DetectionSpec) else layout(benchmark)  # records: unhashable
+    return _postprocessor(key, params)(boxes, scores, indices, qsl_idx)
+
+
+@cache
+def _postprocessor(benchmark: str | DetectionSpec, params: str | NMSParams) -> Postprocessor:
+    return bound(layout(benchmark), params)
 
 
 def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
