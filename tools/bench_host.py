@@ -12,10 +12,11 @@ reference: what mlcommons/inference yolo_loadgen.py does per sample inside the t
 
 The card is the same for both and costs nothing: the FP32 model's real outputs for each image are computed
 once before the timed runs (real detection densities for NMS), so the figures are the host's work only.
-Without torch installed the reference's NMS steps run as the same operations in numpy, and the output
-says so (torch is not a dependency of the appliance).
+torch is not a dependency of the appliance: name a throwaway venv holding torch + torchvision with
+--torch-venv (python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch torchvision);
+without one the reference's NMS steps run as the same operations in numpy, and the output says so.
 
-    python tools/bench_host.py --benchmark yolo-99 --data-dir data --samples 16 --seconds 5
+    python tools/bench_host.py --benchmark yolo-99 --data-dir data --samples 16 --seconds 5 --torch-venv /tmp/torchvenv
 """
 
 from __future__ import annotations
@@ -175,8 +176,17 @@ def main() -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("data"), help="prepared data (e.g. --data-dir data)")
     ap.add_argument("--samples", type=int, default=16, help="images prepared and cycled (e.g. --samples 64)")
     ap.add_argument("--seconds", type=float, default=5.0, help="LoadGen min duration per path (e.g. --seconds 60)")
+    ap.add_argument("--torch-venv", type=Path, default=None,
+                    help="a throwaway venv holding torch + torchvision for the reference's NMS steps "
+                         "(e.g. --torch-venv /tmp/torchvenv); appended to the module path, never a dependency")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
+    if args.torch_venv is not None:
+        found = sorted(args.torch_venv.glob("lib/python3*/site-packages"))
+        if not found:
+            print(f"error: {args.torch_venv} has no lib/python3*/site-packages; give a venv's folder", file=sys.stderr)
+            return 2
+        sys.path.append(str(found[-1]))  # after the appliance's own numpy
 
     bench = benchmarks.get(args.benchmark)
     layout = Layout(args.data_dir, bench)
