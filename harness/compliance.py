@@ -25,12 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-<<<<<<< HEAD
 from harness import benchmarks
-from harness.errors import ApplianceError, DataError, Interrupted
-=======
 from harness.errors import ApplianceError, DataError
->>>>>>> h17b
 from harness.fsutil import atomic_write_text
 from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
 from harness.results import METRICS, read_detail
