@@ -69,8 +69,10 @@ class OutputQuant:
 
     def quantise(self, x: np.ndarray) -> np.ndarray:
         if self.dtype == "float16":
-            return np.asarray(x).astype(np.float16)
-        return np.clip(np.rint(x / self._scale(x.ndim)) + self.zero_point, 0, 255).astype(np.uint8)
+            half: np.ndarray = np.asarray(x).astype(np.float16)
+            return half
+        codes: np.ndarray = np.clip(np.rint(x / self._scale(x.ndim)) + self.zero_point, 0, 255).astype(np.uint8)
+        return codes
 
     def dequantise(self, q: np.ndarray) -> np.ndarray:
         values: np.ndarray = q.astype(np.float64)

@@ -214,7 +214,10 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
         score = _score(read_detail(submitted / "mlperf_log_detail.txt"), submitted)[1]
         perf = Verdict(perf.passed, (*perf.lines, f"submission's performance run (not compared): {submitted}, "
                                                   f"score {score}"))
-        shown = lambda v: v.text().replace(str(staging), str(final))  # noqa: E731 - name paths as kept
+
+        def shown(v: Verdict) -> str:  # name paths as kept
+            return v.text().replace(str(staging), str(final))
+
         atomic_write_text(staging / "verify_performance.txt", shown(perf))
         verdicts = {"performance": perf.passed}
         if test == "TEST01":

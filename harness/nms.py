@@ -791,12 +791,14 @@ class Postprocessor:
         if plan.code_dtype is not None:
             codes = codes.view(plan.code_dtype)
         if lay.kind != "topk":
-            return plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.args)
+            rows: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.args)
+            return rows
         if indices is None:
             raise DataError(f"{lay.benchmark} needs the card's candidate indices as well as boxes and scores")
         _check_shape(lay, "indices", indices)
-        return plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx),
-                           np.ascontiguousarray(indices, dtype=np.int64), *plan.args)
+        topk: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx),
+                                       np.ascontiguousarray(indices, dtype=np.int64), *plan.args)
+        return topk
 
 
 @cache

@@ -307,7 +307,7 @@ def reference_pass(model_path: str | Path, bench: Benchmark, data: store.Prepare
             x = u8[:len(part)]
             data.gather(part, x)
             outputs = sess.run(list(bench.outputs), {bench.input_name: x if raw else x.astype(np.float32) - mean})
-            yield (part, *bench.encode_response(outputs, part))
+            yield (part, *bench.encode_response(outputs, part.tolist()))
             bar.update(len(part))
 
 

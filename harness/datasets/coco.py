@@ -241,9 +241,9 @@ OPENIMAGES = CocoLayout("openimages", "annotations/openimages-mlperf.json", "val
 
 def _resized(path: Path, size: int, listed_in: str) -> np.ndarray:
     """The reference's `maybe_resize`: float32, BGR->RGB, INTER_LINEAR to size x size (HWC)."""
-    img = decode_image(path, listed_in).astype(np.float32)
-    img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-    return cv2.resize(img, (size, size), interpolation=cv2.INTER_LINEAR)
+    img = cv2.cvtColor(decode_image(path, listed_in).astype(np.float32), cv2.COLOR_BGR2RGB)
+    resized: np.ndarray = cv2.resize(img, (size, size), interpolation=cv2.INTER_LINEAR)
+    return resized
 
 
 def preprocess_truncated(path: Path, size: int, listed_in: str) -> np.ndarray:

@@ -168,17 +168,17 @@ def check_model_file(path: Path, benchmark: str, registry: Sequence[Artefact] = 
 
 def _mismatch(path: Path, artefact: Artefact) -> str | None:
     """Why `path` is not `artefact`, or None when it matches everything that was published."""
-    if artefact.size is not None and (got := path.stat().st_size) != artefact.size:
-        return f"size {got} bytes, expected {artefact.size}"
-    if artefact.md5 is not None and (got := file_digests(path)[0]) != artefact.md5:
-        return f"md5 {got}, expected {artefact.md5}"
+    if artefact.size is not None and (size := path.stat().st_size) != artefact.size:
+        return f"size {size} bytes, expected {artefact.size}"
+    if artefact.md5 is not None and (md5 := file_digests(path)[0]) != artefact.md5:
+        return f"md5 {md5}, expected {artefact.md5}"
     return None
 
 
 def _one_line(error: BaseException) -> str:
     """The cause on one line: a URLError's reason is the real cause, an HTTPError's str has the status."""
     is_wrapper = isinstance(error, urllib.error.URLError) and not isinstance(error, urllib.error.HTTPError)
-    reason = error.reason if is_wrapper else error
+    reason = error.reason if isinstance(error, urllib.error.URLError) and is_wrapper else error
     return " ".join(str(reason).split()) or type(error).__name__
 
 
