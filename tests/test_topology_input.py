@@ -53,7 +53,7 @@ def test_hint_never_suggests_overwriting_a_shipped_map(tmp_path, monkeypatch):
     small = detect(write_machine(tmp_path / "host", Machine(sockets=1, cores_per_socket=2)))
     for cwd in (REPO, tmp_path):
         monkeypatch.chdir(cwd)
-        shipped = Path("topologies/g292-z43-16cards.yaml")  # as a user in the checkout types it
+        shipped = Path("harness/topology/maps/g292-z43-16cards.yaml")  # as a user in the checkout types it
         for given in (REPO / shipped, shipped) if cwd == REPO else (REPO / shipped,):
             with pytest.raises(ApplianceError) as err:
                 load_card_map(given, small)
@@ -63,6 +63,6 @@ def test_hint_never_suggests_overwriting_a_shipped_map(tmp_path, monkeypatch):
             assert not target.resolve().is_relative_to(REPO), hint
     # a map of the user's own, outside the appliance, is regenerated in place
     mine = tmp_path / "mine.yaml"
-    mine.write_text((REPO / "topologies" / "g292-z43-16cards.yaml").read_text())
+    mine.write_text((REPO / "harness" / "topology" / "maps" / "g292-z43-16cards.yaml").read_text())
     with pytest.raises(ApplianceError, match=f"-o {mine}`"):
         load_card_map(mine, small)
