@@ -356,8 +356,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
     else:
         final, staging = _next_run_dir(folder, req.mode)
 
-    sut = make_sut(bench, data, cards, Path(model["path"]), batch, req.scenario, opts.replicate,
-                   None if opts.max_wait_us is None else opts.max_wait_us / 1e6)
+    sut = make_sut(bench, data, cards, Path(model["path"]), batch, req.scenario, opts.replicate)
     # Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
     # starts background jobs with it ignored, and Python then never raises KeyboardInterrupt.
     previous = {sig: signal.signal(sig, handler) for sig, handler in
@@ -365,7 +364,7 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         if threading.current_thread() is threading.main_thread() else {}
     try:
         with progress.spinner(f"loading {len(slots)} card(s)"):
-            sut.start()
+            sut.load_cards()
         for info in sut.cards:
             echo(f"{info.label()}: cpus {system_cpulist(info.cpus)}")
         cal = calibrate(sut, timed=req.mode == "performance")
@@ -373,11 +372,13 @@ def run(opts: RunOptions, echo=print) -> RunOutcome:
         if cards.simulated:
             user_conf = (f"# SIMULATED cards ({len(slots)} x {cards.profile.name}): modelled latency, no "
                          f"inference\n") + user_conf
-        if req.scenario == "Server" and sut.max_wait_s is None:
+        max_wait_s = None if opts.max_wait_us is None else opts.max_wait_us / 1e6
+        if req.scenario == "Server" and max_wait_s is None:
             qps = req.target_qps or (cal.samples_per_second * 0.5 if cal else bench.default_batch * 100)
-            sut.max_wait_s = default_max_wait_s(bench, batch, qps)
+            max_wait_s = default_max_wait_s(bench, batch, qps)
+        sut.start(max_wait_s)  # the batching policy is frozen here, before LoadGen issues anything
         if req.scenario == "Server":
-            echo(f"Server batching: batch {batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
+            echo(f"Server batching: batch {batch}, deadline {max_wait_s * 1e6:.0f} us, "
                  f"queues of {sut.queue_depth} batches per card")
         atomic_write_text(staging / "user.conf", user_conf)
         atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
@@ -490,6 +491,7 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
               choice: dict[str, Any]) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     req = opts.requested
+    stats = sut.stats()
     return {
         "format": 1,
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -507,16 +509,17 @@ def _manifest(opts: RunOptions, bench: Benchmark, model: dict[str, Any], data: s
         "configs": {name: sha256_file(staging / name) for name in ("user.conf", "mlperf.conf")},
         "cards": [{"index": c.index, "backend": c.backend, "device": c.device, "cpus": list(c.cpus),
                    "numa_node": slot.node, "emulated": c.emulated, "simulated": c.simulated,
-                   "samples_completed": w.completed, **c.details}
-                  for c, slot, w in zip(sut.cards, cards.slots, [w for w in sut.workers if w.info is not None],
-                                        strict=True)],
+                   "samples_completed": w.samples_completed, "batches_in_flight": w.depth, **c.details}
+                  for c, slot, w in zip(sut.cards, cards.slots, stats.cards, strict=True)],
         "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
         "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
-                           "staging": "per card: 2 preallocated batch-contiguous buffers, 256-byte aligned"},
+                           "staging": "per card: batches in flight + 2 preallocated batch-contiguous buffers, "
+                                      "256-byte aligned"},
         "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
-                     "server_max_wait_us": None if sut.max_wait_s is None else round(sut.max_wait_s * 1e6, 1),
-                     "backlogged_batches": sut.backlogged, "redispatched_samples": sut.redispatched,
-                     "card_failures": list(sut.card_failures)},
+                     "server_max_wait_us": round(stats.batching.max_wait_s * 1e6, 1)
+                     if stats.batching is not None and stats.batching.server else None,
+                     "backlogged_batches": stats.backlogged, "redispatched_samples": stats.redispatched,
+                     "card_failures": list(stats.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
                  "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity()},
         "packages": system.package_versions(),
