@@ -193,3 +193,18 @@ def test_a_synchronous_card_runs_on_its_card_thread(data_dir, completions):
     assert completions.wait_for(64) == 64
     sut.stop()
     assert card.threads == {"c0.card"}
+
+
+def test_calibration_times_a_pipelined_card_kept_full(data_dir):
+    """Warm-up timing of a card with batches in flight gives its rate (a batch every 10 ms here), not the
+    40 ms one batch takes through it alone: the runner's Offline target and Server deadline come from it."""
+    card = PipelinedSimulatedCard(0, _profile(sps=800, activations=4), SHAPES, (CPUS[0],))
+    sut = _sut(data_dir, [card])
+    sut.load_cards()
+    try:
+        ((_, per_batch),) = sut.warm_up(timed=True)
+    finally:
+        sut.stop()
+    latency = 4 * 8 / 800
+    assert per_batch < latency / 2, per_batch
+    assert per_batch > 8 / 800 * 0.9  # never faster than the profile's rate

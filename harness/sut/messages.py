@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ class Stop:
 class Call:
     """Work run on a card's own thread (warm-up): cards are single-threaded."""
 
-    fn: Callable[[object], object]
+    fn: Callable[[Any], object]  # worker.WarmUpCard -> result
     box: list[object] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
 

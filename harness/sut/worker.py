@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from harness.sut.respond import Respond
 from harness.sut.window import name_os_thread
 
 CardFactory = Callable[[int, tuple[int, ...]], Card | AsyncCard]
+T = TypeVar("T")
 OWN = -1  # the card thread's own staging buffer (a batch that came straight to an idle card), never on `free`
 
 
@@ -52,7 +53,7 @@ class _InFlight:
     submitted: float
 
 
-class _WarmUpView:
+class WarmUpCard:
     """The card as warm-up sees it: `infer` one batch at once (submit, wait), each counted."""
 
     def __init__(self, worker: CardWorker, card: AsyncCard) -> None:
@@ -60,10 +61,28 @@ class _WarmUpView:
         self.info: CardInfo = card.info
         self.input_dtype = card.input_dtype
 
+    @property
+    def depth(self) -> int:
+        return self.worker.depth
+
     def infer(self, batch: np.ndarray | None, n: int) -> Outputs:
         self.card.submit(batch, n)
         self.worker.warmup_batches += 1
         return self.card.wait()
+
+    def seconds_per_batch(self, batch: np.ndarray | None, n: int, batches: int) -> float:
+        """Seconds per batch with the card kept full (`depth` in flight), over `batches` batches: a
+        pipelined card's rate, which one batch at a time (its latency) understates."""
+        start = time.perf_counter()
+        submitted = done = 0
+        while done < batches:
+            while submitted - done < self.depth and submitted < batches:
+                self.card.submit(batch, n)
+                self.worker.warmup_batches += 1
+                submitted += 1
+            self.card.wait()
+            done += 1
+        return (time.perf_counter() - start) / batches
 
 
 class CardWorker:
@@ -149,10 +168,10 @@ class CardWorker:
             self.cv.notify_all()
         self.free.put(None)
 
-    def call(self, fn: Callable[[_WarmUpView], object]) -> object:
+    def call(self, fn: Callable[[WarmUpCard], T]) -> T:
         """Run `fn(card)` on this card's own thread (cards are single-threaded) and return its result.
         Only before intake starts (warm-up): nothing is in flight then."""
-        task = Call(fn)  # type: ignore[arg-type]
+        task = Call(fn)
         if self.direct:
             with self.cv:
                 self.calls.append(task)
@@ -162,7 +181,7 @@ class CardWorker:
         task.done.wait()
         if isinstance(task.box[0], BaseException):
             raise task.box[0]
-        return task.box[0]
+        return cast(T, task.box[0])
 
     # helpers ------------------------------------------------------------------------------------
     def _thread(self, loop: Callable[[], None], role: str) -> threading.Thread:
@@ -280,7 +299,7 @@ class CardWorker:
         """Take messages, keep up to `depth` batches on the card, complete each as it comes back."""
         pending: deque[Staged] = deque()  # staged, waiting for a slot on the card
         flight: deque[_InFlight] = deque()
-        view = _WarmUpView(self, card)
+        view = WarmUpCard(self, card)
         while True:
             msg = self.to_card.get()
             if isinstance(msg, Stop):
@@ -362,7 +381,7 @@ class CardWorker:
 
     def _take_and_run(self, card: AsyncCard) -> None:
         """A card without input, one batch at a time: take, run and complete on this one thread."""
-        view = _WarmUpView(self, card)
+        view = WarmUpCard(self, card)
         while (item := self._take()) is not None:
             if isinstance(item, Call):
                 item.run(view)
