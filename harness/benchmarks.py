@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 SCENARIOS = ("Offline", "Server", "SingleStream", "MultiStream")
 CARD_OUTPUTS = ("fp32", "quantised")
 # (outputs, QSL indices of the batch) -> (float32 payload, offsets [B+1] into it: sample j is payload[o[j]:o[j+1]])
-Encoder = Callable[[list[np.ndarray], Sequence[int]], tuple[np.ndarray, np.ndarray]]
+# card outputs and the batch's QSL indices (a list, or the intake's int64 array) -> (payload, offsets)
+Encoder = Callable[[list[np.ndarray], Sequence[int] | np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class FixedWidth:
     width: int
     into: Callable[[list[np.ndarray], np.ndarray], None]  # (outputs, out float32 [n * width]) -> None
 
-    def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         payload = np.empty(len(qsl) * self.width, np.float32)
         self.into(outputs, payload)
         return payload, np.arange(0, payload.size + 1, self.width)
@@ -164,7 +165,7 @@ class DetectionEncoder:
     params: str = "reference"
     image_sizes: np.ndarray | None = None
 
-    def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         from harness import nms
 
         post = nms.bound(self.spec, self.params)

@@ -40,7 +40,8 @@ def calibrate(sut: SystemUnderTest, scenario: str, duration_ms: int | None, time
     nominal = sum(sut.batch_size / t for t in per_batch)
     rate, how = nominal, "warm-up timing, cards one at a time"
     if scenario in ("Offline", "Server"):
-        rate = probe_rate(sut, nominal, probe_seconds(duration_ms))
+        with sut.probing():
+            rate = probe_rate(sut, nominal, probe_seconds(duration_ms))
         how = "LoadGen Offline probe through the run's own SUT, all cards at once"
     return Calibration(samples_per_second=rate,
                        single_latency_ms=1000 * min(t_1 for t_1, _ in timings),
@@ -95,7 +96,6 @@ def _probe(sut: SystemUnderTest, samples: int) -> float:
             detail = read_detail(Path(tmp) / "mlperf_log_detail.txt")
     finally:
         lg.DestroyQSL(lg_qsl)
-        sut._completed_offset = sum(w.completed for w in sut.workers)  # the run's progress counts from 0
     rate = float(detail.get("result_samples_per_second") or 0.0)
     if rate <= 0:
         raise ApplianceError(f"the calibration probe of {samples} samples logged no rate: "

@@ -29,7 +29,7 @@ from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
 from harness.cards import BackendSpec, make_card
-from harness.cards.base import Card
+from harness.cards.base import AsyncCard, Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
 from harness.errors import ApplianceError, Interrupted
@@ -87,7 +87,7 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_
     spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
                        cards.profile, bench.output_casts)
 
-    def factory(index: int, cpus: tuple[int, ...]) -> Card:
+    def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
 
     return SystemUnderTest(bench, qsl, list(cards.slots), factory, batch, scenario=scenario, max_wait_s=max_wait_s)
@@ -213,8 +213,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
     folder = _claim(p, echo)
     try:
-        sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate,
-                       None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6)
+        sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate)
         with _interrupts_raised():
             try:
                 energy = _loadgen_test(p, sut, folder.staging, echo)
@@ -265,16 +264,18 @@ def _claim(p: RunPlan, echo: Echo) -> rundirs.RunFolder:
 def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -> dict[str, Any]:
     """Start the cards, time them, write the run's LoadGen settings and run the test; returns the energy."""
     with progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
-        sut.start()
+        sut.load_cards()
     for info in sut.cards:
         echo(f"{info.label()}: cpus {format_cpulist(info.cpus) or 'all'}")
     req = p.opts.requested
     cal = calibration.calibrate(sut, p.scenario, req.duration_ms, timed=p.mode == "performance")
-    if p.scenario == "Server":
-        if sut.max_wait_s is None:
-            qps = req.target_qps or (calibrated_setting("Server", cal)[1] if cal else p.bench.default_batch * 100)
-            sut.max_wait_s = default_max_wait_s(p.bench, p.batch, qps)
-        echo(f"Server batching: batch {p.batch}, deadline {sut.max_wait_s * 1e6:.0f} us, "
+    max_wait_s = None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6
+    if p.scenario == "Server" and max_wait_s is None:
+        qps = req.target_qps or (calibrated_setting("Server", cal)[1] if cal else p.bench.default_batch * 100)
+        max_wait_s = default_max_wait_s(p.bench, p.batch, qps)
+    sut.start(max_wait_s)  # the batching policy is frozen here, before LoadGen issues anything
+    if p.scenario == "Server" and max_wait_s is not None:
+        echo(f"Server batching: batch {p.batch}, deadline {max_wait_s * 1e6:.0f} us, "
              f"queues of {sut.queue_depth} batches per card")
     settings = _write_settings(p, cal, staging)
     if p.mode == "performance":
@@ -416,6 +417,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     opts, bench, model, data, cards = p.opts, p.bench, p.model, p.data, p.cards
     req = opts.requested
+    stats = sut.stats()
     return {
         "appliance": appliance_info(),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -433,16 +435,17 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "configs": {name: sha256_file(staging / name) for name in ("user.conf", "mlperf.conf")},
         "cards": [{"index": c.index, "backend": c.backend, "device": c.device, "cpus": list(c.cpus),
                    "numa_node": slot.node, "emulated": c.emulated, "simulated": c.simulated,
-                   "samples_completed": w.completed, **c.details}
-                  for c, slot, w in zip(sut.cards, cards.slots, [w for w in sut.workers if w.info is not None],
-                                        strict=True)],
+                   "samples_completed": w.samples_completed, "batches_in_flight": w.depth, **c.details}
+                  for c, slot, w in zip(sut.cards, cards.slots, stats.cards, strict=True)],
         "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
         "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
-                           "staging": "per card: 2 preallocated batch-contiguous buffers, 256-byte aligned"},
+                           "staging": "per card: batches in flight + 2 preallocated batch-contiguous buffers, "
+                                      "256-byte aligned"},
         "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
-                     "server_max_wait_us": None if sut.max_wait_s is None else round(sut.max_wait_s * 1e6, 1),
-                     "backlogged_batches": sut.backlogged, "redispatched_samples": sut.redispatched,
-                     "card_failures": list(sut.card_failures)},
+                     "server_max_wait_us": round(stats.batching.max_wait_s * 1e6, 1)
+                     if stats.batching is not None and stats.batching.server else None,
+                     "backlogged_batches": stats.backlogged, "redispatched_samples": stats.redispatched,
+                     "card_failures": list(stats.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
                  "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity()},
         "packages": system.package_versions(),

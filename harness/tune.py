@@ -47,7 +47,7 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model_path: 
     from harness.topology import detect
 
     sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect()), model_path, batch, "Offline")
-    sut.start()
+    sut.load_cards()
     try:
         cal = calibrate(sut, timed=True)
     finally:

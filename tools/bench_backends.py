@@ -6,15 +6,22 @@ its own defaults (THROUGHPUT hint, its own stream count and inference precision,
 AMX CPUs for an FP32 model), fed preconverted batches by as many async infer requests as it asks
 for, no LoadGen. It is measured before and after the appliance runs and averaged, so drift on a
 shared machine hits both sides alike. The appliance figure is LoadGen's own result of a real
-Offline run (`appliance run`, one card on all CPUs).
+Offline run (`appliance run`, one card on all CPUs); an openvino card runs each count of infer
+requests in `--requests` (its batches in flight, one stream each).
 
-    python tools/bench_backends.py --data-dir data --duration-ms 20000
+Every figure is printed with the CPU model and its vector extensions (AVX2, AVX-512, VNNI, AMX...):
+the best backend on one CPU family is not the best on another. `--runs N` repeats the whole
+comparison and reports the median and the spread of the ratio.
+
+    python tools/bench_backends.py --data-dir data --duration-ms 20000 --runs 5 --requests 1,2,4
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -23,11 +30,26 @@ from pathlib import Path
 import numpy as np
 
 from harness import benchmarks, system
+from harness.cards.openvino_card import REQUESTS_ENV
 from harness.cli import main as appliance
 from harness.datasets import store
+from harness.errors import ApplianceError
 from harness.loadgen_settings import Requested
 from harness.prepare import Layout, read_model_record
 from harness.runner import RunOptions, run
+
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def vector_extensions() -> list[str]:
+    """The CPU's vector extensions that decide which kernels a runtime picks, from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return [v for v in VECTOR_FLAGS if v in flags]
 
 
 def openvino_alone(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
@@ -55,22 +77,50 @@ def openvino_alone(model_path: str, bench: benchmarks.Benchmark, data: store.Pre
     return done / (time.perf_counter() - start)
 
 
-def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, duration_ms: int) -> tuple[float, bool]:
+def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, duration_ms: int,
+                      requests: int = 1) -> tuple[float, bool]:
+    os.environ[REQUESTS_ENV] = str(requests)
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=duration_ms),
                                  data_dir, Path(results), backend=backend, batch_size=batch, precision=precision),
                       echo=lambda m: None)
     assert outcome.perf is not None
-    return outcome.perf.metric, outcome.perf.valid
+    return float(outcome.perf.metric or 0.0), outcome.perf.valid
+
+
+def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.PreparedData,
+            models: dict[str, str], precisions: list[str]) -> dict[str, object]:
+    """One round: OpenVINO alone before, every appliance configuration, OpenVINO alone after."""
+    seconds = args.duration_ms / 1000 / 2
+    alone_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
+    configs = [(b, p, r) for b in args.backends.split(",") for p in precisions
+               for r in ([int(x) for x in args.requests.split(",")] if b == "openvino" else [1])]
+    ours = {f"{b}/{p}" + (f"/{r}req" if b == "openvino" else ""):
+            appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r) for b, p, r in configs}
+    alone_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
+    alone = {p: (alone_before[p] + alone_after[p]) / 2 for p in precisions}
+    best = max(ours, key=lambda k: ours[k][0])
+    per_precision = {p: round(max(v for k, (v, _) in ours.items() if f"/{p}" in k) / alone[p], 3)
+                     for p in precisions}
+    return {"appliance_offline_sps": {k: round(v, 2) for k, (v, _) in ours.items()},
+            "valid": {k: ok for k, (_, ok) in ours.items()},
+            "openvino_alone_sps": {p: round(v, 2) for p, v in alone.items()},
+            "openvino_alone_before_after": {p: [round(alone_before[p], 2), round(alone_after[p], 2)]
+                                            for p in precisions},
+            "best": best, "ratio_best_vs_openvino_alone_best": round(ours[best][0] / max(alone.values()), 3),
+            "ratio_best_vs_openvino_alone_per_precision": per_precision}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", type=Path, default=Path("data"))
-    ap.add_argument("--duration-ms", type=int, default=20000, help="min duration of each appliance run")
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--backends", default="onnxruntime,openvino")
-    ap.add_argument("--precisions", default="fp32,int8")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--data-dir", type=Path, default=Path("data"), help="prepared data, e.g. --data-dir data")
+    ap.add_argument("--duration-ms", type=int, default=20000, help="min duration of each appliance run, e.g. 20000")
+    ap.add_argument("--batch-size", type=int, default=8, help="batch for every configuration, e.g. 8")
+    ap.add_argument("--backends", default="onnxruntime,openvino", help="e.g. onnxruntime,openvino")
+    ap.add_argument("--precisions", default="fp32,int8", help="e.g. fp32,int8")
+    ap.add_argument("--requests", default="1,2", help="openvino infer requests per card to try, e.g. 1,2,4")
+    ap.add_argument("--runs", type=int, default=1, help="whole comparisons to run, median and spread, e.g. 5")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
 
@@ -82,33 +132,37 @@ def main() -> int:
                    "int8" if "int8" in precisions else "fp32", "-q"])
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(args.data_dir))
     models = {p: read_model_record(layout, p)["path"] for p in precisions}
-    seconds = args.duration_ms / 1000 / 2
-    alone_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
-    ours = {f"{b}/{p}": appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms)
-            for b in args.backends.split(",") for p in precisions}
-    alone_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
-    alone = {p: (alone_before[p] + alone_after[p]) / 2 for p in precisions}
-    best_alone = max(alone.values())
-    best = max(ours, key=lambda k: ours[k][0])
-    figures = {"appliance_offline_sps": {k: round(v, 2) for k, (v, _) in ours.items()},
-               "valid": {k: ok for k, (_, ok) in ours.items()},
-               "openvino_alone_sps": {p: round(v, 2) for p, v in alone.items()},
-               "openvino_alone_before_after": {p: [round(alone_before[p], 2), round(alone_after[p], 2)]
-                                               for p in precisions},
-               "best": best, "ratio_best_vs_openvino_alone_best": round(ours[best][0] / best_alone, 3),
-               "batch": args.batch_size, "duration_ms": args.duration_ms, "cpu": system.cpu_model(),
-               "cpus": len(system.available_cpus())}
+    cpu = f"{system.cpu_model()} [{' '.join(vector_extensions()) or 'no vector extensions listed'}]"
+    rounds = []
+    for i in range(args.runs):
+        rounds.append(compare(args, bench, data, models, precisions))
+        if not args.json:
+            r = rounds[-1]
+            for k, v in r["appliance_offline_sps"].items():  # type: ignore[attr-defined]
+                print(f"run {i + 1}: appliance Offline {k:24s} {v:8.2f} images/s "
+                      f"({'VALID' if r['valid'][k] else 'INVALID'})  on {cpu}")  # type: ignore[index]
+            for p, v in r["openvino_alone_sps"].items():  # type: ignore[attr-defined]
+                print(f"run {i + 1}: OpenVINO alone    {p:24s} {v:8.2f} images/s  on {cpu}")
+            print(f"run {i + 1}: best appliance ({r['best']}) / OpenVINO alone, per precision: "
+                  f"{r['ratio_best_vs_openvino_alone_per_precision']}  on {cpu}", flush=True)
+    spread = {p: sorted(float(r["ratio_best_vs_openvino_alone_per_precision"][p])  # type: ignore[index]
+                        for r in rounds) for p in precisions}
+    ratios = {p: {"median": statistics.median(v), "min": v[0], "max": v[-1]} for p, v in spread.items()}
+    figures = {"rounds": rounds, "cpu": system.cpu_model(), "vector_extensions": vector_extensions(),
+               "cpus": len(system.available_cpus()), "batch": args.batch_size, "duration_ms": args.duration_ms,
+               "ratio_per_precision": ratios}
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
-    for k, (v, ok) in ours.items():
-        print(f"appliance Offline {k:22s} {v:8.2f} images/s ({'VALID' if ok else 'INVALID'})")
-    for p, v in alone.items():
-        print(f"OpenVINO alone    {p:22s} {v:8.2f} images/s (before {alone_before[p]:.2f}, after {alone_after[p]:.2f})")
-    print(f"best appliance ({best}) / best OpenVINO alone: {figures['ratio_best_vs_openvino_alone_best']:.3f}  "
-          f"(batch {args.batch_size}, {figures['cpus']} CPUs)")
+    for p, v in ratios.items():
+        print(f"{p}: best appliance / OpenVINO alone over {args.runs} run(s): median {v['median']:.3f} "
+              f"(min {v['min']:.3f}, max {v['max']:.3f})  on {cpu}, {figures['cpus']} CPUs, batch {args.batch_size}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ApplianceError as exc:  # missing or bad prepared data: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -1,4 +1,5 @@
-"""Card backends: each card is one object with `infer(batch, n) -> outputs`, nothing more.
+"""Card backends: each card is a synchronous `Card` (`infer(batch, n) -> outputs`) or an `AsyncCard`
+with several batches in flight (`submit` / `poll` / `wait`); harness/cards/base.py has both contracts.
 
 Which backend makes the cards of a run is the only thing the harness asks of this package:
 `make_card(spec, index, cpus)` on the card's own (pinned) worker thread.
@@ -8,8 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.cards.base import Card
+from harness.cards.base import AsyncCard, Card
+
+if TYPE_CHECKING:
+    from harness.benchmarks import OutputQuant
 
 ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
 BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
@@ -25,18 +30,21 @@ class BackendSpec:
     outputs: tuple[str, ...]
     output_specs: tuple[tuple[tuple[int, ...], str], ...]
     profile: object | None = None  # simulated_card.Profile for backend "simulated"
-    output_casts: tuple = ()       # benchmarks.OutputCast per output: reduced-precision outputs the card returns
+    output_casts: tuple[OutputQuant | None, ...] = ()  # per output: the reduced precision a card returns
 
 
-def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card:
+def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
     if spec.backend == "null":
         from harness.cards.null_card import NullCard
 
         return NullCard(index, spec.output_specs, cpus)
     if spec.backend == "simulated":
-        from harness.cards.simulated_card import SimulatedCard
+        from harness.cards.simulated_card import PipelinedSimulatedCard, Profile, SimulatedCard
 
-        return SimulatedCard(index, spec.profile, spec.output_specs, cpus)  # type: ignore[arg-type]
+        assert isinstance(spec.profile, Profile)
+        if spec.profile.pipeline is not None:
+            return PipelinedSimulatedCard(index, spec.profile, spec.output_specs, cpus)
+        return SimulatedCard(index, spec.profile, spec.output_specs, cpus)
     if spec.backend == "openvino":
         from harness.cards.openvino_card import OpenVinoCard
 

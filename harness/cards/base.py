@@ -1,7 +1,16 @@
-"""The card interface shared by every backend; the harness knows nothing else about the hardware.
+"""The card interfaces shared by every backend; the harness knows nothing else about the hardware.
+
+Two shapes of card, one contract for the harness:
+
+- `Card`: synchronous, `infer(batch, n) -> outputs`; one batch at a time (onnxruntime, null, the
+  tests' fake cards). The harness drives it through `Synchronous`, an `AsyncCard` of depth 1.
+- `AsyncCard`: a card that holds up to `depth` batches in flight (a Cloud AI 100's activations,
+  OpenVINO infer requests, the pipelined simulated card), driven by `submit` / `poll` / `wait` with a
+  ready callback. Its full contract (what may block, which thread calls what) is on the class.
 
 Threading contract: a card is used by exactly one worker thread, the one that created it, so a
-backend may keep per-thread state and inherits that thread's CPU affinity for its own threads.
+backend may keep per-thread state and inherits that thread's CPU affinity for its own threads. The
+only exception is the ready callback an `AsyncCard` calls from wherever its batches finish.
 
 Input contract: `input_dtype` says what the harness stages for the card. "float32": the benchmark's
 mean-subtracted float32 tensor (an FP32 model); "uint8": the offline-preprocessed sample bytes as
@@ -10,8 +19,9 @@ they are (a quantized accelerator; staging is a plain copy); None: the card read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -48,8 +58,11 @@ class ZeroOutputs:
 
 
 class Card(Protocol):
-    info: CardInfo
-    input_dtype: str | None
+    @property
+    def info(self) -> CardInfo: ...
+
+    @property
+    def input_dtype(self) -> str | None: ...
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         """Run one batch of `n` samples ([n, C, H, W] of `input_dtype`, or None when the card reads no
@@ -57,3 +70,96 @@ class Card(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+Outputs = list[np.ndarray]
+
+
+@runtime_checkable
+class AsyncCard(Protocol):
+    """A card with up to `depth` batches in flight, driven by submit / poll / wait.
+
+    Threads. `submit`, `poll`, `wait` and `close` are called only by the card's own thread (the one
+    that created it, pinned to the card's CPUs): the card needs no lock for its own state, and the
+    harness completes every batch (encoding, host NMS, QuerySamplesComplete) on the card's CPUs. The
+    one exception is the callback given to `set_ready_callback`, which the card calls from any thread
+    (its runtime's, a timer's) once a batch has finished.
+
+    Blocking. `submit` never waits for an earlier batch to finish: the harness never has more than
+    `depth` batches in flight, so a submit always finds a free slot (it may take the time to hand the
+    batch over: a DMA, or a whole synchronous inference in `Synchronous`). `poll` never blocks. `wait`
+    blocks until the oldest batch in flight finishes; the harness calls it only with a batch in flight
+    (warm-up, and to drain the card when the run stops). The ready callback is cheap, never blocks and
+    is thread-safe (the harness's puts a wake-up on the card thread's queue).
+
+    Order. Batches finish in the order they were submitted: `poll` and `wait` return the outputs of the
+    oldest batch in flight, first dimension `n` as submitted. A card that runs batches side by side
+    returns them in submission order all the same (it waits for the oldest).
+
+    Ready. After a batch finishes, the card calls the ready callback once, after `poll` would return it.
+    A card whose batch has finished before `submit` returns (a synchronous one) need not call it: the
+    harness polls after every submit. Spurious calls are harmless.
+
+    Buffers. The card may read the staged input `batch` until its outputs are returned by `poll` /
+    `wait`; the harness does not write that staging buffer before then. The outputs returned belong to
+    the harness until its next `poll` / `wait` / `submit` on this card (the harness encodes them first).
+
+    Errors. `submit`, `poll` and `wait` raise the card's error; the harness then marks the card failed,
+    re-dispatches every batch it held and calls only `close` on it.
+    """
+
+    @property
+    def info(self) -> CardInfo: ...
+
+    @property
+    def input_dtype(self) -> str | None: ...
+
+    @property
+    def depth(self) -> int: ...
+
+    def set_ready_callback(self, ready: Callable[[], None]) -> None: ...
+
+    def submit(self, batch: np.ndarray | None, n: int) -> None: ...
+
+    def poll(self) -> Outputs | None: ...
+
+    def wait(self) -> Outputs: ...
+
+    def close(self) -> None: ...
+
+
+class Synchronous:
+    """A synchronous `Card` as an `AsyncCard` of depth 1: `submit` runs the whole batch, `poll` hands
+    the outputs over. Nothing changes in meaning for the card: one batch at a time, on its own thread."""
+
+    depth = 1
+
+    def __init__(self, card: Card) -> None:
+        self.card = card
+        self.info = card.info
+        self.input_dtype = card.input_dtype
+        self._done: Outputs | None = None
+
+    def set_ready_callback(self, ready: Callable[[], None]) -> None:
+        pass  # every batch has finished when submit returns
+
+    def submit(self, batch: np.ndarray | None, n: int) -> None:
+        self._done = self.card.infer(batch, n)
+
+    def poll(self) -> Outputs | None:
+        done, self._done = self._done, None
+        return done
+
+    def wait(self) -> Outputs:
+        done = self.poll()
+        if done is None:
+            raise RuntimeError("wait() with no batch in flight")
+        return done
+
+    def close(self) -> None:
+        self.card.close()
+
+
+def as_async(card: Card | AsyncCard) -> AsyncCard:
+    """The card as the harness drives it: an `AsyncCard` as it is, a synchronous `Card` through `Synchronous`."""
+    return card if isinstance(card, AsyncCard) else Synchronous(card)

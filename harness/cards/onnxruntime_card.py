@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from harness.benchmarks import OutputQuant
 from harness.cards.base import CardInfo
 from harness.errors import ApplianceError, DataError
 
@@ -33,7 +34,7 @@ class OnnxRuntimeCard:
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
                  cpus: tuple[int, ...], backend: str = "onnxruntime", spin: bool = True,
-                 device_id: int | None = None, output_casts: tuple = ()) -> None:
+                 device_id: int | None = None, output_casts: tuple[OutputQuant | None, ...] = ()) -> None:
         if backend not in PROVIDERS:
             raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
         provider, id_key, device_fmt = PROVIDERS[backend]
@@ -52,7 +53,7 @@ class OnnxRuntimeCard:
         # spinning threads that outnumber the card's CPUs would take them from its feeder and completion
         spin = spin and threads <= len(cpus)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        providers: list = ["CPUExecutionProvider"]
+        providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if id_key is not None:
             value = str(device_id) if id_key == "device_id" else "GPU" if device_id == 0 else f"GPU.{device_id}"
             providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
@@ -74,16 +75,18 @@ class OnnxRuntimeCard:
                                       "intra_op_threads": threads, "onnxruntime": ort.__version__})
 
     def _input_type(self, name: str) -> str:
-        return next(i.type for i in self.session.get_inputs() if i.name == name)
+        kind: str = next(i.type for i in self.session.get_inputs() if i.name == name)
+        return kind
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
-        return self.session.run(self.outputs, {self.input_name: batch})
+        outputs: list[np.ndarray] = self.session.run(self.outputs, {self.input_name: batch})
+        return outputs
 
     def close(self) -> None:
         del self.session
 
 
-def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple) -> bytes:
+def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple[OutputQuant | None, ...]) -> bytes:
     """The model with outputs converted in-graph: QuantizeLinear to uint8 (scale, zero point) or Cast to fp16."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -109,4 +112,5 @@ def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple) 
         else:
             graph.node.append(helper.make_node("Cast", [raw], [name], to=TensorProto.FLOAT16))
             out.type.tensor_type.elem_type = TensorProto.FLOAT16
-    return model.SerializeToString()
+    serialized: bytes = model.SerializeToString()
+    return serialized

@@ -2,23 +2,41 @@
 
 A separate backend rather than onnxruntime's OpenVINO execution provider: `onnxruntime-openvino` is
 its own build of the `onnxruntime` module and cannot share one environment with `onnxruntime`
-(README). One compiled model per card, one stream, as many inference threads as the card has CPUs.
-OpenVINO's own pinning is off (it pins to the process's CPUs, not the card's). OpenVINO starts its
-workers with the process's affinity, not the card thread's (oneTBB does this on purpose), and shares
-them between the cards of a process, so the runner refuses more than one openvino card per process
+(README). One compiled model per card, as many inference threads as the card has CPUs, and
+`requests` infer requests (one stream each) kept in flight as an `AsyncCard` of that depth.
+OpenVINO's own pinning is off (it pins to the process's CPUs, not the card's). Some of OpenVINO's
+oneTBB workers take the process's affinity, not the card thread's (read from /proc: with two cards
+of one CPU each, a worker named after card 1 allowed on CPUs 0-1), and oneTBB's workers move between
+the arenas of a process, so the runner refuses more than one openvino card per process
 (runner.plan_cards); one card on all the CPUs is unaffected.
+
+Why a ring of infer requests and not `AsyncInferQueue`: the queue hands a finished request to a
+callback on OpenVINO's own threads and picks the next idle request itself; the card contract needs
+the outputs back in submission order on the card thread (so completion stays on the card's CPUs).
+A ring of `create_infer_request()`s, each `start_async`ed in turn, is the same primitive with that
+order. No OpenVINO callback at all: a Python callback needs the GIL on OpenVINO's thread, and a
+`start_async` on a request whose callback has not finished waits for it while holding the GIL — a
+deadlock, seen in a run. A small waiter thread of the card's own (started on the card thread, so on
+its CPUs) waits on each request in turn, the GIL released, and signals ready.
 """
 
 from __future__ import annotations
 
 import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness.cards.base import CardInfo
 from harness.cards.onnxruntime_card import THREADS_ENV
 from harness.errors import ApplianceError, DataError
+
+REQUESTS_ENV = "APPLIANCE_OPENVINO_REQUESTS"  # infer requests (and streams) per openvino card; default 1
 
 
 def available() -> bool:
@@ -31,10 +49,11 @@ def available() -> bool:
 
 class OpenVinoCard:
     """Compiled on the first batch, for that batch size (static shapes are faster than dynamic ones);
-    a smaller batch later is padded to it, as a fixed-batch accelerator would do."""
+    a smaller batch later is padded to it, as a fixed-batch accelerator would do. An `AsyncCard` with
+    `depth` = its infer requests, one stream each (OpenVINO's throughput mode)."""
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
-                 cpus: tuple[int, ...]) -> None:
+                 cpus: tuple[int, ...], requests: int | None = None) -> None:
         try:
             import openvino as ov
         except ImportError:
@@ -49,36 +68,80 @@ class OpenVinoCard:
         self.input_name = input_name
         self.output_names = outputs
         self.input_dtype = "uint8" if self.model.input(input_name).get_element_type() == ov.Type.u8 else "float32"
+        self.depth = max(1, requests or int(os.environ.get(REQUESTS_ENV) or 1))
         # f32: an FP32 model runs in FP32 (on AMX CPUs OpenVINO would otherwise pick bf16 by itself)
         threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
-        self.config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+        self.config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": self.depth,
+                       "PERFORMANCE_HINT": "LATENCY" if self.depth == 1 else "THROUGHPUT",
                        "ENABLE_CPU_PINNING": False, "INFERENCE_PRECISION_HINT": "f32"}
-        self.request = None
-        self.padded: np.ndarray | None = None
+        self.requests: list[Any] = []
+        self.padded: list[np.ndarray] = []
+        self.outputs: list[Any] = []
+        self.batch = 0
+        self._next = 0  # ring slot the next submit uses
+        self._flight: deque[tuple[int, int]] = deque()  # (ring slot, n), submission order
+        self._ready: Callable[[], None] = lambda: None
+        self._waits: queue.SimpleQueue[Any] = queue.SimpleQueue()  # requests started, for the waiter
+        self._waiter = threading.Thread(target=self._signal_when_done, daemon=True)
+        self._waiter.start()
         self.info = CardInfo(index=index, backend="openvino", device="cpu-emulated", cpus=cpus, emulated=True,
                              details={"openvino": ov.get_version(), "input_dtype": self.input_dtype,
+                                      "infer_requests": self.depth,
                                       "affinity": "card thread pinned; OpenVINO workers use the process's CPUs",
                                       **{k.lower(): v for k, v in self.config.items()}})
+
+    def set_ready_callback(self, ready: Callable[[], None]) -> None:
+        self._ready = ready
 
     def _compile(self, n: int) -> None:
         dims = [d.get_length() for d in list(self.model.input(self.input_name).get_partial_shape())[1:]]
         self.model.reshape({self.input_name: [n, *dims]})
         compiled = self.core.compile_model(self.model, "CPU", self.config)
-        self.request = compiled.create_infer_request()
+        self.requests = [compiled.create_infer_request() for _ in range(self.depth)]
         self.outputs = [compiled.output(name) for name in self.output_names]
-        self.padded = np.zeros((n, *dims), dtype=self.input_dtype)
+        self.padded = [np.zeros((n, *dims), dtype=self.input_dtype) for _ in range(self.depth)]
+        self.batch = n
         self.info.details["compiled_batch"] = n
 
-
-    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
-        if self.request is None or n > len(self.padded):
+    def submit(self, batch: np.ndarray | None, n: int) -> None:
+        if n > self.batch:
+            if self._flight:
+                raise RuntimeError(f"batch of {n} with batches in flight on a card compiled for {self.batch}")
             self._compile(n)
-        if n < len(self.padded):
-            self.padded[:n] = batch
-            batch = self.padded
-        # share_inputs: read the staging buffer in place; outputs are copies (the next batch reuses OV's)
-        result = self.request.infer([batch], share_inputs=True)
-        return [result[o][:n] for o in self.outputs]
+        slot = self._next
+        self._next = (slot + 1) % self.depth
+        if n < self.batch:
+            self.padded[slot][:n] = batch
+            batch = self.padded[slot]
+        # share_inputs: read the staging buffer in place (the harness leaves it alone until the batch is back)
+        request = self.requests[slot]
+        request.start_async([batch], share_inputs=True)
+        self._flight.append((slot, n))
+        self._waits.put(request)
+
+    def _signal_when_done(self) -> None:
+        """The waiter: each started request in turn, waited for with the GIL released, then ready."""
+        while (request := self._waits.get()) is not None:
+            request.wait()
+            self._ready()
+
+    def _take(self) -> list[np.ndarray]:
+        slot, n = self._flight.popleft()
+        request = self.requests[slot]
+        return [request.get_tensor(o).data[:n].copy() for o in self.outputs]  # copies: the request is reused
+
+    def poll(self) -> list[np.ndarray] | None:
+        if not self._flight or not self.requests[self._flight[0][0]].wait_for(0):
+            return None
+        return self._take()
+
+    def wait(self) -> list[np.ndarray]:
+        self.requests[self._flight[0][0]].wait()
+        return self._take()
 
     def close(self) -> None:
-        self.request = None
+        for slot, _ in self._flight:
+            self.requests[slot].wait()
+        self._waits.put(None)
+        self._waiter.join()
+        self.requests = []
