@@ -77,6 +77,7 @@ def test_singlestream_verdicts_follow_the_ten_percent_rule(data_dir, tmp_path):
             assert verdict.rstrip().endswith("TEST FAIL"), verdict
 
 
+@pytest.mark.slow
 def test_test01_fails_when_performance_responses_differ(data_dir, tmp_path):
     """Accuracy from the real model, performance from a card that answers zeros: TEST01 must fail."""
     common, folder = _tree(tmp_path, data_dir, "Offline", card=("--backend", "onnxruntime"))
