@@ -18,6 +18,7 @@ from harness.topology.sysfs import format_cpulist
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs for emulate:2")
 
 
+@pytest.mark.slow
 def test_card_threads_stay_on_their_cpus(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("APPLIANCE_INTRA_OP_THREADS", "2")  # so each card's onnxruntime starts a pool thread
     rc, seen = watch_threads(lambda: appliance("run", "--data-dir", data_dir, "--results", tmp_path, "--cards",

@@ -75,6 +75,7 @@ def test_debug_shows_the_traceback(tmp_path):
     assert proc.returncode == 2 and "Traceback" in proc.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_logs_and_marks_run_incomplete(tmp_path, data_dir):
     """SIGINT mid-run: exit 130, one line, LoadGen's logs so far kept in run_1.incomplete."""
     results = tmp_path / "results"

@@ -24,9 +24,12 @@ def _slow_card(tmp_path):
     return ("--cards", f"simulate:{profile}:1")
 
 
-def _scores(verdict: str) -> tuple[float, float]:
-    values = dict(line.split(" = ", 1) for line in verdict.splitlines() if " = " in line)
-    return float(values["reference score"]), float(values["test score"])
+def _scores(verdict: str) -> list[tuple[float, float]]:
+    """Every (reference score, test score) pair a verify_performance.txt compared."""
+    refs = [float(ln.split(" = ")[1]) for ln in verdict.splitlines() if ln.startswith("reference score = ")]
+    tests = [float(ln.split(" = ")[1]) for ln in verdict.splitlines() if ln.startswith("test score = ")]
+    assert refs and len(refs) == len(tests), verdict  # both runs VALID, so the scores were compared
+    return list(zip(refs, tests, strict=True))
 
 
 @pytest.mark.slow
@@ -40,8 +43,8 @@ def test_test01_and_test04_pass_on_an_honest_sut(data_dir, tmp_path):
     assert (folder / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
     for test in ("TEST01", "TEST04"):
         verdict = (folder / test / "verify_performance.txt").read_text()
-        ref, got = _scores(verdict)
-        assert 30 < ref < 41 and 30 < got < 41, verdict  # the card's 40 samples/s, less the harness's gaps
+        for ref, got in _scores(verdict):
+            assert 30 < ref < 41 and 30 < got < 41, verdict  # the card's 40 samples/s, less the harness's gaps
         assert verdict.rstrip().endswith("TEST PASS"), verdict
     assert (folder / "TEST01" / "accuracy" / "mlperf_log_accuracy.json").is_file()
     assert (folder / "TEST04" / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
@@ -64,7 +67,7 @@ def test_singlestream_verdicts_follow_the_ten_percent_rule(data_dir, tmp_path):
     """SingleStream compares high-percentile latencies of 64 queries of 10 ms each, which a busy machine
     moves by more than 10%, so whether it passes is not asserted here (full-length runs show it,
     tools/rehearse_submission.sh; the rule itself on fixed logs: test_test04_fails_when_sample_reuse_is_faster).
-    What must hold: the responses match, and each verdict applies its rule to the two runs' real latencies."""
+    What must hold: the responses match, and each verdict follows the 10% rule on the latencies it compared."""
     profile = tmp_path / "steady.yaml"
     profile.write_text(STEADY_PROFILE)
     card = ("--cards", f"simulate:{profile}:1")
@@ -73,16 +76,17 @@ def test_singlestream_verdicts_follow_the_ten_percent_rule(data_dir, tmp_path):
     for test in ("TEST01", "TEST04"):
         assert appliance("run", *common, *card, *length, "--mode", test) == 0
     assert (folder / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
-    ref_detail = read_detail(next((folder / "performance").glob("run_*")) / "mlperf_log_detail.txt")
-    for test, passes in (("TEST01", lambda r, t: 0.9 * r <= t <= 1.1 * r), ("TEST04", lambda r, t: t > r / 1.1)):
+    for test, within in (("TEST01", lambda r, t: 0.9 * r <= t <= 1.1 * r), ("TEST04", lambda r, t: t > r / 1.1)):
         verdict = (folder / test / "verify_performance.txt").read_text()
-        assert "reference score" in verdict, verdict  # both runs VALID, so the scores were compared
-        ref, got = _scores(verdict)
-        assert ref == pytest.approx(float(ref_detail["early_stopping_latency_ss"]))
-        assert ref >= 10e6 and got >= 10e6, verdict  # ns: no query beats the card's 10 ms
-        assert verdict.rstrip().endswith("TEST PASS" if passes(ref, got) else "TEST FAIL"), verdict
+        pairs = _scores(verdict)
+        assert all(r >= 10e6 and t >= 10e6 for r, t in pairs), verdict  # ns: no query beats the card's 10 ms
+        if all(within(r, t) for r, t in pairs):
+            assert verdict.rstrip().endswith("TEST PASS"), verdict
+        if not any(within(r, t) for r, t in pairs):
+            assert verdict.rstrip().endswith("TEST FAIL"), verdict
 
 
+@pytest.mark.slow
 def test_test01_fails_when_performance_responses_differ(data_dir, tmp_path):
     """Accuracy from the real model, performance from a card that answers zeros: TEST01 must fail."""
     common, folder = _tree(tmp_path, data_dir, "Offline", card=("--backend", "onnxruntime"))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import SAMPLES, appliance
 
 from harness.datasets import imagenet
 
 
+@pytest.mark.slow
 def test_int8_model_reads_uint8_and_agrees_with_fp32(data_dir, tmp_path, capsys):
     names, _ = imagenet.read_val_map(data_dir / "imagenet")
     bad = tmp_path / "bad.txt"

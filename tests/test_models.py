@@ -8,6 +8,7 @@ import json
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto
 
 from harness.models import resnet50
@@ -40,6 +41,7 @@ def test_outputs_and_background_class(data_dir):
     assert (argmax == softmax.argmax(axis=1)).all()
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes(data_dir):
     record = json.loads((data_dir / "models" / "resnet50.json").read_text())
     assert hashlib.sha256(resnet50.build(0).SerializeToString()).hexdigest() == record["sha256"]

@@ -239,6 +239,7 @@ def test_all_cards_failing_completes_everything_empty(data_dir, completions):
     assert sut.failure and "every card failed" in sut.failure
 
 
+@pytest.mark.slow
 def test_sixteen_simulated_cards_on_this_machine(data_dir, tmp_path, capsys):
     profile = tmp_path / "slow-card.yaml"
     profile.write_text("version: 1\nname: slow-card\nmodel: test card (simulated)\nsource: test\n"

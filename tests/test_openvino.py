@@ -11,6 +11,7 @@ from helpers import appliance
 pytest.importorskip("openvino")
 
 
+@pytest.mark.slow
 def test_openvino_accuracy_matches_golden(data_dir, tmp_path):
     """FP32 on OpenVINO (f32 inference precision) gives the FP32 onnxruntime reference's top-1."""
     assert appliance("run", "--data-dir", data_dir, "--results", tmp_path, "--backend", "openvino",

@@ -24,6 +24,7 @@ def four_scenarios(data_dir, tmp_path_factory):
     return results
 
 
+@pytest.mark.slow
 def test_report_files(four_scenarios, tmp_path):
     out = tmp_path / "report.html"
     assert appliance("report", four_scenarios, "-o", out) == 0
@@ -39,6 +40,7 @@ def test_report_files(four_scenarios, tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (ci/test installs it as root)")
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(four_scenarios, tmp_path):
     out = tmp_path / "report.html"
     assert appliance("report", four_scenarios, "-o", out) == 0
@@ -54,6 +56,7 @@ def test_report_renders_in_headless_chromium(four_scenarios, tmp_path):
     assert "MultiStream" in dom and "Read this first" in dom and "<table>" in dom
 
 
+@pytest.mark.slow
 def test_energy_appears_in_the_report_on_a_machine_with_rapl(data_dir, tmp_path, monkeypatch):
     """A RAPL fixture whose counter climbs during a real run: watts and samples/J reach the report."""
     import threading
@@ -87,6 +90,7 @@ def test_energy_appears_in_the_report_on_a_machine_with_rapl(data_dir, tmp_path,
     assert " W, " in page and "samples/J" in page and "Energy: not measured" not in page
 
 
+@pytest.mark.slow
 def test_per_card_throughput_and_scaling_with_several_card_counts(data_dir, tmp_path):
     results = tmp_path / "r"
     for n in (1, 2):

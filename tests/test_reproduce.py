@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import SLOW_STEADY_OFFLINE, SLOW_STEADY_PROFILE, appliance
 
 
@@ -18,6 +19,7 @@ def _tree(tmp_path, data_dir):
     return results
 
 
+@pytest.mark.slow
 def test_reproduce_passes_on_our_own_tree(data_dir, tmp_path, capsys):
     tree = _tree(tmp_path, data_dir)
     out = tmp_path / "audit"
@@ -31,6 +33,7 @@ def test_reproduce_passes_on_our_own_tree(data_dir, tmp_path, capsys):
     assert "# Reproduction report: PASS" in (out / "reproduce_report.md").read_text()
 
 
+@pytest.mark.slow
 def test_reproduce_names_a_changed_model_digest(data_dir, tmp_path, capsys):
     tree = _tree(tmp_path, data_dir)
     for manifest in tree.rglob("manifest.json"):

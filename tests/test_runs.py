@@ -22,6 +22,7 @@ def only_run(root: Path, scenario: str, mode: str = "performance") -> Path:
     return runs[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
 def test_scenario_writes_compliant_logs(scenario, data_dir, tmp_path, capsys):
     extra = ["--target-qps", "5"] if scenario == "Server" else []
@@ -48,6 +49,7 @@ def test_scenario_writes_compliant_logs(scenario, data_dir, tmp_path, capsys):
     assert manifest["cards"][0]["emulated"] is True
 
 
+@pytest.mark.slow
 def test_second_run_never_overwrites_first(data_dir, tmp_path):
     args = ("run", "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", 300, "--count", 8, "-q",
             "--backend", "null")
@@ -62,6 +64,7 @@ def test_second_run_never_overwrites_first(data_dir, tmp_path):
     assert read_detail(second / "mlperf_log_detail.txt")["_errors"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
 def test_fast_card_gives_valid_results(scenario, data_dir, tmp_path):
     """With a card fast enough for early stopping, the derived settings give VALID runs."""
@@ -78,6 +81,7 @@ def test_fast_card_gives_valid_results(scenario, data_dir, tmp_path):
     assert detail["result_validity"] == "VALID", why
 
 
+@pytest.mark.slow
 def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
     rc = appliance("run", "--mode", "accuracy", "--data-dir", data_dir, "--results", tmp_path, "-q", "--json")
     assert rc == 0
@@ -98,6 +102,7 @@ def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
     assert (acc.parent / "accuracy_2" / "accuracy.txt").is_file()
 
 
+@pytest.mark.slow
 def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
     """The garbage collector is off while LoadGen runs (harness.sut.loadgen_window): that is only safe if
     reference counting frees everything the per-query path allocates. Runs of 200 and 20,000 queries

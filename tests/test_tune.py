@@ -17,6 +17,7 @@ def _manifest(results, scenario="Offline"):
     return json.loads(runs[-1].read_text())
 
 
+@pytest.mark.slow
 def test_tune_writes_user_conf_and_record_that_run_uses(data_dir, tmp_path, capsys):
     results = tmp_path / "r"
     run = ("run", "--data-dir", data_dir, "--results", results, "--duration-ms", 500, "-q")
