@@ -46,7 +46,7 @@ def calibrate(sut: SystemUnderTest, scenario: str, duration_ms: int | None, time
     return Calibration(samples_per_second=rate,
                        single_latency_ms=1000 * min(t_1 for t_1, _ in timings),
                        multistream_latency_ms=1000 * min(per_batch) * math.ceil(8 / sut.batch_size),
-                       nominal_samples_per_second=nominal, method=how)
+                       method=how)
 
 
 def probe_seconds(duration_ms: int | None) -> float:

@@ -49,7 +49,6 @@ class Calibration:
     samples_per_second: float       # at the run's batch size, all cards together (harness.calibration)
     single_latency_ms: float        # one sample on one card
     multistream_latency_ms: float   # eight samples on one card
-    nominal_samples_per_second: float | None = None  # the sum of the cards' warm-up rates, one at a time
     method: str = "warm-up timing, cards one at a time"
 
 

@@ -57,11 +57,10 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from harness.benchmarks import NMS_PARAM_SETS, DetectionSpec, NMSParams, OutputQuant
+from harness.benchmarks import DetectionSpec, NMSParams, OutputQuant
 from harness.errors import ApplianceError, DataError
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
-PARAM_SETS = NMS_PARAM_SETS
 
 
 def ssd_mobilenet_priors() -> np.ndarray:

@@ -166,7 +166,7 @@ CASES = [("ssd-mobilenet", False), ("ssd-mobilenet", True), ("ssd-resnet34", Fal
 @pytest.mark.parametrize(("bench", "quantised"), CASES)
 def test_fast_nms_equals_reference(bench: str, quantised: bool) -> None:
     @_settings
-    @given(detection_inputs(bench, quantised), st.sampled_from(nms.PARAM_SETS))
+    @given(detection_inputs(bench, quantised), st.sampled_from(benchmarks.NMS_PARAM_SETS))
     def prop(arrays, params):
         _check(bench, arrays, params)
 
@@ -303,13 +303,23 @@ YOLO_SPECS = {("attribute-major", "uint8"): _YOLO_UINT8,
                  for form in ("float32", "float16")}}
 
 
+def _dequantise(q: benchmarks.OutputQuant, codes: np.ndarray) -> np.ndarray:
+    """uint8 codes back to values: scale x (code - zero point), one scale per attribute along `q.axis`."""
+    scale = np.asarray(q.scale, dtype=np.float64)
+    if scale.ndim:
+        shape = [1] * codes.ndim
+        shape[q.axis] = scale.size
+        scale = scale.reshape(shape)
+    return scale * (codes.astype(np.float64) - q.zero_point)
+
+
 def reference_yolo(spec: benchmarks.DetectionSpec, output: np.ndarray, original: tuple[int, int]) -> np.ndarray:
     """Ultralytics' steps written plainly: best class per anchor (the first of equal scores), score >
     threshold, per-class greedy NMS (score desc, ties by anchor), all kept sorted by score desc, class,
     rank; the first 300; boxes through scale_boxes (8.4) and clip, normalised to the original image."""
     p = spec.params("reference")
     q = spec.quantised.get("output")
-    vals = q.dequantise(output) if output.dtype == np.uint8 else output.astype(np.float64)
+    vals = _dequantise(q, output) if output.dtype == np.uint8 else output.astype(np.float64)
     if spec.kind == "anchor-major":
         vals = vals.T
     cls = np.argmax(vals[4:], axis=0)

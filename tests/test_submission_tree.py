@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance, appliance_subprocess
 
-from harness.submission.system_json import REQUIRED_KEYS
+from harness.submission.rounds import SYSTEM_REQUIRED
 from harness.submission.truncate import truncate_accuracy_log
 
 SCENARIOS = ("Offline", "SingleStream", "MultiStream")
@@ -79,8 +79,8 @@ def test_build_writes_the_v61_layout(runs, tmp_path, capsys):
     assert "not detectable here" in printed and "cooling" not in printed.split("not detectable here")[1]
     sub = out / "closed" / "Org"
     system = json.loads((sub / "systems" / "edge1.json").read_text())
-    assert set(REQUIRED_KEYS) <= set(system) and len(REQUIRED_KEYS) == 35
-    assert all(system[k] not in ("", None, 0) for k in REQUIRED_KEYS)
+    assert set(SYSTEM_REQUIRED) <= set(system) and len(SYSTEM_REQUIRED) == 35
+    assert all(system[k] not in ("", None, 0) for k in SYSTEM_REQUIRED)
     assert system["status"] == "rdi" and system["cooling"] == "air" and system["host_network_card_count"] == "0"
     assert system["accelerators_per_node"] == 1 and "emulated" in system["accelerator_model_name"].lower()
     assert system["framework"].startswith("onnxruntime ") and "mlcommons-loadgen" in system["other_software_stack"]

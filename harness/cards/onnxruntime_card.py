@@ -33,12 +33,11 @@ class OnnxRuntimeCard:
     """
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
-                 cpus: tuple[int, ...], backend: str = "onnxruntime", spin: bool = True,
-                 device_id: int | None = None, output_casts: tuple[OutputQuant | None, ...] = ()) -> None:
+                 cpus: tuple[int, ...], backend: str = "onnxruntime",
+                 output_casts: tuple[OutputQuant | None, ...] = ()) -> None:
         if backend not in PROVIDERS:
             raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
         provider, id_key, device_fmt = PROVIDERS[backend]
-        device_id = index if device_id is None else device_id
         if provider not in ort.get_available_providers():
             raise ApplianceError(f"--backend {backend} needs onnxruntime's {provider}, which this onnxruntime "
                                  f"({ort.__version__}) lacks (has: {', '.join(ort.get_available_providers())}); "
@@ -51,11 +50,11 @@ class OnnxRuntimeCard:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
         # spinning threads that outnumber the card's CPUs would take them from its feeder and completion
-        spin = spin and threads <= len(cpus)
+        spin = threads <= len(cpus)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if id_key is not None:
-            value = str(device_id) if id_key == "device_id" else "GPU" if device_id == 0 else f"GPU.{device_id}"
+            value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
             providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
         try:
             source = with_output_casts(model_path, outputs, output_casts) if output_casts else str(model_path)
@@ -69,7 +68,7 @@ class OnnxRuntimeCard:
         self.outputs = list(outputs)
         emulated = id_key is None
         self.info = CardInfo(index=index, backend=backend,
-                             device=device_fmt.format(i=device_id), cpus=cpus, emulated=emulated,
+                             device=device_fmt.format(i=index), cpus=cpus, emulated=emulated,
                              details={"provider": provider, "providers_in_session": self.session.get_providers(),
                                       "output_dtypes": [o.type for o in self.session.get_outputs()],
                                       "intra_op_threads": threads, "onnxruntime": ort.__version__})

@@ -39,14 +39,6 @@ from harness.errors import ApplianceError, DataError
 REQUESTS_ENV = "APPLIANCE_OPENVINO_REQUESTS"  # infer requests (and streams) per openvino card; default 1
 
 
-def available() -> bool:
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 class OpenVinoCard:
     """Compiled on the first batch, for that batch size (static shapes are faster than dynamic ones);
     a smaller batch later is padded to it, as a fixed-batch accelerator would do. An `AsyncCard` with

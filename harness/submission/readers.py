@@ -82,7 +82,6 @@ class Detail:
     problem: Problem
     values: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-    bad_lines: int = 0
 
     def has(self, key: str) -> bool:
         return key in self.values
@@ -154,10 +153,8 @@ def read_detail(path: Path, where: str, problem: Problem) -> Detail | None:
                 try:
                     rec = json.loads(raw[len(b":::MLLOG"):].decode("utf-8", errors="replace"))
                 except (json.JSONDecodeError, RecursionError):
-                    detail.bad_lines += 1
                     continue
                 if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
-                    detail.bad_lines += 1
                     continue
                 detail.values[rec["key"]] = rec.get("value")
                 meta = rec.get("metadata")

@@ -79,7 +79,6 @@ class Round:
     folder_names: Mapping[str, str] = field(default_factory=dict)  # tree folder -> checker model name
     calibration_doc: bool = False    # closed division needs calibration.md
     min_duration_ms: int = 600_000
-    server_metric: str = RESULT_FIELDS["Server"]
 
     def model_of(self, folder: str) -> str:
         return self.folder_names.get(folder, folder)

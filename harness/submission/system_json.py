@@ -19,23 +19,9 @@ import yaml
 from harness import __version__, system
 from harness.errors import DataError
 
-REQUIRED_KEYS = (
-    "division", "submitter", "status", "system_name", "system_type", "system_type_detail", "number_of_nodes",
-    "host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
-    "host_processor_frequency", "host_processor_caches", "host_processor_interconnect", "host_memory_capacity",
-    "host_memory_configuration", "host_storage_type", "host_storage_capacity", "host_networking",
-    "host_networking_topology", "host_network_card_count", "accelerators_per_node", "accelerator_model_name",
-    "accelerator_memory_capacity", "accelerator_memory_configuration", "accelerator_host_interconnect",
-    "accelerator_interconnect", "accelerator_interconnect_topology", "accelerator_frequency",
-    "accelerator_on-chip_memories", "cooling", "framework", "operating_system", "other_software_stack",
-    "hw_notes", "sw_notes",
-)
 STATUSES = ("available", "preview", "rdi")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
 NOT_SPECIFIED = "not specified (set it with --system-overrides)"
-# Keys nothing on the host can tell; a default is written and the build names them.
-OVERRIDE_ONLY = ("status", "system_type_detail", "cooling", "host_processor_interconnect",
-                 "host_networking_topology", "host_memory_configuration")
 
 
 def load_overrides(path: Path | None) -> dict[str, Any]:

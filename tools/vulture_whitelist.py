@@ -1,0 +1,47 @@
+"""Names in harness/ that `vulture` reports as unused but that are used, each with who uses it.
+
+Used as `vulture harness tools/vulture_whitelist.py --min-confidence 60` (run by ci/test, which must print
+nothing): vulture counts every name mentioned here as used. The file is read by vulture, never imported.
+Add a name only with a comment saying who reads it; delete dead code instead of listing it here.
+"""
+
+from vulture.whitelist_utils import Whitelist
+
+_ = Whitelist()
+
+# Attributes set on third-party objects, read by that library
+_.imgIds  # pycocotools Params: COCOeval.evaluate reads it (harness/accuracy/coco.py)
+_.performance_sample_count_override  # LoadGen TestSettings: read by StartTest
+_.enable_trace  # LoadGen LogSettings: read by StartTestWithLogSettings
+_.log_output  # LoadGen LogSettings: read by StartTestWithLogSettings
+_.copy_summary_to_stdout  # LoadGen LogOutputSettings: read by StartTestWithLogSettings
+_.intra_op_num_threads  # onnxruntime SessionOptions: read by InferenceSession
+_.inter_op_num_threads  # onnxruntime SessionOptions: read by InferenceSession
+_.execution_mode  # onnxruntime SessionOptions: read by InferenceSession
+_.graph_optimization_level  # onnxruntime SessionOptions: read by InferenceSession
+_.log_severity_level  # onnxruntime SessionOptions: read by InferenceSession
+_.get_next  # onnxruntime CalibrationDataReader method: called by quantize_static (harness/quantize.py)
+
+# Click commands: registered by their decorators, called by click
+_.detect_cmd  # `appliance topology detect`
+_.show_cmd  # `appliance topology show`
+
+# Record fields written to JSON through dataclasses.asdict (read by people, `reproduce`, `report`, the tree)
+_.created_utc  # manifest.Manifest and tuned.TunedRecord
+_.backend_choice  # manifest.Manifest: read by tests/test_tune.py, README documents it
+_.quantization  # manifest.Manifest and model_record.ModelRecord
+_.sample_buffers  # manifest.Manifest: read by reproduce.py
+_.appliance  # manifest.Manifest: the harness version and commit
+_.official_artefact  # model_record.ModelRecord: read by runner.py and submission/tree.py
+_.builder_sha256  # model_record.ModelRecord: read by prepare.py (rebuild when the builder changed)
+_.adopted_from  # model_record.ModelRecord: provenance of a --model FILE rewritten for the appliance
+
+# Public API used by tools/ (and tests/)
+_.letterbox_geometry  # datasets/coco.py: tools/check_letterbox.py, tools/bench_host.py
+_.verify_prepared  # integrity.py: tools/bench_integrity.py, README's integrity section
+_.params_for  # nms.py: tools/bench_nms.py, tests/test_nms.py
+_.postprocess  # nms.py: tools/bench_nms.py (timed per image), tests/test_nms.py (the kernels' entry point)
+
+# Reached from no CLI option today: prepare.py's hint names `--output-layout`, which cli.py does not have
+# (reported to the lead: wire the option or delete this and the hint); tests/test_benchmark_records.py
+_.with_output_layout  # benchmarks.Benchmark
