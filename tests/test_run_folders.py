@@ -101,14 +101,14 @@ def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_d
 
 _INTERRUPTED_WARM_UP = """
 import os, signal, sys, time
-from harness import runner
+from harness import calibration
 from harness.cli import main
-real = runner.calibrate
+real = calibration.calibrate
 def interrupted_warm_up(*args, **kwargs):  # a real SIGINT, delivered while the cards warm up
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(30)
     return real(*args, **kwargs)
-runner.calibrate = interrupted_warm_up
+calibration.calibrate = interrupted_warm_up
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -128,12 +128,12 @@ def test_ctrl_c_before_loadgen_keeps_nothing_and_says_so(tmp_path: Path, data_di
 def test_disk_fault_during_a_run_is_one_line_and_an_incomplete_run(code: int, tmp_path: Path, data_dir: Path,
                                                                    capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """The manifest write fails as a full (or failing) disk fails it: run_1.incomplete saying why."""
-    from harness import runner
+    from harness import manifest
 
     def failing_write(path: Path, data: object) -> None:
         raise OSError(code, os.strerror(code), str(path))
 
-    monkeypatch.setattr(runner, "atomic_write_json", failing_write)
+    monkeypatch.setattr(manifest, "atomic_write_json", failing_write)
     assert appliance(*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and errno.errorcode[code] in err[0] and "run_1.incomplete" in err[0], err
@@ -194,8 +194,9 @@ def test_disk_filling_during_a_run_ends_it_incomplete(small_disk, tmp_path: Path
 
 def test_disk_fault_in_a_compliance_test_keeps_it_incomplete(tmp_path: Path, data_dir: Path, capsys,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """TEST04's own run hits a full disk: TEST04.incomplete holds it, and the line names that folder."""
-    from harness import runner
+    """TEST04's first run (the reference taken right before the test run) hits a full disk: TEST04.incomplete
+    holds it, and the line names that folder."""
+    from harness import manifest
 
     args = [*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300"]
     assert appliance(*args) == 0
@@ -203,11 +204,11 @@ def test_disk_fault_in_a_compliance_test_keeps_it_incomplete(tmp_path: Path, dat
     def failing_write(path: Path, data: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(runner, "atomic_write_json", failing_write)
+    monkeypatch.setattr(manifest, "atomic_write_json", failing_write)
     capsys.readouterr()
     assert appliance(*args, "--mode", "TEST04") == 2
     err = capsys.readouterr().err.strip().splitlines()
     (kept,) = tmp_path.rglob("TEST04.incomplete")
-    assert len(err) == 1 and "ENOSPC" in err[0] and str(kept / "performance" / "run_1.incomplete") in err[0], err
-    assert (kept / "INCOMPLETE.txt").is_file() and (kept / "performance" / "run_1.incomplete").is_dir()
+    assert len(err) == 1 and "ENOSPC" in err[0] and str(kept / "reference" / "run_1.incomplete") in err[0], err
+    assert (kept / "INCOMPLETE.txt").is_file() and (kept / "reference" / "run_1.incomplete").is_dir()
     assert not list(tmp_path.rglob("TEST04")) and _hidden(tmp_path) == []

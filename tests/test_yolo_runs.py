@@ -138,7 +138,7 @@ def test_int8_reads_uint8_and_keeps_the_decode_fp32(yolo_dir: tuple[Path, str]) 
     record = json.loads((yolo_dir[0] / "models" / "yolo-99-int8.json").read_text())
     q = record["quantization"]
     assert 10.0 <= q["golden_map_pct"] <= 100.0 and f"{q['golden_map_pct']:.2f}%" in out.getvalue()
-    model = onnx.load(record["path"])
+    model = onnx.load(yolo_dir[0] / record["path"])  # records name files relative to the data dir
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("QuantizeLinear") > 100 and ops.count("Cast") == 1
