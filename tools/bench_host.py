@@ -198,7 +198,7 @@ def main() -> int:
     model = read_model_record(layout)
     count = data.count
     preds = _card_outputs(model["path"], bench, data)  # computed once, outside the timed runs
-    raw = Path(data.manifest["source"])
+    raw = data.source  # the recorded source, resolved against the data dir
     paths = [raw / n for n in bench.dataset.read(raw, count).names]
 
     stage = np.empty((1, *bench.input_shape), np.uint8)
