@@ -19,7 +19,7 @@ from harness.compliance import TESTS
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import ensure_writable_dir
 from harness.loadgen_settings import MODES, Requested
-from harness.prepare import PRECISIONS
+from harness.prepare import PRECISIONS, Layout
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
 
@@ -85,13 +85,29 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark ssd-resnet34 --source /data/coco
       appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
     """
-    from harness.prepare import Layout, prepare_dataset, prepare_golden, prepare_model
+    from harness.prepare import check_space, disk_faults_as_errors, space_needed, sweep_leftovers
 
     progress.set_quiet(quiet)
     if model_file is not None and fetch:
         raise click.UsageError("--model and --fetch exclude each other")
+    if calibration_list is not None and precision != "int8":
+        raise click.UsageError("--calibration-list is for --precision int8")
     bench = benchmarks.get(benchmark)
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
+    sweep_leftovers(layout, click.echo)
+    check_space(layout, space_needed(layout, samples, source, precision, model_file is None and not fetch))
+    with disk_faults_as_errors(layout):
+        _prepare(layout, samples, source, model_file, fetch, precision, calibration_list)
+    click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
+               + (f" --precision {precision}" if precision != "fp32" else ""))
+
+
+def _prepare(layout: Layout, samples: int | None, source: Path | None, model_file: Path | None, fetch: bool,
+             precision: str, calibration_list: Path | None) -> None:
+    """The steps of `prepare`, each skipped when its output is up to date."""
+    from harness.prepare import prepare_dataset, prepare_golden, prepare_model
+
+    bench, data_dir = layout.bench, layout.data_dir
     record = prepare_model(layout, model_file, fetch, click.echo)
     prepare_dataset(layout, samples, source, click.echo)
     prepare_golden(layout, record, bench.default_batch, click.echo)
@@ -102,10 +118,6 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
         data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
         prepare_int8(layout.model_record.parent, layout.record_for("int8"), bench, record, data, calibration_list,
                      click.echo)
-    elif calibration_list is not None:
-        raise click.UsageError("--calibration-list is for --precision int8")
-    click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
-               + (f" --precision {precision}" if precision != "fp32" else ""))
 
 
 @cli.command()

@@ -43,19 +43,31 @@ def public_mode(path: str | os.PathLike[str], directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~umask())
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder (mode as open() gives it)."""
+def tmp_prefix(name: str) -> str:
+    """Prefix of every temporary file or folder the appliance makes beside `name`: hidden, with this
+    process's PID, so one a killed process left is recognised (harness.leftovers) and removed."""
+    return f".{name}.{os.getpid()}."
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder (mode as open() gives it);
+    on any error (a full disk included) the temporary file is removed and `path` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=tmp_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         public_mode(tmp)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder (mode as open() gives it)."""
+    atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -69,7 +81,7 @@ def staged_dir(final: Path) -> Iterator[Path]:
     On any error (Ctrl-C included) the temporary folder is removed and `final` is left as it was.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(final.name), suffix=".tmp", dir=final.parent))
     try:
         public_mode(tmp, directory=True)
         yield tmp
@@ -78,7 +90,7 @@ def staged_dir(final: Path) -> Iterator[Path]:
         raise
     old = None
     if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        old = final.with_name(f"{tmp_prefix(final.name)}old.tmp")
         os.replace(final, old)
     os.replace(tmp, final)
     if old is not None:

@@ -13,8 +13,10 @@ copied, moved or mounted read-only anywhere and used from any working directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,13 +26,14 @@ from typing import Any, cast
 
 import numpy as np
 
-from harness import model_record, progress
+from harness import leftovers, model_record, progress
 from harness.benchmarks import Benchmark
 from harness.datasets import Listing, store
-from harness.errors import DataError
-from harness.fsutil import atomic_write_json, sha256_file, staged_dir
+from harness.errors import ApplianceError, DataError
+from harness.fsutil import atomic_write_bytes, atomic_write_json, sha256_file, staged_dir
 from harness.models import registry
 from harness.models.stats import model_stats
+from harness.rundirs import disk_fault
 
 Echo = Callable[[str], None]
 DATASET_SEED = 2026
@@ -61,6 +64,66 @@ class Layout:
     @property
     def preprocessed(self) -> Path:
         return self.data_dir / "preprocessed" / self.bench.name
+
+
+def space_needed(layout: Layout, samples: int | None, source: Path | None, precision: str,
+                 seeded: bool) -> dict[str, int]:
+    """Bytes `prepare` will write, per part not made yet: the model (the record's parameters x 4 bytes,
+    plus the int8 copy and its uint8-input FP32 intermediate), the raw synthetic dataset (bounded by
+    the decoded image size) and the uint8 shards (samples x input bytes)."""
+    bench = layout.bench
+    count = samples or bench.performance_sample_count
+    sample = int(np.prod(bench.input_shape))
+    params = int(bench.params_reference)
+    need = {}
+    if not (seeded and (layout.model_record.parent / f"{bench.name}-seeded-s{MODEL_SEED}.onnx").is_file()):
+        need["model"] = 4 * params
+    if precision == "int8" and not layout.record_for("int8").is_file():
+        need["int8 model"] = 5 * params
+    if source is None and not _json_or_empty(layout.raw / ".synthetic.json").get("count", 0) >= count:
+        need["raw dataset"] = count * sample
+    if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:
+        need["shards"] = count * sample
+    return need
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_space(layout: Layout, need: dict[str, int]) -> None:
+    """Refuse in one line, before anything is written, when the data dir's disk cannot hold `need`."""
+    free = shutil.disk_usage(layout.data_dir).free
+    total = sum(need.values())
+    if free < total:
+        parts = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in need.items())
+        raise ApplianceError(f"prepare needs about {total / 1e6:.1f} MB in {layout.data_dir} ({parts}), only "
+                             f"{free / 1e6:.1f} MB free there: free some space or choose another --data-dir")
+
+
+@contextlib.contextmanager
+def disk_faults_as_errors(layout: Layout) -> Iterator[None]:
+    """A full or failing disk during `prepare` ends it in one line (what it was writing is removed by
+    the atomic writers), not an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        fault = disk_fault(exc)
+        if fault is None:
+            raise
+        raise ApplianceError(f"prepare stopped: {fault}; nothing half-written was kept in {layout.data_dir}; "
+                             f"free some space (or check the disk) and run again") from None
+
+
+def sweep_leftovers(layout: Layout, echo: Echo) -> None:
+    """Remove the temporaries a killed `prepare` left in the folders prepare writes to."""
+    pre = layout.data_dir / "preprocessed"
+    subdirs = sorted(p for p in pre.iterdir() if p.is_dir()) if pre.is_dir() else []
+    leftovers.sweep([layout.data_dir, layout.data_dir / "models", pre, *subdirs], echo)
 
 
 def stored_path(data_dir: Path, path: Path) -> str:
@@ -155,9 +218,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
         if bench.adopt_model is not None:  # the graph the cards run, e.g. YOLO's uint8 input with /255 inside
             model = bench.adopt_model(model)
             path = models_dir / f"{bench.name}-{check.sha256[:12]}-adopted.onnx"
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(model.SerializeToString())
-            os.replace(tmp, path)
+            atomic_write_bytes(path, model.SerializeToString())
     else:
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = existing_record(layout.model_record)
@@ -169,9 +230,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
             return record
         with progress.spinner(f"building seeded {bench.title} model"):
             model = cast(Any, bench.build_model(MODEL_SEED))  # an onnx.ModelProto
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(model.SerializeToString())
-            os.replace(tmp, path)
+            atomic_write_bytes(path, model.SerializeToString())
         synthetic = True
     stats = model_stats(model)
     md5, sha = registry.file_digests(path)
@@ -328,9 +387,7 @@ def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, ech
                                                  "golden reference (FP32 pass)"):
         payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
     name, content, summary = bench.accuracy.golden(payloads, data)
-    tmp = layout.preprocessed / f".{name}.tmp"
-    tmp.write_bytes(content)
-    os.replace(tmp, layout.preprocessed / name)
+    atomic_write_bytes(layout.preprocessed / name, content)
     entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model_record["sha256"]}
     _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
     echo(f"golden reference: {summary}")

@@ -25,7 +25,7 @@ from harness import model_record, progress
 from harness.benchmarks import Benchmark
 from harness.datasets import store
 from harness.errors import DataError
-from harness.fsutil import atomic_write_text, sha256_file
+from harness.fsutil import atomic_write_text, sha256_file, tmp_prefix
 from harness.model_record import ModelRecord
 from harness.models import registry
 from harness.prepare import existing_record, reference_pass, stored_path
@@ -214,7 +214,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
         raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
     path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
-    with tempfile.TemporaryDirectory(dir=models_dir, prefix=".int8-") as tmp:
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("int8"), suffix=".tmp") as tmp:
         u8in = Path(tmp) / "u8in.onnx"
         onnx.save(uint8_input(onnx.load(fp32["path"]), bench), str(u8in))
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):

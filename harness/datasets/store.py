@@ -13,6 +13,7 @@ Layout of a prepared folder::
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +41,15 @@ def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
 
 
 def create_array(folder: Path, name: str, shape: tuple[int, ...]) -> np.memmap:
-    """A new uint8 `.npy` file mapped for writing, so a shard of large images never sits in RAM whole."""
-    return np.lib.format.open_memmap(folder / name, mode="w+", dtype=np.uint8, shape=shape)
+    """A new uint8 `.npy` file mapped for writing, so a shard of large images never sits in RAM whole.
+
+    Its blocks are allocated at once: a disk too full for it fails here with ENOSPC, where writing
+    into a sparse mapping would kill the process with SIGBUS."""
+    path = folder / name
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=shape)
+    with open(path, "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
+    return array
 
 
 def close_array(folder: Path, name: str, array: np.memmap) -> dict[str, Any]:
