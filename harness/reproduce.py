@@ -302,6 +302,7 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
                 if not (t.folder / kind).is_dir():
                     continue
                 row = Row(t.benchmark, t.scenario, kind)
+                echo(f"re-running {t.benchmark} {t.scenario} {kind} ...")  # its verdict is printed once, at the end
                 try:
                     job(row, t, artefacts, work, tolerance, duration_ms)
                 except ApplianceError as exc:
@@ -310,7 +311,6 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
                 except Exception as exc:  # one row's failure never loses the others' results
                     row.verdict = UNREPRODUCIBLE
                     row.reasons.append(f"re-run failed ({type(exc).__name__}: {exc})")
-                echo(f"{t.benchmark} {t.scenario} {kind}: {row.recorded} -> {row.reproduced}: {row.verdict}")
                 rows.append(row)
         for r in rows:  # name the new logs where they will be once the report folder is renamed
             r.notes = [n.replace(str(work), str(out)) for n in r.notes]

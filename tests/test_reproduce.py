@@ -31,6 +31,8 @@ def test_reproduce_passes_on_our_own_tree(data_dir, tmp_path, capsys):
     assert report["verdict"] == "PASS"
     assert {(r["kind"], r["verdict"]) for r in report["rows"]} == {("performance", "PASS"), ("accuracy", "PASS")}
     assert "# Reproduction report: PASS" in (out / "reproduce_report.md").read_text()
+    for r in report["rows"]:  # each result printed once (issue 18: it was printed twice)
+        assert text.count(f"{r['recorded']} -> {r['reproduced']}") == 1, text
 
 
 @pytest.mark.slow
