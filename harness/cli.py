@@ -95,7 +95,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     bench = benchmarks.get(benchmark)
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
     sweep_leftovers(layout, click.echo)
-    check_space(layout, space_needed(layout, samples, source, precision, model_file is None and not fetch))
+    check_space(layout, space_needed(layout, samples, source, precision, model_file, fetch))
     with disk_faults_as_errors(layout):
         _prepare(layout, samples, source, model_file, fetch, precision, calibration_list)
     click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"

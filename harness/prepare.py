@@ -67,16 +67,19 @@ class Layout:
 
 
 def space_needed(layout: Layout, samples: int | None, source: Path | None, precision: str,
-                 seeded: bool) -> dict[str, int]:
-    """Bytes `prepare` will write, per part not made yet: the model (the record's parameters x 4 bytes,
-    plus the int8 copy and its uint8-input FP32 intermediate), the raw synthetic dataset (bounded by
-    the decoded image size) and the uint8 shards (samples x input bytes)."""
+                 model_file: Path | None, fetch: bool) -> dict[str, int]:
+    """Bytes `prepare` will write, per part not made yet: the model (the record's parameters x 4 bytes:
+    seeded, fetched or an adopted copy of --model; plus the int8 copy and its uint8-input FP32
+    intermediate), the raw synthetic dataset (bounded by the decoded image size) and the uint8 shards
+    (samples x input bytes)."""
     bench = layout.bench
     count = samples or bench.performance_sample_count
     sample = int(np.prod(bench.input_shape))
     params = int(bench.params_reference)
     need = {}
-    if not (seeded and (layout.model_record.parent / f"{bench.name}-seeded-s{MODEL_SEED}.onnx").is_file()):
+    seeded = model_file is None and not fetch
+    if fetch or (model_file is not None and bench.adopt_model is not None) or (
+            seeded and not (layout.model_record.parent / f"{bench.name}-seeded-s{MODEL_SEED}.onnx").is_file()):
         need["model"] = 4 * params
     if precision == "int8" and not layout.record_for("int8").is_file():
         need["int8 model"] = 5 * params
