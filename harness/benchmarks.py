@@ -244,8 +244,9 @@ class Benchmark:
         spec = self.detection
         if spec is not None and kind == spec.kind:
             return self
-        if spec is None or not spec.variants:
-            raise ApplianceError(f"{self.name} has one output layout, its record's; drop --output-layout")
+        if spec is None:
+            raise ApplianceError(f"{self.name} has no selectable output layout (no host NMS reads it); "
+                                 f"drop --output-layout")
         if kind not in spec.variants:
             have = ", ".join([spec.kind, *spec.variants])
             raise ApplianceError(f"{self.name} has no {kind} output layout; choose one of: {have}")

@@ -68,7 +68,7 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
 @click.option("--output-layout", default=None, metavar="LAYOUT",
               help="The layout --model FILE gives its output in, where the benchmark's record allows another "
                    "(yolo-95/yolo-99: attribute-major [84,8400], or anchor-major [8400,84]); recorded with the "
-                   "model, so runs read it so [default: the record's]. Example: --model yolo11l-t.onnx "
+                   "model, so runs read it that way [default: the record's]. Example: --model yolo11l-t.onnx "
                    "--output-layout anchor-major")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="int8: also quantise the model (onnxruntime static quantisation, QDQ, per-channel int8 "

@@ -72,7 +72,8 @@ def test_anchor_major_model_runs_like_the_attribute_major_one(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(("benchmark", "layout", "words"), [
-    ("resnet50", "anchor-major", "resnet50 has one output layout, its record's; drop --output-layout"),
+    ("resnet50", "anchor-major", "resnet50 has no selectable output layout (no host NMS reads it); "
+                                 "drop --output-layout"),
     ("yolo-99", "column-major", "yolo-99 has no column-major output layout; choose one of: attribute-major, "
                                 "anchor-major"),
     ("yolo-99", "anchor-major", "the seeded yolo-99 model gives its output in the attribute-major layout; "
