@@ -242,8 +242,11 @@ class Benchmark:
         """This detection record with the model's output given in layout `kind` (e.g. YOLO's anchor-major
         [8400, 84] instead of attribute-major [84, 8400]): host NMS loops in that layout's order."""
         spec = self.detection
-        if spec is None or kind == spec.kind:
+        if spec is not None and kind == spec.kind:
             return self
+        if spec is None:
+            raise ApplianceError(f"{self.name} has no selectable output layout (no host NMS reads it); "
+                                 f"drop --output-layout")
         if kind not in spec.variants:
             have = ", ".join([spec.kind, *spec.variants])
             raise ApplianceError(f"{self.name} has no {kind} output layout; choose one of: {have}")

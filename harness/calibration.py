@@ -28,6 +28,7 @@ PROBE_MIN_S = 1.0          # the probes' length, at the least ...
 PROBE_MAX_S = 4.0          # ... and at the most (a tenth of the run in between)
 FIRST_PROBE_S = 0.1        # the first probe at the nominal rate: short, since that rate may be 10x too high
 PROBE_BATCHES_PER_CARD = 3  # at least this many full batches per card in the second probe
+MARGINAL_CAP = 1.3         # the probes' marginal rate counts for at most this much over their combined rate
 
 
 def calibrate(sut: SystemUnderTest, scenario: str, duration_ms: int | None, timed: bool) -> Calibration | None:
@@ -68,7 +69,15 @@ def probe_rate(sut: SystemUnderTest, nominal: float, seconds: float) -> float:
         return r1  # slow cards: one batch each already took long enough
     n2 = max(PROBE_BATCHES_PER_CARD * per_batch, round(r1 * (seconds - n1 / r1)))
     r2 = _probe(sut, n2)
-    return (n1 + n2) / (n1 / r1 + n2 / r2)
+    combined = (n1 + n2) / (n1 / r1 + n2 / r2)
+    # A probe's time includes a fixed start (first batches through an idle pipeline), which makes a fast
+    # card set look slower in a short probe than in the run: an Offline run sized from that rate finished
+    # under min_duration (INVALID; a null card, CI). The difference of the two probes removes the fixed
+    # part; the larger estimate is the safe one (a run longer than asked, not one too short), capped so a
+    # stall in the first probe cannot inflate it.
+    dt = n2 / r2 - n1 / r1
+    marginal = (n2 - n1) / dt if n2 > n1 and dt > 0 else combined
+    return min(max(combined, marginal), MARGINAL_CAP * combined)
 
 
 def _probe(sut: SystemUnderTest, samples: int) -> float:

@@ -65,6 +65,11 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
               help="Use this ONNX file instead of building the seeded model; its digest is checked against "
                    "the registry of official artefacts.")
 @click.option("--fetch", is_flag=True, help="Download the official model (checksum verified, resumable).")
+@click.option("--output-layout", default=None, metavar="LAYOUT",
+              help="The layout --model FILE gives its output in, where the benchmark's record allows another "
+                   "(yolo-95/yolo-99: attribute-major [84,8400], or anchor-major [8400,84]); recorded with the "
+                   "model, so runs read it that way [default: the record's]. Example: --model yolo11l-t.onnx "
+                   "--output-layout anchor-major")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="int8: also quantise the model (onnxruntime static quantisation, QDQ, per-channel int8 "
                    "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32.")
@@ -73,7 +78,8 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
                    "form) [default: a seeded list of 128 names of the prepared dataset].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | None, model_file: Path | None,
-            fetch: bool, precision: str, calibration_list: Path | None, quiet: bool) -> None:
+            fetch: bool, output_layout: str | None, precision: str, calibration_list: Path | None,
+            quiet: bool) -> None:
     """Build the model and preprocess the dataset, offline, once.
 
     \b
@@ -83,6 +89,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark resnet50 --source /data/imagenet --model /data/resnet50_v1.onnx
       appliance prepare --benchmark ssd-mobilenet --samples 64
       appliance prepare --benchmark ssd-resnet34 --source /data/coco
+      appliance prepare --benchmark yolo-99 --model yolo11l-t.onnx --output-layout anchor-major
       appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
     """
     from harness.prepare import check_space, disk_faults_as_errors, space_needed, sweep_leftovers
@@ -93,6 +100,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     if calibration_list is not None and precision != "int8":
         raise click.UsageError("--calibration-list is for --precision int8")
     bench = benchmarks.get(benchmark)
+    if output_layout is not None:
+        bench = bench.with_output_layout(output_layout)
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
     sweep_leftovers(layout, click.echo)
     check_space(layout, space_needed(layout, samples, source, precision, model_file, fetch))

@@ -36,11 +36,13 @@ class ModelRecord:
     input_dtype: str | None = None            # int8: "uint8" (reads the stored sample bytes)
     quantization: dict[str, Any] | None = None  # int8: how it was made, its agreement with fp32
     adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
+    output_layout: str | None = None          # detection: the layout its output comes in (`--output-layout`)
 
     def to_json(self) -> dict[str, Any]:
         """The file's content (format first); optional fields that do not apply are left out."""
         body = {k: v for k, v in dataclasses.asdict(self).items()
-                if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from")}
+                if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from",
+                                                  "output_layout")}
         return {"format": FORMAT, **body}
 
 
@@ -60,6 +62,8 @@ def parse(data: object, where: Path) -> ModelRecord:
     for key, kind in _REQUIRED.items():
         if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
             raise DataError(f"{where} is not a valid model record: {key!r} is {data.get(key)!r}")
+    if not isinstance(data.get("output_layout", ""), str):
+        raise DataError(f"{where} is not a valid model record: 'output_layout' is {data['output_layout']!r}")
     fields = {f.name for f in dataclasses.fields(ModelRecord)}
     return ModelRecord(**{"precision": "fp32", **{k: v for k, v in data.items() if k in fields}})
 

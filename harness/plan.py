@@ -19,7 +19,7 @@ from harness.datasets import coco, store
 from harness.errors import ApplianceError
 from harness.fsutil import ensure_writable_dir
 from harness.loadgen_settings import Requested, read_user_conf
-from harness.prepare import Layout, read_model_record
+from harness.prepare import Layout, model_bench, read_model_record
 from harness.qsl import REPLICATE
 from harness.sut import CardSlot
 from harness.topology.cards import CardSpec, parse_card_spec
@@ -108,6 +108,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
     model = read_model_record(layout, opts.precision)
+    bench = model_bench(bench, model)  # the output layout prepare recorded (--output-layout)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
     bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to

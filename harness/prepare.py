@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from harness import leftovers, model_record, progress
+from harness import benchmarks, leftovers, model_record, progress
 from harness.benchmarks import Benchmark
 from harness.datasets import Listing, store
 from harness.errors import ApplianceError, DataError
@@ -163,6 +163,12 @@ def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]
     return {**record.to_json(), "path": str(model)}
 
 
+def model_bench(bench: Benchmark, record: dict[str, Any]) -> Benchmark:
+    """`bench` reading the recorded model's outputs in the layout prepare recorded (`--output-layout`)."""
+    kind = record.get("output_layout")
+    return bench if kind is None else bench.with_output_layout(kind)
+
+
 def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
     """Load and check an ONNX file: parseable, and with the benchmark's input and outputs."""
     import onnx
@@ -223,6 +229,10 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
             path = models_dir / f"{bench.name}-{check.sha256[:12]}-adopted.onnx"
             atomic_write_bytes(path, model.SerializeToString())
     else:
+        builtin = benchmarks.get(bench.name).detection
+        if bench.detection is not None and builtin is not None and bench.detection.kind != builtin.kind:
+            raise DataError(f"the seeded {bench.name} model gives its output in the {builtin.kind} layout; "
+                            f"--output-layout {bench.detection.kind} is for --model FILE: pass one or drop it")
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = existing_record(layout.model_record)
         builder = _builder_digest(bench)  # written to the record below, so a changed builder rebuilds
@@ -241,12 +251,14 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
     g_dev = 100 * (stats.gops / bench.gops_reference - 1)
     echo(f"model: {path}\n  {stats.describe()}\n"
          f"  published: {bench.params_reference / 1e6:.1f}M parameters ({p_dev:+.2f}%), "
-         f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)")
+         f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)"
+         + (f"\n  output layout: {bench.detection.kind}" if bench.detection and bench.detection.variants else ""))
     made = model_record.ModelRecord(
         benchmark=bench.name, path=stored_path(layout.data_dir, path), sha256=sha, md5=md5, synthetic=synthetic,
         seed=MODEL_SEED if synthetic else None, official_artefact=artefact.name if artefact else None,
         precision="fp32", params=stats.params, macs_per_sample=stats.macs_per_sample, stats=stats.describe(),
-        builder_sha256=builder,
+        builder_sha256=builder, output_layout=bench.detection.kind if bench.detection and bench.detection.variants
+        else None,
         adopted_from={"path": str(model_file.resolve()), "sha256": check.sha256}
         if model_file is not None and bench.adopt_model is not None else None)
     model_record.write(layout.model_record, made)

@@ -226,6 +226,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
                                 "macs_per_sample", "stats")},
         path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="int8", input_dtype="uint8",
+        output_layout=fp32.get("output_layout"),
         quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
                       "weights": "int8 per channel", "activations": "uint8 per tensor",
                       "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the box "

@@ -21,7 +21,7 @@ from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text, ensure_writable_dir
 from harness.loadgen_settings import Calibration, calibrated_setting
 from harness.plan import plan_cards
-from harness.prepare import Layout, read_model_record
+from harness.prepare import Layout, model_bench, read_model_record
 from harness.runner import calibrate, make_sut
 
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
@@ -107,6 +107,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tu
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
     layout = Layout(data_dir, bench)
     model = read_model_record(layout, precision)
+    bench = model_bench(bench, model)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     path = output or tuned.default_path(data_dir, bench.name, precision)

@@ -110,16 +110,19 @@ def _fake_export(path: Path, size: int, out_shape: list[int]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("size", "shape", "words"), [
-    (640, [8400, 84], "has shape [8400, 84] per sample, yolo-99 needs [84, 8400]: that is the anchor-major "
-                      "layout, select it with --output-layout anchor-major"),
-    (320, [84, 2100], "input 'images' is 320x320; yolo-99 runs at 640x640: export the model at 640x640"),
+@pytest.mark.parametrize(("size", "shape", "option", "words"), [
+    (640, [8400, 84], (), "has shape [8400, 84] per sample, yolo-99 needs [84, 8400]: that is the anchor-major "
+                          "layout, select it with --output-layout anchor-major"),
+    (640, [84, 8400], ("--output-layout", "anchor-major"), "has shape [84, 8400] per sample, yolo-99 needs "
+     "[8400, 84]: that is the attribute-major layout, select it with --output-layout attribute-major"),
+    (320, [84, 2100], (), "input 'images' is 320x320; yolo-99 runs at 640x640: export the model at 640x640"),
 ])
-def test_model_with_wrong_layout_or_size(size: int, shape: list[int], words: str, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_model_with_wrong_layout_or_size(size: int, shape: list[int], option: tuple[str, ...], words: str,
+                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = _fake_export(tmp_path / "yolo11l.onnx", size, shape)
     data = tmp_path / "data"
-    assert appliance("prepare", "-b", "yolo-99", "--data-dir", data, "--model", model, "--samples", 1, "-q") != 0
+    assert appliance("prepare", "-b", "yolo-99", "--data-dir", data, "--model", model, "--samples", 1, "-q",
+                     *option) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert words in err[-1] and not any("Traceback" in line for line in err)
     assert not (data / "models" / "yolo-99.json").exists()  # nothing recorded

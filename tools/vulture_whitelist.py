@@ -41,7 +41,3 @@ _.letterbox_geometry  # datasets/coco.py: tools/check_letterbox.py, tools/bench_
 _.verify_prepared  # integrity.py: tools/bench_integrity.py, README's integrity section
 _.params_for  # nms.py: tools/bench_nms.py, tests/test_nms.py
 _.postprocess  # nms.py: tools/bench_nms.py (timed per image), tests/test_nms.py (the kernels' entry point)
-
-# Reached from no CLI option today: prepare.py's hint names `--output-layout`, which cli.py does not have
-# (reported to the lead: wire the option or delete this and the hint); tests/test_benchmark_records.py
-_.with_output_layout  # benchmarks.Benchmark
