@@ -11,10 +11,12 @@
 #
 # The data must be prepared first, e.g. `appliance prepare -b resnet50 --data-dir D` and
 # `appliance prepare -b yolo-99 --samples 64 --data-dir D`. Durations and query counts are mlperf.conf's
-# (no overrides). Two waves run side by side: every performance run (about 11 minutes), then every
+# (no overrides). Two waves run side by side: every performance run (about 13 minutes), then every
 # compliance test (each takes a reference run, the test run and another reference run, one after the
-# other: about 35 minutes, Offline's longest). That is fine for simulated cards, which sleep; with real
-# cards run them one after another. Each run's output goes to RESULTS_DIR/logs/.
+# other: about 46 minutes, Offline's the longest). That is fine for simulated cards, which sleep; with real
+# cards run them one after another. Side by side, all test runs of a wave share one window: on a shared
+# machine a burst of other work then hits the test runs and not their references (see
+# docs/submission-rehearsal.md). Each run's output goes to RESULTS_DIR/logs/.
 set -euo pipefail
 data=$1 results=$2 cards=${3:-simulate:rehearsal-200:1} benchmarks=${4:-resnet50 yolo-99 yolo-95}
 sys=rehearsal
