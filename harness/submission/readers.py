@@ -20,19 +20,22 @@ MAX_TEXT_BYTES = 1024 * 1024       # accuracy.txt, verify_*.txt, user.conf: read
 Problem = Callable[[str], None]
 
 
+def unreadable(exc: OSError, where: str) -> str:
+    """The one problem line for a file that could not be read: missing, a folder, or the OS's reason."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{where}: missing"
+    if isinstance(exc, IsADirectoryError):
+        return f"{where}: a folder where a file belongs"
+    return f"{where}: cannot read ({exc.strerror or exc})"
+
+
 def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BYTES) -> str | None:
     """The text of a small file (its first `limit` bytes), or None after reporting why not."""
     try:
         with open(path, "rb") as f:
             data = f.read(limit)
-    except FileNotFoundError:
-        problem(f"{where}: missing")
-        return None
-    except IsADirectoryError:
-        problem(f"{where}: a folder where a file belongs")
-        return None
     except OSError as exc:
-        problem(f"{where}: cannot read ({exc.strerror or exc})")
+        problem(unreadable(exc, where))
         return None
     return data.decode("utf-8", errors="replace")
 
@@ -160,13 +163,7 @@ def read_detail(path: Path, where: str, problem: Problem) -> Detail | None:
                 meta = rec.get("metadata")
                 if isinstance(meta, dict) and meta.get("is_error"):
                     detail.errors.append(f"{rec['key']}: {_show(rec.get('value'))}")
-    except FileNotFoundError:
-        problem(f"{where}: missing")
-        return None
-    except IsADirectoryError:
-        problem(f"{where}: a folder where a file belongs")
-        return None
     except OSError as exc:
-        problem(f"{where}: cannot read ({exc.strerror or exc})")
+        problem(unreadable(exc, where))
         return None
     return detail
