@@ -271,7 +271,8 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
     cal = calibration.calibrate(sut, p.scenario, req.duration_ms, timed=p.mode == "performance")
     max_wait_s = None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6
     if p.scenario == "Server" and max_wait_s is None:
-        qps = req.target_qps or (calibrated_setting("Server", cal)[1] if cal else p.bench.default_batch * 100)
+        guess = calibrated_setting("Server", cal, req.duration_ms)[1] if cal else p.bench.default_batch * 100
+        qps = req.target_qps or guess
         max_wait_s = default_max_wait_s(p.bench, p.batch, qps)
     sut.start(max_wait_s)  # the batching policy is frozen here, before LoadGen issues anything
     if p.scenario == "Server" and max_wait_s is not None:

@@ -88,7 +88,7 @@ def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[str
              f"{datetime.now(UTC).isoformat(timespec='seconds')}"]
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
-                                                                    m.multistream_latency_ms))
+                                                                    m.multistream_latency_ms), None)
         lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}: {why}; {rule}",
                   f"{bench.name}.{scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"

@@ -1,8 +1,11 @@
 """A run of --duration-ms D spends close to D in LoadGen, and the default Server target is one the card set
 sustains: real short LoadGen runs on the CPU card, two CPU-emulated cards and 16 simulated cards.
 
-The window [0.9 D, 1.5 D] has room for a busy machine: the Offline target puts a run at 1.21 D when the
-card set runs at its calibrated rate, so it holds while the run is within about 20% of the calibration.
+A short run's Offline target puts it at 1.65 D when the card set runs at its calibrated rate
+(loadgen_settings.SHORT_OFFLINE_TARGET_PER_RATE): VALID unless the set turns 1.65x faster than its probes
+measured, and within [D, 4 D] unless it turns 2.4x slower, which a load of 4 on 2 cores arriving between
+probe and run does not do. The window still catches what it is for: runs sized from a nominal rate 7x too
+high, or from a sample minimum that stretches a 3 s run to minutes.
 """
 
 from __future__ import annotations
@@ -47,11 +50,11 @@ def test_offline_run_lasts_close_to_its_duration(cards, data_dir, tmp_path, caps
     detail = read_detail(run / "mlperf_log_detail.txt")
     seconds = loadgen_seconds(run / "mlperf_log_detail.txt")
     assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
-    assert 0.9 * D_MS / 1000 <= seconds <= 1.5 * D_MS / 1000, (seconds, conf)
-    assert "calibrated rate x 1.1" in conf and "LoadGen Offline probe" in conf
-    # the estimate printed before LoadGen started is within the same window
+    assert D_MS / 1000 <= seconds <= 4 * D_MS / 1000, (seconds, conf)
+    assert "calibrated rate x 1.5 (a short run: wider margin)" in conf and "LoadGen Offline probe" in conf
+    # the estimate printed before LoadGen started: 1.1 x 1.5 x D at the calibrated rate
     line = next(x for x in out.splitlines() if x.startswith("LoadGen will run about"))
-    assert 0.9 * D_MS / 1000 <= float(line.split()[4]) <= 1.5 * D_MS / 1000, line
+    assert 1.6 * D_MS / 1000 <= float(line.split()[4]) <= 1.7 * D_MS / 1000, line
 
 
 @pytest.mark.slow
@@ -64,7 +67,8 @@ def test_sixteen_simulated_cards_server_default_target_is_valid(data_dir, tmp_pa
     nominal = 16 * 22667
     assert detail["effective_target_qps"] < 0.5 * nominal / 2  # the measured rate, not the nominal sum
     assert detail["result_completed_samples_per_sec"] >= 0.9 * detail["effective_target_qps"]
-    assert 0.9 * D_MS / 1000 <= loadgen_seconds(run / "mlperf_log_detail.txt") <= 1.5 * D_MS / 1000
+    assert D_MS / 1000 <= loadgen_seconds(run / "mlperf_log_detail.txt") <= 2 * D_MS / 1000
+    assert "calibrated rate x 0.3 (a short run: wider margin)" in (run / "user.conf").read_text()
     capsys.readouterr()
 
 
