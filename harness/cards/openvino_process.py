@@ -86,6 +86,8 @@ class OpenVinoProcessCard:
         self.index = index
         self.cpus = tuple(cpus) or tuple(sorted(os.sched_getaffinity(0)))
         self.output_specs = [(tuple(s), d) for s, d in output_specs]
+        self._death_lock = threading.Lock()
+        self._why = ""
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the child's stderr, closed in _reap)
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
@@ -102,6 +104,8 @@ class OpenVinoProcessCard:
             hello = ("error", "RuntimeError", self._death())
         if hello[0] == "error":
             self._reap()
+            for f in (self.to_child, self.from_child, self.stderr):
+                f.close()
             raise ERRORS.get(hello[1], RuntimeError)(hello[2])
         _, self.input_dtype, dims, self.depth, details = hello
         self.sample_dims: tuple[int, ...] = tuple(dims)
@@ -116,6 +120,7 @@ class OpenVinoProcessCard:
         self._flight: deque[tuple[int, int]] = deque()  # (slot, n), submission order
         self._ready: Callable[[], None] = lambda: None
         self._done: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._closing = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -128,6 +133,8 @@ class OpenVinoProcessCard:
             try:
                 message = pickle.load(self.from_child)
             except (EOFError, OSError, pickle.UnpicklingError):
+                if self._closing:
+                    return
                 message = ("error", "RuntimeError", self._death())
             self._done.put(message)
             self._ready()
@@ -136,6 +143,12 @@ class OpenVinoProcessCard:
 
     def _death(self) -> str:
         """One line on why the child ended: its exit status and the last line it wrote to stderr."""
+        with self._death_lock:  # the reader and the card thread (a failed send) may both ask
+            if not self._why:
+                self._why = self._why_ended()
+            return self._why
+
+    def _why_ended(self) -> str:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -205,6 +218,7 @@ class OpenVinoProcessCard:
         return self._take(self._done.get())
 
     def close(self) -> None:
+        self._closing = True
         try:
             _send(self.to_child, ("close",))
             self.to_child.close()
@@ -212,6 +226,8 @@ class OpenVinoProcessCard:
             pass  # already gone
         self._reap()
         self._reader.join(timeout=CLOSE_TIMEOUT_S)
+        self.from_child.close()
+        self.stderr.close()
         self._unmap()
 
     def _reap(self) -> None:
@@ -220,7 +236,6 @@ class OpenVinoProcessCard:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.stderr.close()
 
 
 # the child ----------------------------------------------------------------------------------------
