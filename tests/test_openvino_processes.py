@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -28,21 +30,28 @@ pytestmark = [pytest.mark.slow,
 WORKER_MODULE = b"harness.cards.openvino_process"
 
 
-def workers() -> list[int]:
-    """This process's openvino worker processes, by pid."""
+def workers(parent: int | None = None) -> list[int]:
+    """The openvino worker processes of `parent` (default: this process), by pid."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             if (proc.name.isdigit() and WORKER_MODULE in (proc / "cmdline").read_bytes()
-                    and f"PPid:\t{os.getpid()}\n" in (proc / "status").read_text()):
+                    and f"PPid:\t{parent or os.getpid()}\n" in (proc / "status").read_text()):
                 found.append(int(proc.name))
         except OSError:
             continue  # ended meanwhile
     return found
 
 
-def segments() -> set[str]:
-    return {p.name for p in Path("/dev/shm").glob(f"{SEGMENT_PREFIX}-{os.getpid()}-*")}
+def segments(parent: int | None = None) -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob(f"{SEGMENT_PREFIX}-{parent or os.getpid()}-*")}
+
+
+def ended(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) in ("Z", "X")
+    except OSError:
+        return True
 
 
 class Watch:
@@ -145,3 +154,25 @@ def test_killed_workers_end_the_run_in_one_line(data_dir, tmp_path, capsys):
     incomplete = next(tmp_path.glob("*/resnet50/Offline/performance/run_1.incomplete"))
     assert "openvino worker process of card" in (incomplete / "INCOMPLETE.txt").read_text()
     assert not segments() and not workers()
+
+
+def test_killed_appliance_leaves_no_segment_and_no_worker(data_dir, tmp_path):
+    """The appliance itself killed mid-run: Python's resource tracker unlinks the segments, and the workers,
+    their stdin at EOF, close and exit."""
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--data-dir", str(data_dir), "--results",
+                            str(tmp_path), "--backend", "openvino", "--cards", "emulate:2", "--duration-ms", "60000",
+                            "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while len(segments(run.pid)) < 4 and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # both cards have their segments: batches are flowing
+        pids = workers(run.pid)
+        assert len(segments(run.pid)) == 4 and len(pids) == 2, (segments(run.pid), pids, run.poll())
+    finally:
+        run.kill()
+        run.wait()
+    deadline = time.monotonic() + 60
+    while (segments(run.pid) or not all(map(ended, pids))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not segments(run.pid), segments(run.pid)
+    assert all(map(ended, pids)), [p for p in pids if not ended(p)]

@@ -294,6 +294,7 @@ def child_main(argv: list[str]) -> int:
     """`python -m harness.cards.openvino_process CPUS INDEX MODEL INPUT OUTPUTS`: pin, then import OpenVINO."""
     cpus = tuple(int(c) for c in argv[0].split(","))
     os.sched_setaffinity(0, cpus)  # before anything starts a thread
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes or leaves us EOF
     reply = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints (OpenVINO's, a library's) go to stderr, never into the message pipe
     index, model_path, input_name, outputs = int(argv[1]), Path(argv[2]), argv[3], tuple(argv[4].split(","))
