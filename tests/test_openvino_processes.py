@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness.cards.openvino_process import SEGMENT_PREFIX
+from harness.cards.openvino_process import SEGMENT_PREFIX, OpenVinoProcessCard
+from harness.errors import DataError
 from harness.topology.sysfs import format_cpulist, parse_cpulist
 
 pytest.importorskip("openvino")
@@ -115,6 +116,7 @@ def test_two_openvino_cards_each_pinned_in_its_own_process(data_dir, tmp_path):
 
 
 def accuracy_log(results: Path) -> dict[int, str]:
+    """qsl_idx -> the logged class (a float32's bytes in hex, as LoadGen logs the response)."""
     log = json.loads(next(results.glob("*/resnet50/Offline/accuracy/mlperf_log_accuracy.json")).read_text())
     return {entry["qsl_idx"]: entry["data"] for entry in log}
 
@@ -176,3 +178,13 @@ def test_killed_appliance_leaves_no_segment_and_no_worker(data_dir, tmp_path):
         time.sleep(0.2)
     assert not segments(run.pid), segments(run.pid)
     assert all(map(ended, pids)), [p for p in pids if not ended(p)]
+
+
+def test_worker_that_cannot_load_the_model_says_so_in_one_line(tmp_path):
+    """The worker's startup error comes back as the in-process card's: a DataError naming the file."""
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx file")
+    with pytest.raises(DataError) as err:
+        OpenVinoProcessCard(0, broken, "input_tensor:0", ("ArgMax:0",), (((), "int64"),), (0,))
+    assert str(err.value).startswith(f"OpenVINO cannot load {broken}") and "\n" not in str(err.value), err.value
+    assert not workers()

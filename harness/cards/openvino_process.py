@@ -88,7 +88,7 @@ class OpenVinoProcessCard:
         self.output_specs = [(tuple(s), d) for s, d in output_specs]
         self._death_lock = threading.Lock()
         self._why = ""
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the child's stderr, closed in _reap)
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the child's stderr, closed in close())
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         # started from the card thread: the child inherits the card's CPUs at fork, before it runs anything
