@@ -144,8 +144,9 @@ def test_killed_workers_end_the_run_in_one_line(data_dir, tmp_path, capsys):
                              "--cards", "emulate:2", "--duration-ms", 60000, "-q")
     body.start()
     deadline = time.monotonic() + 300
-    while not list(tmp_path.rglob("mlperf_log_detail.txt")) and time.monotonic() < deadline:
-        time.sleep(0.1)  # LoadGen has started (its log is open): the workers are past warm-up
+    while ((len(segments()) < 4 or not list(tmp_path.rglob("mlperf_log_detail.txt")))
+           and body.is_alive() and time.monotonic() < deadline):
+        time.sleep(0.1)  # both workers have batches, LoadGen has started (its log is open): past warm-up
     pids = workers()
     assert len(pids) == 2, pids
     for pid in pids:
