@@ -152,11 +152,6 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
             cmap = plan(topology, spec.text)
             how = f"--cards {spec.text}: L3-aligned policy (topologies/README.md)"
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
-        if backend == "openvino" and len(slots) > 1:
-            raise ApplianceError(f"--backend openvino runs one card per process ({spec.text} gives {len(slots)}): "
-                                 f"OpenVINO's CPU worker threads are shared by every card in a process and keep "
-                                 f"the process's CPUs, so per-card pinning cannot hold; use --cards emulate:1, "
-                                 f"or --backend onnxruntime for several cards")
     return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed)
 
 

@@ -85,7 +85,7 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
     spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
-                       cards.profile, bench.output_casts)
+                       cards.profile, bench.output_casts, processes=len(cards.slots) > 1)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)

@@ -6,7 +6,9 @@ its own defaults (THROUGHPUT hint, its own stream count and inference precision,
 AMX CPUs for an FP32 model), fed preconverted batches by as many async infer requests as it asks
 for, no LoadGen. It is measured before and after the appliance runs and averaged, so drift on a
 shared machine hits both sides alike. The appliance figure is LoadGen's own result of a real
-Offline run (`appliance run`, one card on all CPUs); an openvino card runs each count of infer
+Offline run (`appliance run`, `--cards` as given: by default auto, one card per L3 domain, so one card
+on all CPUs on a single-L3 machine; several openvino cards each run in a worker process pinned to its
+CPUs, tools/bench_openvino_cards.py compares those with one card); an openvino card runs each count of infer
 requests in `--requests` (its batches in flight, one stream each).
 
 Every figure is printed with the CPU model and its vector extensions (AVX2, AVX-512, VNNI, AMX...):
@@ -78,11 +80,12 @@ def openvino_alone(model_path: str, bench: benchmarks.Benchmark, data: store.Pre
 
 
 def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, duration_ms: int,
-                      requests: int = 1) -> tuple[float, bool]:
+                      requests: int = 1, cards: str = "auto") -> tuple[float, bool]:
     os.environ[REQUESTS_ENV] = str(requests)
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=duration_ms),
-                                 data_dir, Path(results), backend=backend, batch_size=batch, precision=precision),
+                                 data_dir, Path(results), backend=backend, batch_size=batch, precision=precision,
+                                 cards=cards),
                       echo=lambda m: None)
     assert outcome.perf is not None
     return float(outcome.perf.metric or 0.0), outcome.perf.valid
@@ -96,7 +99,8 @@ def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.P
     configs = [(b, p, r) for b in args.backends.split(",") for p in precisions
                for r in ([int(x) for x in args.requests.split(",")] if b == "openvino" else [1])]
     ours = {f"{b}/{p}" + (f"/{r}req" if b == "openvino" else ""):
-            appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r) for b, p, r in configs}
+            appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r, args.cards)
+            for b, p, r in configs}
     alone_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
     alone = {p: (alone_before[p] + alone_after[p]) / 2 for p in precisions}
     best = max(ours, key=lambda k: ours[k][0])
@@ -120,6 +124,7 @@ def main() -> int:
     ap.add_argument("--backends", default="onnxruntime,openvino", help="e.g. onnxruntime,openvino")
     ap.add_argument("--precisions", default="fp32,int8", help="e.g. fp32,int8")
     ap.add_argument("--requests", default="1,2", help="openvino infer requests per card to try, e.g. 1,2,4")
+    ap.add_argument("--cards", default="auto", help="the appliance runs' cards, e.g. emulate:1 (one on all CPUs)")
     ap.add_argument("--runs", type=int, default=1, help="whole comparisons to run, median and spread, e.g. 5")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
@@ -150,6 +155,7 @@ def main() -> int:
     ratios = {p: {"median": statistics.median(v), "min": v[0], "max": v[-1]} for p, v in spread.items()}
     figures = {"rounds": rounds, "cpu": system.cpu_model(), "vector_extensions": vector_extensions(),
                "cpus": len(system.available_cpus()), "batch": args.batch_size, "duration_ms": args.duration_ms,
+               "cards": args.cards,
                "ratio_per_precision": ratios}
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -7,6 +7,7 @@ Which backend makes the cards of a run is the only thing the harness asks of thi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from harness.benchmarks import OutputQuant
 
 ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
+# "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
+PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
 BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
 
 
@@ -31,6 +34,7 @@ class BackendSpec:
     output_specs: tuple[tuple[tuple[int, ...], str], ...]
     profile: object | None = None  # simulated_card.Profile for backend "simulated"
     output_casts: tuple[OutputQuant | None, ...] = ()  # per output: the reduced precision a card returns
+    processes: bool = False  # openvino: each card in a worker process of its own (runs with several cards)
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -46,9 +50,13 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
             return PipelinedSimulatedCard(index, spec.profile, spec.output_specs, cpus)
         return SimulatedCard(index, spec.profile, spec.output_specs, cpus)
     if spec.backend == "openvino":
+        assert spec.model_path is not None
+        if spec.processes or os.environ.get(PROCESS_ENV) == "1":
+            from harness.cards.openvino_process import OpenVinoProcessCard
+
+            return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus)
         from harness.cards.openvino_card import OpenVinoCard
 
-        assert spec.model_path is not None
         return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus)
     from harness.cards.onnxruntime_card import OnnxRuntimeCard
 

@@ -4,11 +4,10 @@ A separate backend rather than onnxruntime's OpenVINO execution provider: `onnxr
 its own build of the `onnxruntime` module and cannot share one environment with `onnxruntime`
 (README). One compiled model per card, as many inference threads as the card has CPUs, and
 `requests` infer requests (one stream each) kept in flight as an `AsyncCard` of that depth.
-OpenVINO's own pinning is off (it pins to the process's CPUs, not the card's). Some of OpenVINO's
-oneTBB workers take the process's affinity, not the card thread's (read from /proc: with two cards
-of one CPU each, a worker named after card 1 allowed on CPUs 0-1), and oneTBB's workers move between
-the arenas of a process, so the runner refuses more than one openvino card per process
-(runner.plan_cards); one card on all the CPUs is unaffected.
+OpenVINO's own pinning is off (it pins by its own CPU map, not the card's CPUs). In one process
+OpenVINO's stream threads take the process's CPUs, not the compiling card thread's (README), so a run
+with several openvino cards runs each of these in a worker process of its own, pinned to the card's
+CPUs before OpenVINO is imported (openvino_process.py); one card on all the CPUs runs in-process.
 
 Why a ring of infer requests and not `AsyncInferQueue`: the queue hands a finished request to a
 callback on OpenVINO's own threads and picks the next idle request itself; the card contract needs
