@@ -30,6 +30,7 @@ from harness.errors import ApplianceError, DataError
 from harness.fsutil import atomic_write_text
 from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
 from harness.results import METRICS, read_detail
+from harness.scenarios import Mode, Scenario
 
 if TYPE_CHECKING:
     from harness.runner import RunOptions, RunOutcome
@@ -63,19 +64,20 @@ class Verdict:
         return "\n".join((*self.lines, "TEST PASS" if self.passed else "TEST FAIL")) + "\n"
 
 
-def _score(detail: dict[str, Any], path: Path) -> tuple[str, float]:
+def _score(detail: dict[str, Any], path: Path) -> tuple[Scenario, float]:
     scenario = detail.get("effective_scenario")
     if scenario not in METRICS:
         raise DataError(f"{path} is not a finished LoadGen detail log (no effective_scenario)")
     value = detail.get(METRICS[scenario][0])
     if value is None:
         raise DataError(f"{path} has no {METRICS[scenario][0]}")
-    return scenario, float(value)
+    return Scenario(scenario), float(value)
 
 
-def _threshold(scenario: str, ref: float) -> float:
+def _threshold(scenario: Scenario, ref: float) -> float:
     """10%, relaxed to 20% for very short latencies (ns), as the MLCommons scripts do."""
-    short = (scenario == "SingleStream" and ref <= 200_000) or (scenario == "MultiStream" and ref <= 1_600_000)
+    short = (scenario == Scenario.SINGLE_STREAM and ref <= 200_000) or \
+        (scenario == Scenario.MULTI_STREAM and ref <= 1_600_000)
     return 0.20 if short else 0.10
 
 
@@ -89,7 +91,7 @@ def verify_performance(ref_detail: Path, test_detail: Path, *, no_faster_only: b
     (r_scen, r_score), (t_scen, t_score) = _score(ref, ref_detail), _score(test, test_detail)
     if r_scen != t_scen:
         return Verdict(False, (*lines, f"scenarios differ: {r_scen} vs {t_scen}"))
-    if r_scen == "Server" and ref.get("effective_target_latency_ns") != test.get("effective_target_latency_ns"):
+    if r_scen == Scenario.SERVER and ref.get("effective_target_latency_ns") != test.get("effective_target_latency_ns"):
         return Verdict(False, (*lines, "Server target latency mismatch"))
     t = _threshold(r_scen, r_score)
     lines += [f"reference score = {r_score}", f"test score = {t_score}", f"threshold = {t:.0%}"]
@@ -140,7 +142,7 @@ def fresh_reference(opts: RunOptions, where: Path, echo: Callable[[str], None] =
     submission's reference run (on a busy 2-core machine short runs varied 2.5x between runs)."""
     from harness.runner import run
 
-    run(replace(opts, requested=replace(opts.requested, mode="performance"), output_dir=where,
+    run(replace(opts, requested=replace(opts.requested, mode=Mode.PERFORMANCE), output_dir=where,
                 audit_config=None, test05=False), echo=echo)
     return where / "mlperf_log_detail.txt"
 
@@ -152,10 +154,10 @@ def same_load(opts: RunOptions, ref_detail: Path, offline_slack: float = 1.0) ->
     a machine that turned faster meanwhile still fills min_duration (a shorter run is INVALID)."""
     detail = read_detail(ref_detail)
     scenario, target = detail.get("effective_scenario"), detail.get("effective_target_qps")
-    if scenario not in ("Offline", "Server") or not target:
+    if scenario not in (Scenario.OFFLINE, Scenario.SERVER) or not target:
         return opts
     qps = float(target)
-    if scenario == "Offline":
+    if scenario == Scenario.OFFLINE:
         rate = float(detail.get("result_samples_per_second") or 0.0)
         qps = max(qps, rate * OFFLINE_TARGET_PER_RATE) * offline_slack
     return replace(opts, requested=replace(opts.requested, target_qps=round(qps, 3)))
@@ -205,7 +207,7 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
         echo(f"{test}: a reference run right before the test run (same settings and target)")
         before = fresh_reference(loaded, staging / "reference" / "run_1", echo)
         echo(f"{test}: the test run")
-        outcome = run(replace(loaded, requested=replace(loaded.requested, mode="performance"), output_dir=test_run,
+        outcome = run(replace(loaded, requested=replace(loaded.requested, mode=Mode.PERFORMANCE), output_dir=test_run,
                               audit_config=audit_config(test, opts.benchmark), test05=test == "TEST05"),
                       echo=echo)
         echo(f"{test}: a reference run right after the test run (same settings and target)")

@@ -31,6 +31,7 @@ from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import Layout, read_model_record
 from harness.results import FALLBACK, METRICS
 from harness.runner import RunOptions, latest_run, run
+from harness.scenarios import Mode, Scenario
 from harness.submission.readers import Detail, read_detail, read_json_object, read_manifest, read_text
 from harness.submission.rounds import SCENARIO_SPELLINGS
 
@@ -41,8 +42,8 @@ Echo = Callable[[str], None]
 @dataclass
 class Row:
     benchmark: str
-    scenario: str
-    kind: str                      # performance | accuracy
+    scenario: Scenario
+    kind: Mode
     recorded: str = "-"
     reproduced: str = "-"
     verdict: str = UNREPRODUCIBLE
@@ -57,7 +58,7 @@ class Target:
 
     folder: Path
     benchmark: str
-    scenario: str
+    scenario: Scenario
 
 
 def parse_tolerance(text: str) -> float:
@@ -273,7 +274,7 @@ def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
     return [] if old_map == new_map else [f"card-to-core map differs: recorded {old_map}, here {new_map}"]
 
 
-def recorded_metric(d: Detail, scenario: str) -> tuple[float | None, str]:
+def recorded_metric(d: Detail, scenario: Scenario) -> tuple[float | None, str]:
     """The recorded metric and its kind ("early stopping", "90th percentile", …), via the typed reader."""
     key, unit = METRICS[scenario]
     kind = "early-stopping estimate" if unit == "ms" else "throughput"
@@ -298,7 +299,7 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
     artefacts = Artefacts(data_dir)
     with staged_dir(out) as work:
         for t in targets:
-            for kind, job in (("performance", _reproduce_perf), ("accuracy", _reproduce_accuracy)):
+            for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy)):
                 if not (t.folder / kind).is_dir():
                     continue
                 row = Row(t.benchmark, t.scenario, kind)
@@ -387,7 +388,7 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
     rec_min = recorded.raw("effective_min_duration_ms")
     if duration_ms is not None and isinstance(rec_min, int) and duration_ms < rec_min:
         unfair.append(f"re-run shortened: --duration-ms {duration_ms}, the tree's run had {rec_min} ms")
-    requested = Requested(t.scenario, "performance", duration_ms=duration_ms, user_conf=user_conf)
+    requested = Requested(t.scenario, Mode.PERFORMANCE, duration_ms=duration_ms, user_conf=user_conf)
     outcome = run(RunOptions(bench.name, requested, artefacts.data_dir, work / "runs", backend=backend,
                              batch_size=batch, **placement), echo=lambda m: None)
     row.notes.append(f"new logs: {outcome.path}")
@@ -446,7 +447,7 @@ def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, t
         backend = _text(manifest.get("backend"), backend)
         placement = _recorded_placement(manifest, row.notes)
     unfair = _synthetic_reasons(manifest, record, data_manifest)
-    outcome = run(RunOptions(bench.name, Requested(t.scenario, "accuracy"), artefacts.data_dir, work / "runs",
+    outcome = run(RunOptions(bench.name, Requested(t.scenario, Mode.ACCURACY), artefacts.data_dir, work / "runs",
                              backend=backend, **placement), echo=lambda m: None)
     new_text = (outcome.path / "accuracy.txt").read_text()
     new_lines = [ln for ln in new_text.splitlines() if re.match(r"^(accuracy|mAP)=", ln)]
@@ -471,7 +472,7 @@ def _markdown(tree: Path, tolerance: float, rows: list[Row], verdict: str) -> st
               for r in rows]
     for r in rows:
         lines += ["", f"## {r.benchmark} {r.scenario} {r.kind}: {r.verdict}"]
-        if r.kind == "performance":
+        if r.kind == Mode.PERFORMANCE:
             lines.append(f"- user.conf: {r.user_conf}")
         lines += [f"- **reason**: {n}" for n in r.reasons] + [f"- {n}" for n in r.notes]
     return "\n".join(lines) + "\n"
