@@ -33,7 +33,8 @@ from harness.results import METRICS, read_detail
 from harness.scenarios import Mode, Scenario
 
 if TYPE_CHECKING:
-    from harness.runner import RunOptions, RunOutcome
+    from harness.plan import RunOptions, RunPlan
+    from harness.runner import RunOutcome
 
 TESTS = ("TEST01", "TEST04", "TEST05")
 TEST01_LOG_SEED = 720381539243781796
@@ -134,33 +135,40 @@ def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
 COMPLIANCE_OFFLINE_SLACK = 1.25
 
 
-def fresh_reference(opts: RunOptions, where: Path, echo: Callable[[str], None] = print) -> Path:
-    """A plain performance run with `opts`' settings into `where` (made now); returns its detail log.
+def _performance_run(plan: RunPlan, where: Path, echo: Callable[[str], None], audit: str | None = None,
+                     test05: bool = False) -> RunOutcome:
+    """One performance run of `plan` into `where` (made now), with a compliance test's audit.config or none."""
+    from harness.runner import execute
+
+    req = replace(plan.opts.requested, mode=Mode.PERFORMANCE)
+    return execute(replace(plan, opts=replace(plan.opts, requested=req, output_dir=where, audit_config=audit,
+                                              test05=test05)), echo=echo)
+
+
+def fresh_reference(plan: RunPlan, where: Path, echo: Callable[[str], None] = print) -> Path:
+    """A plain performance run of `plan` into `where` (made now); returns its detail log.
 
     Taken right before the run it is compared with, in the same process, after the same warm-up and
     calibration, so the comparison measures the SUT and not what else the machine did since the
     submission's reference run (on a busy 2-core machine short runs varied 2.5x between runs)."""
-    from harness.runner import run
-
-    run(replace(opts, requested=replace(opts.requested, mode=Mode.PERFORMANCE), output_dir=where,
-                audit_config=None, test05=False), echo=echo)
+    _performance_run(plan, where, echo)
     return where / "mlperf_log_detail.txt"
 
 
-def same_load(opts: RunOptions, ref_detail: Path, offline_slack: float = 1.0) -> RunOptions:
-    """`opts` with a finished run's target QPS (Offline / Server), so the runs compared are asked for
+def same_load(plan: RunPlan, ref_detail: Path, offline_slack: float = 1.0) -> RunPlan:
+    """`plan` with a finished run's target QPS (Offline / Server), so the runs compared are asked for
     the same load, not each its own calibration's. Offline takes the larger of its target and what its
     measured rate would have called for, times `offline_slack`: more samples, the same throughput, and
     a machine that turned faster meanwhile still fills min_duration (a shorter run is INVALID)."""
     detail = read_detail(ref_detail)
     scenario, target = detail.get("effective_scenario"), detail.get("effective_target_qps")
     if scenario not in (Scenario.OFFLINE, Scenario.SERVER) or not target:
-        return opts
+        return plan
     qps = float(target)
     if scenario == Scenario.OFFLINE:
         rate = float(detail.get("result_samples_per_second") or 0.0)
         qps = max(qps, rate * OFFLINE_TARGET_PER_RATE) * offline_slack
-    return replace(opts, requested=replace(opts.requested, target_qps=round(qps, 3)))
+    return replace(plan, opts=replace(plan.opts, requested=replace(plan.opts.requested, target_qps=round(qps, 3))))
 
 
 def verify_bracketed(refs: list[Path], test_detail: Path, *, no_faster_only: bool) -> Verdict:
@@ -188,12 +196,13 @@ def _latest_complete(perf_dir: Path) -> Path:
 def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = print
                    ) -> tuple[RunOutcome, Path, dict[str, bool]]:
     """Run `test` for opts' benchmark/scenario and verify it: performance against fresh reference runs
-    right before and after it (`verify_bracketed`), TEST01's responses against the accuracy run; keep it all."""
+    right before and after it (`verify_bracketed`), TEST01's responses against the accuracy run; keep it all.
+    The options are resolved once (harness.plan): the three runs share the plan, its cards and its checks."""
     from harness import rundirs
     from harness.plan import resolve
-    from harness.runner import run
 
-    folder = resolve(opts).folder
+    plan = resolve(opts)
+    folder = plan.folder
     submitted = _latest_complete(folder / "performance")
     ref_acc = folder / "accuracy" / "mlperf_log_accuracy.json"
     if test == "TEST01" and not ref_acc.is_file():
@@ -203,13 +212,11 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
     staging, final = claimed.staging, claimed.final
     test_run = staging / "performance" / "run_1"
     try:
-        loaded = same_load(opts, submitted / "mlperf_log_detail.txt", COMPLIANCE_OFFLINE_SLACK)
+        loaded = same_load(plan, submitted / "mlperf_log_detail.txt", COMPLIANCE_OFFLINE_SLACK)
         echo(f"{test}: a reference run right before the test run (same settings and target)")
         before = fresh_reference(loaded, staging / "reference" / "run_1", echo)
         echo(f"{test}: the test run")
-        outcome = run(replace(loaded, requested=replace(loaded.requested, mode=Mode.PERFORMANCE), output_dir=test_run,
-                              audit_config=audit_config(test, opts.benchmark), test05=test == "TEST05"),
-                      echo=echo)
+        outcome = _performance_run(loaded, test_run, echo, audit_config(test, opts.benchmark), test == "TEST05")
         echo(f"{test}: a reference run right after the test run (same settings and target)")
         after = fresh_reference(loaded, staging / "reference" / "run_2", echo)
         perf = verify_bracketed([before, after], test_run / "mlperf_log_detail.txt", no_faster_only=test == "TEST04")
