@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import benchmarks
+from harness import benchmarks, integrity
 from harness.errors import ApplianceError, DataError
 from harness.fsutil import atomic_write_text
 from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
@@ -137,9 +137,12 @@ COMPLIANCE_OFFLINE_SLACK = 1.25
 
 def _performance_run(plan: RunPlan, where: Path, echo: Callable[[str], None], audit: str | None = None,
                      test05: bool = False) -> RunOutcome:
-    """One performance run of `plan` into `where` (made now), with a compliance test's audit.config or none."""
+    """One performance run of `plan` into `where` (made now), with a compliance test's audit.config or none.
+    Its files are checked again first (what it loads is what prepare made; a stat while they are unchanged)."""
     from harness.runner import execute
 
+    hint = plan.bench.prepare_hint(plan.opts.data_dir)
+    integrity.refuse_mismatches(integrity.verify_loaded(plan.model, plan.data), hint)
     req = replace(plan.opts.requested, mode=Mode.PERFORMANCE)
     return execute(replace(plan, opts=replace(plan.opts, requested=req, output_dir=where, audit_config=audit,
                                               test05=test05)), echo=echo)
