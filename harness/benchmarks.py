@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import ApplianceError, DataError
+from harness.scenarios import SCENARIOS as SCENARIOS  # the CLI's scenario choices, re-exported
+from harness.scenarios import Scenario
 
 if TYPE_CHECKING:
     from harness.accuracy import Scorer
     from harness.datasets import DatasetFormat
 
-SCENARIOS = ("Offline", "Server", "SingleStream", "MultiStream")
 CARD_OUTPUTS = ("fp32", "quantised")
 # (outputs, QSL indices of the batch) -> (float32 payload, offsets [B+1] into it: sample j is payload[o[j]:o[j+1]])
 # card outputs and the batch's QSL indices (a list, or the intake's int64 array) -> (payload, offsets)
@@ -206,9 +207,9 @@ class Benchmark:
     # the round's rules for this benchmark (submission check and build, compliance runs)
     compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
     test01_sampling_target: int = 1024  # compliance/TEST01/<model>/audit.config accuracy_log_sampling_target
-    edge_scenarios: tuple[str, ...] = ("SingleStream", "MultiStream", "Offline")
-    datacenter_scenarios: tuple[str, ...] = ("Server", "Offline")
-    min_queries: dict[str, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
+    edge_scenarios: tuple[Scenario, ...] = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.OFFLINE)
+    datacenter_scenarios: tuple[Scenario, ...] = (Scenario.SERVER, Scenario.OFFLINE)
+    min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
 
     @property
     def loadgen_model(self) -> str:
@@ -339,7 +340,7 @@ COCO_80_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20
                82, 84, 85, 86, 87, 88, 89, 90)
 IMAGENET_MEAN_RGB = (123.675, 116.28, 103.53)  # torchvision's (0.485, 0.456, 0.406) x 255
 # MLPerf v2.x values the built-in mlperf.conf of LoadGen 6.x no longer carries for the retired SSD models
-OFFLINE_MIN_SAMPLES = ("Offline", "min_query_count", 24576)
+OFFLINE_MIN_SAMPLES = (Scenario.OFFLINE, "min_query_count", 24576)
 
 
 def _ssd_mobilenet() -> Benchmark:
@@ -380,7 +381,7 @@ def _ssd_resnet34() -> Benchmark:
             {"scores": OutputQuant("float16"), "boxes": OutputQuant("uint8", 0.0625, 128)}),
         performance_sample_count=64, server_latency_ms=100, quality_reference=20.0,
         params_reference=36.3e6, gops_reference=433.0, official_model="resnet34-ssd1200.onnx", default_batch=1,
-        loadgen_conf=(("*", "performance_sample_count_override", 64), ("Server", "target_latency", 100),
+        loadgen_conf=(("*", "performance_sample_count_override", 64), (Scenario.SERVER, "target_latency", 100),
                       OFFLINE_MIN_SAMPLES),
         preprocessing="MLCommons reference pre_process_coco_resnet34 up to its normalisation: float32, BGR->RGB, "
                       "INTER_LINEAR resize to 1200x1200, rounded to uint8")
@@ -447,7 +448,8 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
             params_reference=25.3e6, gops_reference=86.9, official_model="yolo11l.onnx", default_batch=1,
             compliance_tests=("TEST01",), test01_sampling_target=64,
-            min_queries={"SingleStream": 1024, "MultiStream": 270336, "Offline": 1}, datacenter_scenarios=(),
+            min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},
+            datacenter_scenarios=(),
             preprocessing="Ultralytics LetterBox to 640x640 (scale by the longer side, pad 114 centred), "
                           "BGR->RGB, uint8 CHW; /255 in the graph")
     return make
@@ -459,9 +461,9 @@ _FACTORIES: dict[str, Callable[[], Benchmark]] = {"resnet50": _resnet50, "ssd-mo
 NAMES = tuple(_FACTORIES)
 
 
-def required_scenarios(names: Sequence[str]) -> dict[str, dict[str, tuple[str, ...]]]:
+def required_scenarios(names: Sequence[str]) -> dict[str, dict[str, tuple[Scenario, ...]]]:
     """system_type -> benchmark -> the scenarios a closed submission of that system type needs."""
-    out: dict[str, dict[str, tuple[str, ...]]] = {t: {} for t in ("edge", "datacenter", "datacenter,edge",
+    out: dict[str, dict[str, tuple[Scenario, ...]]] = {t: {} for t in ("edge", "datacenter", "datacenter,edge",
                                                                    "edge,datacenter")}
     for name in names:
         b = get(name)

@@ -13,13 +13,14 @@ import click
 from click.core import ParameterSource
 
 from harness import __version__, benchmarks, progress
-from harness.benchmarks import CARD_OUTPUTS, SCENARIOS
+from harness.benchmarks import CARD_OUTPUTS
 from harness.cards import BACKENDS
 from harness.compliance import TESTS
 from harness.errors import ApplianceError, Interrupted
 from harness.fsutil import ensure_writable_dir
-from harness.loadgen_settings import MODES, Requested
+from harness.loadgen_settings import Requested
 from harness.prepare import PRECISIONS, Layout
+from harness.scenarios import MODES, SCENARIOS, Mode, Scenario
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
 
@@ -226,8 +227,10 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
             ctx.invoke(prepare, benchmark=benchmark, data_dir=data_dir, quiet=quiet)
     if tuned is not None and ctx.get_parameter_source("backend") is not ParameterSource.COMMANDLINE:
         backend = "auto"
-    opts = RunOptions(benchmark=bench.name, requested=Requested(scenario, mode, duration_ms, count, target_qps,
-                                                                user_conf),
+    # a compliance test (--mode TEST0x) is made of performance runs
+    requested = Requested(Scenario(scenario), Mode.PERFORMANCE if mode in TESTS else Mode(mode), duration_ms, count,
+                          target_qps, user_conf)
+    opts = RunOptions(benchmark=bench.name, requested=requested,
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
                       card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned)
@@ -304,9 +307,9 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
 
     progress.set_quiet(quiet or as_json)
     bench = benchmarks.get(benchmark)
-    if not scenarios:
-        scenarios = DEFAULT_SCENARIOS if bench.server_latency_ms is not None else ("Offline",)
-    path, record = run_tune(bench.name, data_dir, scenarios, batch_sizes, backends or available_backends(),
+    chosen = tuple(map(Scenario, scenarios)) or \
+        (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
+    path, record = run_tune(bench.name, data_dir, chosen, batch_sizes, backends or available_backends(),
                             precision, cards, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
@@ -353,7 +356,7 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
     else:
         for r in rows:
             click.echo(f"{r.verdict:17} {r.benchmark} {r.scenario} {r.kind}: {r.recorded} -> {r.reproduced}")
-            for line in ([f"user.conf: {r.user_conf}"] if r.kind == "performance" else []) + \
+            for line in ([f"user.conf: {r.user_conf}"] if r.kind == Mode.PERFORMANCE else []) + \
                     [f"reason: {n}" for n in r.reasons] + r.notes:
                 click.echo(f"{'':17} - {line}")
         click.echo(f"report: {output / 'reproduce_report.md'}")

@@ -25,14 +25,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import benchmarks
+from harness import benchmarks, integrity
 from harness.errors import ApplianceError, DataError
 from harness.fsutil import atomic_write_text
 from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
 from harness.results import METRICS, read_detail
+from harness.scenarios import Mode, Scenario
 
 if TYPE_CHECKING:
-    from harness.runner import RunOptions, RunOutcome
+    from harness.plan import RunOptions, RunPlan
+    from harness.runner import RunOutcome
 
 TESTS = ("TEST01", "TEST04", "TEST05")
 TEST01_LOG_SEED = 720381539243781796
@@ -63,19 +65,20 @@ class Verdict:
         return "\n".join((*self.lines, "TEST PASS" if self.passed else "TEST FAIL")) + "\n"
 
 
-def _score(detail: dict[str, Any], path: Path) -> tuple[str, float]:
+def _score(detail: dict[str, Any], path: Path) -> tuple[Scenario, float]:
     scenario = detail.get("effective_scenario")
     if scenario not in METRICS:
         raise DataError(f"{path} is not a finished LoadGen detail log (no effective_scenario)")
     value = detail.get(METRICS[scenario][0])
     if value is None:
         raise DataError(f"{path} has no {METRICS[scenario][0]}")
-    return scenario, float(value)
+    return Scenario(scenario), float(value)
 
 
-def _threshold(scenario: str, ref: float) -> float:
+def _threshold(scenario: Scenario, ref: float) -> float:
     """10%, relaxed to 20% for very short latencies (ns), as the MLCommons scripts do."""
-    short = (scenario == "SingleStream" and ref <= 200_000) or (scenario == "MultiStream" and ref <= 1_600_000)
+    short = (scenario == Scenario.SINGLE_STREAM and ref <= 200_000) or \
+        (scenario == Scenario.MULTI_STREAM and ref <= 1_600_000)
     return 0.20 if short else 0.10
 
 
@@ -89,7 +92,7 @@ def verify_performance(ref_detail: Path, test_detail: Path, *, no_faster_only: b
     (r_scen, r_score), (t_scen, t_score) = _score(ref, ref_detail), _score(test, test_detail)
     if r_scen != t_scen:
         return Verdict(False, (*lines, f"scenarios differ: {r_scen} vs {t_scen}"))
-    if r_scen == "Server" and ref.get("effective_target_latency_ns") != test.get("effective_target_latency_ns"):
+    if r_scen == Scenario.SERVER and ref.get("effective_target_latency_ns") != test.get("effective_target_latency_ns"):
         return Verdict(False, (*lines, "Server target latency mismatch"))
     t = _threshold(r_scen, r_score)
     lines += [f"reference score = {r_score}", f"test score = {t_score}", f"threshold = {t:.0%}"]
@@ -132,33 +135,43 @@ def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
 COMPLIANCE_OFFLINE_SLACK = 1.25
 
 
-def fresh_reference(opts: RunOptions, where: Path, echo: Callable[[str], None] = print) -> Path:
-    """A plain performance run with `opts`' settings into `where` (made now); returns its detail log.
+def _performance_run(plan: RunPlan, where: Path, echo: Callable[[str], None], audit: str | None = None,
+                     test05: bool = False) -> RunOutcome:
+    """One performance run of `plan` into `where` (made now), with a compliance test's audit.config or none.
+    Its files are checked again first (what it loads is what prepare made; a stat while they are unchanged)."""
+    from harness.runner import execute
+
+    hint = plan.bench.prepare_hint(plan.opts.data_dir)
+    integrity.refuse_mismatches(integrity.verify_loaded(plan.model, plan.data), hint)
+    req = replace(plan.opts.requested, mode=Mode.PERFORMANCE)
+    return execute(replace(plan, opts=replace(plan.opts, requested=req, output_dir=where, audit_config=audit,
+                                              test05=test05)), echo=echo)
+
+
+def fresh_reference(plan: RunPlan, where: Path, echo: Callable[[str], None] = print) -> Path:
+    """A plain performance run of `plan` into `where` (made now); returns its detail log.
 
     Taken right before the run it is compared with, in the same process, after the same warm-up and
     calibration, so the comparison measures the SUT and not what else the machine did since the
     submission's reference run (on a busy 2-core machine short runs varied 2.5x between runs)."""
-    from harness.runner import run
-
-    run(replace(opts, requested=replace(opts.requested, mode="performance"), output_dir=where,
-                audit_config=None, test05=False), echo=echo)
+    _performance_run(plan, where, echo)
     return where / "mlperf_log_detail.txt"
 
 
-def same_load(opts: RunOptions, ref_detail: Path, offline_slack: float = 1.0) -> RunOptions:
-    """`opts` with a finished run's target QPS (Offline / Server), so the runs compared are asked for
+def same_load(plan: RunPlan, ref_detail: Path, offline_slack: float = 1.0) -> RunPlan:
+    """`plan` with a finished run's target QPS (Offline / Server), so the runs compared are asked for
     the same load, not each its own calibration's. Offline takes the larger of its target and what its
     measured rate would have called for, times `offline_slack`: more samples, the same throughput, and
     a machine that turned faster meanwhile still fills min_duration (a shorter run is INVALID)."""
     detail = read_detail(ref_detail)
     scenario, target = detail.get("effective_scenario"), detail.get("effective_target_qps")
-    if scenario not in ("Offline", "Server") or not target:
-        return opts
+    if scenario not in (Scenario.OFFLINE, Scenario.SERVER) or not target:
+        return plan
     qps = float(target)
-    if scenario == "Offline":
+    if scenario == Scenario.OFFLINE:
         rate = float(detail.get("result_samples_per_second") or 0.0)
         qps = max(qps, rate * OFFLINE_TARGET_PER_RATE) * offline_slack
-    return replace(opts, requested=replace(opts.requested, target_qps=round(qps, 3)))
+    return replace(plan, opts=replace(plan.opts, requested=replace(plan.opts.requested, target_qps=round(qps, 3))))
 
 
 def verify_bracketed(refs: list[Path], test_detail: Path, *, no_faster_only: bool) -> Verdict:
@@ -186,12 +199,13 @@ def _latest_complete(perf_dir: Path) -> Path:
 def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = print
                    ) -> tuple[RunOutcome, Path, dict[str, bool]]:
     """Run `test` for opts' benchmark/scenario and verify it: performance against fresh reference runs
-    right before and after it (`verify_bracketed`), TEST01's responses against the accuracy run; keep it all."""
+    right before and after it (`verify_bracketed`), TEST01's responses against the accuracy run; keep it all.
+    The options are resolved once (harness.plan): the three runs share the plan, its cards and its checks."""
     from harness import rundirs
     from harness.plan import resolve
-    from harness.runner import run
 
-    folder = resolve(opts).folder
+    plan = resolve(opts)
+    folder = plan.folder
     submitted = _latest_complete(folder / "performance")
     ref_acc = folder / "accuracy" / "mlperf_log_accuracy.json"
     if test == "TEST01" and not ref_acc.is_file():
@@ -201,13 +215,11 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
     staging, final = claimed.staging, claimed.final
     test_run = staging / "performance" / "run_1"
     try:
-        loaded = same_load(opts, submitted / "mlperf_log_detail.txt", COMPLIANCE_OFFLINE_SLACK)
+        loaded = same_load(plan, submitted / "mlperf_log_detail.txt", COMPLIANCE_OFFLINE_SLACK)
         echo(f"{test}: a reference run right before the test run (same settings and target)")
         before = fresh_reference(loaded, staging / "reference" / "run_1", echo)
         echo(f"{test}: the test run")
-        outcome = run(replace(loaded, requested=replace(loaded.requested, mode="performance"), output_dir=test_run,
-                              audit_config=audit_config(test, opts.benchmark), test05=test == "TEST05"),
-                      echo=echo)
+        outcome = _performance_run(loaded, test_run, echo, audit_config(test, opts.benchmark), test == "TEST05")
         echo(f"{test}: a reference run right after the test run (same settings and target)")
         after = fresh_reference(loaded, staging / "reference" / "run_2", echo)
         perf = verify_bracketed([before, after], test_run / "mlperf_log_detail.txt", no_faster_only=test == "TEST04")

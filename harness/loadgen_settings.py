@@ -15,21 +15,27 @@ import mlperf_loadgen as lg
 
 from harness.benchmarks import Benchmark
 from harness.errors import ApplianceError
+from harness.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
 
-MODES = ("performance", "accuracy")
 SUBMISSION_MIN_DURATION_MS = 600_000
 
 
 @dataclass(frozen=True)
 class Requested:
-    """The run as the user asked for it; None means "use mlperf.conf / the user.conf file"."""
+    """The run as the user asked for it; None means "use mlperf.conf / the user.conf file".
 
-    scenario: str
-    mode: str
+    Scenario and mode given as text are parsed here (one line naming the choices when unknown)."""
+
+    scenario: Scenario
+    mode: Mode
     duration_ms: int | None = None
     count: int | None = None
     target_qps: float | None = None
     user_conf: Path | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scenario", parse_scenario(self.scenario))
+        object.__setattr__(self, "mode", parse_mode(self.mode))
 
 
 # Offline: LoadGen issues 1.1 x min_duration x target_qps samples. A target of 1.1 x the measured rate
@@ -51,10 +57,10 @@ SHORT_OFFLINE_TARGET_PER_RATE = 1.5
 SHORT_SERVER_TARGET_PER_RATE = 0.3
 
 
-def target_per_rate(scenario: str, duration_ms: int | None) -> float:
+def target_per_rate(scenario: Scenario, duration_ms: int | None) -> float:
     """The calibrated rate's multiplier for a run's Offline / Server target (see the constants above)."""
     short = duration_ms is not None and duration_ms < SHORT_RUN_MS
-    if scenario == "Offline":
+    if scenario == Scenario.OFFLINE:
         return SHORT_OFFLINE_TARGET_PER_RATE if short else OFFLINE_TARGET_PER_RATE
     return SHORT_SERVER_TARGET_PER_RATE if short else SERVER_TARGET_PER_RATE
 
@@ -102,7 +108,7 @@ LOADGEN_KEYS = frozenset({
     "test05_sample_index_rng_seed", "test05_schedule_rng_seed", "use_token_latencies", "ttft_latency",
     "tpot_latency", "infer_token_latencies", "token_latency_scaling_factor",
 })
-CONF_SCENARIOS = frozenset({"*", "SingleStream", "MultiStream", "Server", "Offline"})
+CONF_SCENARIOS = frozenset({"*", *SCENARIOS})
 
 
 @cache
@@ -187,7 +193,7 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
         put("min_query_count", 1, "--duration-ms without --count: the duration alone sets the length")
     if req.target_qps is not None:
         put("target_qps", req.target_qps, "--target-qps", override=True)
-    if s == "Server":
+    if s == Scenario.SERVER:
         put("coalesce_queries", 1, "when the issue thread runs late, LoadGen hands every query already due to "
                                    "one IssueQuery call (as NVIDIA's harnesses do); latency still counts from "
                                    "each query's scheduled time")
@@ -199,24 +205,24 @@ def effective_user_conf(bench: Benchmark, req: Requested, cal: Calibration | Non
     return base.rstrip("\n") + ("\n" if base else "") + "\n".join(lines) + "\n"
 
 
-def calibrated_setting(scenario: str, cal: Calibration, duration_ms: int | None) -> tuple[str, float, str]:
+def calibrated_setting(scenario: Scenario, cal: Calibration, duration_ms: int | None) -> tuple[str, float, str]:
     """(key, value, why) of the scenario's speed setting derived from a calibration, for `appliance run`
     (`duration_ms`: --duration-ms) and `appliance tune` (full length) alike. Offline and Server: see
     target_per_rate. Latencies are a little optimistic, so LoadGen pre-generates enough queries to fill
     the minimum duration (it stops issuing once duration and count are met)."""
     rate = f"{cal.samples_per_second:.1f} samples/s by {cal.method}"
-    if scenario in ("Offline", "Server"):
+    if scenario in (Scenario.OFFLINE, Scenario.SERVER):
         k = target_per_rate(scenario, duration_ms)
-        why = (f"the run lasts about {1.1 * k:.2g} x min_duration" if scenario == "Offline"
+        why = (f"the run lasts about {1.1 * k:.2g} x min_duration" if scenario == Scenario.OFFLINE
                else "what the card set sustains within the bound")
         short = " (a short run: wider margin)" if k != target_per_rate(scenario, None) else ""
         return "target_qps", round(cal.samples_per_second * k, 3), f"calibrated rate x {k}{short} ({rate}): {why}"
-    if scenario == "SingleStream":
+    if scenario == Scenario.SINGLE_STREAM:
         return "target_latency", round(cal.single_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"
     return "target_latency", round(cal.multistream_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"
 
 
-def test_settings(user_conf: Path, bench: Benchmark, scenario: str, mode: str) -> lg.TestSettings:
+def test_settings(user_conf: Path, bench: Benchmark, scenario: Scenario, mode: Mode) -> lg.TestSettings:
     """mlperf.conf (built in) + `user_conf`, as the submission checker expects them to be loaded."""
     settings = lg.TestSettings()
     # conf_type 0 applies LoadGen's built-in mlperf.conf (seeds included); a user.conf is then read with
@@ -226,5 +232,5 @@ def test_settings(user_conf: Path, bench: Benchmark, scenario: str, mode: str) -
             or settings.FromConfig(str(user_conf), bench.loadgen_model, scenario, 2) != 0:
         raise ApplianceError(f"LoadGen rejected {user_conf}; check its 'model.scenario.key = value' lines")
     settings.scenario = getattr(lg.TestScenario, scenario)
-    settings.mode = lg.TestMode.AccuracyOnly if mode == "accuracy" else lg.TestMode.PerformanceOnly
+    settings.mode = lg.TestMode.AccuracyOnly if mode == Mode.ACCURACY else lg.TestMode.PerformanceOnly
     return settings

@@ -8,13 +8,13 @@ fixes which sections exist and their types, so a reader can rely on them.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
 from harness.fsutil import atomic_write_json
+from harness.records import load_json, required_fields, versioned
 
 FORMAT = 1
 NAME = "manifest.json"
@@ -63,17 +63,9 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 
 def parse(data: object, where: Path | str) -> RunManifest:
     """A manifest from its JSON, or DataError (one line) naming what is wrong."""
-    if not isinstance(data, dict):
-        raise DataError(f"{where} is not a run manifest (a JSON object is expected)")
-    if data.get("format") != FORMAT:
-        raise DataError(f"{where} is a format-{data.get('format')} run manifest; this appliance reads format "
-                        f"{FORMAT}")
+    data = versioned(data, where, "run manifest", FORMAT, required=required_fields(RunManifest))
     for field in dataclasses.fields(RunManifest):
-        if field.name not in data:
-            if field.default is not dataclasses.MISSING:
-                continue
-            raise DataError(f"{where} is not a complete run manifest: {field.name!r} is missing")
-        if not isinstance(data[field.name], _TYPES[str(field.type)]):
+        if field.name in data and not isinstance(data[field.name], _TYPES[str(field.type)]):
             raise DataError(f"{where} is not a valid run manifest: {field.name!r} is "
                             f"{type(data[field.name]).__name__}, expected {field.type}")
     return RunManifest(**{f.name: data[f.name] for f in dataclasses.fields(RunManifest) if f.name in data})
@@ -96,9 +88,7 @@ def read(run: Path) -> RunManifest:
     """The manifest of a run folder; DataError (one line) when absent, unreadable or malformed."""
     path = run / NAME
     try:
-        data = json.loads(path.read_text())
+        data = load_json(path)
     except FileNotFoundError:
         raise DataError(f"{run} has no {NAME}: not a finished `appliance run` folder") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path} is unreadable ({exc})") from None
     return parse(data, path)

@@ -8,13 +8,13 @@ the data dir when it lies inside it (harness.prepare.stored_path), so the data d
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
 from harness.fsutil import atomic_write_json
+from harness.records import load_json, versioned
 
 FORMAT = 1
 
@@ -54,11 +54,7 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 
 def parse(data: object, where: Path) -> ModelRecord:
     """A record from its JSON, or DataError (one line) naming what is wrong."""
-    if not isinstance(data, dict):
-        raise DataError(f"{where} is not a model record (a JSON object is expected)")
-    version = data.get("format", FORMAT)
-    if version != FORMAT:
-        raise DataError(f"{where} is a format-{version} model record; this appliance reads format {FORMAT}")
+    data = versioned(data, where, "model record", FORMAT, unversioned=FORMAT)  # records from before `format`
     for key, kind in _REQUIRED.items():
         if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
             raise DataError(f"{where} is not a valid model record: {key!r} is {data.get(key)!r}")
@@ -70,13 +66,7 @@ def parse(data: object, where: Path) -> ModelRecord:
 
 def read(path: Path) -> ModelRecord:
     """Raises FileNotFoundError when there is none, DataError when it is unreadable or malformed."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path} is damaged ({exc})") from None
-    return parse(data, path)
+    return parse(load_json(path, "is damaged"), path)
 
 
 def write(path: Path, record: ModelRecord) -> None:

@@ -21,6 +21,7 @@ from harness.fsutil import ensure_writable_dir
 from harness.loadgen_settings import Requested, read_user_conf
 from harness.prepare import Layout, model_bench, read_model_record
 from harness.qsl import REPLICATE
+from harness.scenarios import Mode, Scenario
 from harness.sut import CardSlot
 from harness.topology.cards import CardSpec, parse_card_spec
 from harness.topology.model import Topology
@@ -85,11 +86,11 @@ class RunPlan:
     folder: Path                 # <results>/<system>/<benchmark>/<scenario>
 
     @property
-    def scenario(self) -> str:
+    def scenario(self) -> Scenario:
         return self.opts.requested.scenario
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return self.opts.requested.mode
 
 
@@ -100,7 +101,6 @@ def resolve(opts: RunOptions) -> RunPlan:
 
     opts, choice = tuned.resolve(opts)
     bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs).with_nms_params(opts.nms_params)
-    _check_choice("scenario", opts.requested.scenario, benchmarks.SCENARIOS)
     _check_choice("backend", opts.backend, BACKENDS)
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
@@ -115,7 +115,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     topology = detect()
     cards = plan_cards(spec, opts.backend, bench.name, topology)
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
-    batch = opts.batch_size or (1 if opts.requested.scenario == "SingleStream" else default_batch)
+    batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
     folder = root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario
     return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)

@@ -30,7 +30,8 @@ from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, st
 from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import Layout, read_model_record
 from harness.results import FALLBACK, METRICS
-from harness.runner import RunOptions, latest_run, run
+from harness.runner import RunOptions, RunOutcome, latest_run, run
+from harness.scenarios import Mode, Scenario
 from harness.submission.readers import Detail, read_detail, read_json_object, read_manifest, read_text
 from harness.submission.rounds import SCENARIO_SPELLINGS
 
@@ -41,8 +42,8 @@ Echo = Callable[[str], None]
 @dataclass
 class Row:
     benchmark: str
-    scenario: str
-    kind: str                      # performance | accuracy
+    scenario: Scenario
+    kind: Mode
     recorded: str = "-"
     reproduced: str = "-"
     verdict: str = UNREPRODUCIBLE
@@ -57,7 +58,7 @@ class Target:
 
     folder: Path
     benchmark: str
-    scenario: str
+    scenario: Scenario
 
 
 def parse_tolerance(text: str) -> float:
@@ -273,7 +274,7 @@ def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
     return [] if old_map == new_map else [f"card-to-core map differs: recorded {old_map}, here {new_map}"]
 
 
-def recorded_metric(d: Detail, scenario: str) -> tuple[float | None, str]:
+def recorded_metric(d: Detail, scenario: Scenario) -> tuple[float | None, str]:
     """The recorded metric and its kind ("early stopping", "90th percentile", …), via the typed reader."""
     key, unit = METRICS[scenario]
     kind = "early-stopping estimate" if unit == "ms" else "throughput"
@@ -298,7 +299,7 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
     artefacts = Artefacts(data_dir)
     with staged_dir(out) as work:
         for t in targets:
-            for kind, job in (("performance", _reproduce_perf), ("accuracy", _reproduce_accuracy)):
+            for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy)):
                 if not (t.folder / kind).is_dir():
                     continue
                 row = Row(t.benchmark, t.scenario, kind)
@@ -346,6 +347,54 @@ def _prepared_or_reason(row: Row, bench: benchmarks.Benchmark,
     return record, data_manifest
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What a target's run says a re-run needs, once its benchmark is prepared here and the tree's manifest
+    names the same artefacts as the local ones."""
+
+    bench: benchmarks.Benchmark
+    manifest: dict[str, Any] | None
+    backend: str
+    batch: int | None
+    placement: dict[str, Any]   # the recorded --cards / --replicate / --card-outputs (_recorded_placement)
+    unfair: list[str]           # why the comparison cannot be fair: synthetic here, real in the tree
+
+    def rerun(self, row: Row, requested: Requested, artefacts: Artefacts, work: Path, *, batch: bool) -> RunOutcome:
+        """Run the target again here with the recorded options (and batch size when `batch`)."""
+        outcome = run(RunOptions(self.bench.name, requested, artefacts.data_dir, work / "runs", backend=self.backend,
+                                 batch_size=self.batch if batch else None, **self.placement), echo=lambda m: None)
+        row.notes.append(f"new logs: {outcome.path}")
+        return outcome
+
+
+def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recorded | None:
+    """The preamble both kinds of row share: the benchmark, the local artefacts, the tree's manifest in
+    `run_dir` against them. None when the row cannot go on; its reasons (and a FAIL verdict for artefacts
+    that differ) are then set."""
+    bench = _bench_or_reason(row, t)
+    if bench is None:
+        return None
+    prepared = _prepared_or_reason(row, bench, artefacts)
+    if prepared is None:
+        return None
+    record, data_manifest = prepared
+    manifest = read_manifest(run_dir)
+    backend, batch, placement = "onnxruntime", None, {}
+    if manifest is None:
+        row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
+    else:
+        mismatch = _tree_mismatches(manifest, record, data_manifest, run_dir)
+        if mismatch:
+            row.verdict = FAIL
+            row.reasons += mismatch
+            return None
+        backend = _text(manifest.get("backend"), backend)
+        batch = manifest.get("batch_size") if isinstance(manifest.get("batch_size"), int) else None
+        placement = _recorded_placement(manifest, row.notes)
+        row.notes += _host_notes(manifest)
+    return Recorded(bench, manifest, backend, batch, placement, _synthetic_reasons(manifest, record, data_manifest))
+
+
 def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, tolerance: float,
                     duration_ms: int | None) -> None:
     run_dir = latest_run(t.folder / "performance")
@@ -362,37 +411,17 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
     row.recorded = f"{rec_metric:.3f} {unit}" if rec_metric is not None else "-"
     user_conf, conf_where = find_user_conf(t, run_dir)
     row.user_conf = f"{user_conf} ({conf_where})" if user_conf else conf_where
-    bench = _bench_or_reason(row, t)
-    if bench is None:
+    rec = _recorded(row, t, artefacts, run_dir)
+    if rec is None:
         return
-    prepared = _prepared_or_reason(row, bench, artefacts)
-    if prepared is None:
-        return
-    record, data_manifest = prepared
-    manifest = read_manifest(run_dir)
-    backend, batch, placement = "onnxruntime", None, {}
-    if manifest is None:
-        row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
-    else:
-        mismatch = _tree_mismatches(manifest, record, data_manifest, run_dir)
-        if mismatch:
-            row.verdict = FAIL
-            row.reasons += mismatch
-            return
-        backend = _text(manifest.get("backend"), backend)
-        batch = manifest.get("batch_size") if isinstance(manifest.get("batch_size"), int) else None
-        placement = _recorded_placement(manifest, row.notes)
-        row.notes += _host_notes(manifest)
-    unfair = _synthetic_reasons(manifest, record, data_manifest) + hardware_differences(t, manifest)
+    unfair = rec.unfair + hardware_differences(t, rec.manifest)
     rec_min = recorded.raw("effective_min_duration_ms")
     if duration_ms is not None and isinstance(rec_min, int) and duration_ms < rec_min:
         unfair.append(f"re-run shortened: --duration-ms {duration_ms}, the tree's run had {rec_min} ms")
-    requested = Requested(t.scenario, "performance", duration_ms=duration_ms, user_conf=user_conf)
-    outcome = run(RunOptions(bench.name, requested, artefacts.data_dir, work / "runs", backend=backend,
-                             batch_size=batch, **placement), echo=lambda m: None)
-    row.notes.append(f"new logs: {outcome.path}")
-    if manifest is not None:
-        row.notes += _card_map_differences(manifest, outcome.path)
+    requested = Requested(t.scenario, Mode.PERFORMANCE, duration_ms=duration_ms, user_conf=user_conf)
+    outcome = rec.rerun(row, requested, artefacts, work, batch=True)
+    if rec.manifest is not None:
+        row.notes += _card_map_differences(rec.manifest, outcome.path)
     perf = outcome.perf
     new = perf.metric if perf else None
     row.reproduced = f"{new:.3f} {unit}" if new is not None else "-"
@@ -419,6 +448,10 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
         row.reasons.append(f"deviation {deviation:+.1%} is outside ±{tolerance:.0%}")
 
 
+def _accuracy_line(text: str) -> str | None:
+    return next((ln for ln in text.splitlines() if re.match(r"^(accuracy|mAP)=", ln)), None)
+
+
 def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, tolerance: float,
                         duration_ms: int | None) -> None:
     sink: list[str] = []
@@ -426,33 +459,15 @@ def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, t
     if text is None:
         row.reasons += sink
         return
-    lines = [ln for ln in text.splitlines() if re.match(r"^(accuracy|mAP)=", ln)]
-    row.recorded = lines[0] if lines else "-"
-    bench = _bench_or_reason(row, t)
-    if bench is None:
+    line = _accuracy_line(text)
+    row.recorded = line or "-"
+    rec = _recorded(row, t, artefacts, t.folder / "accuracy")
+    if rec is None:
         return
-    prepared = _prepared_or_reason(row, bench, artefacts)
-    if prepared is None:
-        return
-    record, data_manifest = prepared
-    manifest = read_manifest(t.folder / "accuracy")
-    backend, placement = "onnxruntime", {}
-    if manifest is not None:
-        mismatch = _tree_mismatches(manifest, record, data_manifest, t.folder / "accuracy")
-        if mismatch:
-            row.verdict = FAIL
-            row.reasons += mismatch
-            return
-        backend = _text(manifest.get("backend"), backend)
-        placement = _recorded_placement(manifest, row.notes)
-    unfair = _synthetic_reasons(manifest, record, data_manifest)
-    outcome = run(RunOptions(bench.name, Requested(t.scenario, "accuracy"), artefacts.data_dir, work / "runs",
-                             backend=backend, **placement), echo=lambda m: None)
-    new_text = (outcome.path / "accuracy.txt").read_text()
-    new_lines = [ln for ln in new_text.splitlines() if re.match(r"^(accuracy|mAP)=", ln)]
-    row.reproduced = new_lines[0] if new_lines else "-"
-    row.notes.append(f"new logs: {outcome.path}")
-    if not lines:
+    unfair = list(rec.unfair)
+    outcome = rec.rerun(row, Requested(t.scenario, Mode.ACCURACY), artefacts, work, batch=False)
+    row.reproduced = _accuracy_line((outcome.path / "accuracy.txt").read_text()) or "-"
+    if line is None:
         unfair.append("the tree's accuracy.txt has no accuracy=/mAP= line")
     row.reasons += unfair
     if unfair:
@@ -471,7 +486,7 @@ def _markdown(tree: Path, tolerance: float, rows: list[Row], verdict: str) -> st
               for r in rows]
     for r in rows:
         lines += ["", f"## {r.benchmark} {r.scenario} {r.kind}: {r.verdict}"]
-        if r.kind == "performance":
+        if r.kind == Mode.PERFORMANCE:
             lines.append(f"- user.conf: {r.user_conf}")
         lines += [f"- **reason**: {n}" for n in r.reasons] + [f"- {n}" for n in r.notes]
     return "\n".join(lines) + "\n"

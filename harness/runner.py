@@ -46,6 +46,7 @@ from harness.loadgen_settings import (
 from harness.plan import CardPlan, RunOptions, RunPlan, resolve
 from harness.qsl import SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
+from harness.scenarios import Mode, Scenario
 from harness.sut import SystemUnderTest, loadgen_window
 from harness.topology.sysfs import format_cpulist
 
@@ -56,8 +57,8 @@ __all__ = ["RunOptions", "RunOutcome", "execute", "latest_run", "make_sut", "run
 @dataclass(frozen=True)
 class RunOutcome:
     benchmark: str
-    scenario: str
-    mode: str
+    scenario: Scenario
+    mode: Mode
     path: Path
     perf: PerfResult | None
     accuracy: str | None
@@ -79,7 +80,7 @@ def latest_run(perf_dir: Path) -> Path | None:
 
 
 def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_path: Path, batch: int,
-             scenario: str, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
+             scenario: Scenario, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
     """The SUT of a run (sample buffers, cards, batching), not yet started: `run` and `tune` share it."""
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
@@ -247,7 +248,7 @@ def _announce(p: RunPlan, echo: Echo) -> None:
 def _log_bytes(p: RunPlan) -> int:
     """Room LoadGen's logs need: the detail log and summary, plus an accuracy-log line per logged sample."""
     need = 16 << 20
-    if p.mode == "accuracy" or p.opts.audit_config is not None:
+    if p.mode == Mode.ACCURACY or p.opts.audit_config is not None:
         per_sample = 2 * sum(4 * math.prod(shape) for shape, _ in p.bench.output_specs) + 100  # hex payload
         need += p.data.count * per_sample
     return need
@@ -256,7 +257,7 @@ def _log_bytes(p: RunPlan) -> int:
 def _claim(p: RunPlan, echo: Echo) -> rundirs.RunFolder:
     if p.opts.output_dir is not None:
         return rundirs.fixed(p.opts.output_dir)
-    if p.mode == "accuracy":
+    if p.mode == Mode.ACCURACY:
         return rundirs.claim(p.folder, "accuracy", bare_first=True, echo=echo)
     return rundirs.claim(p.folder / "performance", "run", echo=echo)
 
@@ -268,22 +269,22 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
     for info in sut.cards:
         echo(f"{info.label()}: cpus {format_cpulist(info.cpus) or 'all'}")
     req = p.opts.requested
-    cal = calibration.calibrate(sut, p.scenario, req.duration_ms, timed=p.mode == "performance")
+    cal = calibration.calibrate(sut, p.scenario, req.duration_ms, timed=p.mode == Mode.PERFORMANCE)
     max_wait_s = None if p.opts.max_wait_us is None else p.opts.max_wait_us / 1e6
-    if p.scenario == "Server" and max_wait_s is None:
-        guess = calibrated_setting("Server", cal, req.duration_ms)[1] if cal else p.bench.default_batch * 100
+    if p.scenario == Scenario.SERVER and max_wait_s is None:
+        guess = calibrated_setting(Scenario.SERVER, cal, req.duration_ms)[1] if cal else p.bench.default_batch * 100
         qps = req.target_qps or guess
         max_wait_s = default_max_wait_s(p.bench, p.batch, qps)
     sut.start(max_wait_s)  # the batching policy is frozen here, before LoadGen issues anything
-    if p.scenario == "Server" and max_wait_s is not None:
+    if p.scenario == Scenario.SERVER and max_wait_s is not None:
         echo(f"Server batching: batch {p.batch}, deadline {max_wait_s * 1e6:.0f} us, "
              f"queues of {sut.queue_depth} batches per card")
     settings = _write_settings(p, cal, staging)
-    if p.mode == "performance":
+    if p.mode == Mode.PERFORMANCE:
         rate = cal.samples_per_second if cal else None
         echo(calibration.describe_estimate(calibration.estimate_seconds(settings, p.scenario, rate),
                                            settings.min_duration_ms, rate))
-    expected = p.data.count if p.mode == "accuracy" else None
+    expected = p.data.count if p.mode == Mode.ACCURACY else None
     with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
         return _run_loadgen(sut, sut.qsl, settings, staging, expected)
 
@@ -354,7 +355,7 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
     synthetic = bool(p.model["synthetic"] or p.data.synthetic)
     perf = accuracy_text = None
     result: dict[str, Any] = {}
-    if req.mode == "performance":
+    if req.mode == Mode.PERFORMANCE:
         perf = perf_result(detail, req.scenario)
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:

@@ -23,9 +23,10 @@ from harness.loadgen_settings import Calibration, calibrated_setting
 from harness.plan import plan_cards
 from harness.prepare import Layout, model_bench, read_model_record
 from harness.runner import calibrate, make_sut
+from harness.scenarios import Scenario
 
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
-DEFAULT_SCENARIOS = ("Offline", "Server")
+DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model_path: 
              cards: str) -> Measured:
     from harness.topology import detect
 
-    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect()), model_path, batch, "Offline")
+    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect()), model_path, batch, Scenario.OFFLINE)
     sut.load_cards()
     try:
         cal = calibrate(sut, timed=True)
@@ -58,12 +59,12 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model_path: 
                     round(cal.multistream_latency_ms, 3))
 
 
-def choose(bench: benchmarks.Benchmark, scenario: str, rows: list[Measured]) -> tuple[Measured, str]:
+def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[Measured, str]:
     """The candidate for `scenario`, and why in one line."""
-    if scenario == "Offline":
+    if scenario == Scenario.OFFLINE:
         best = max(rows, key=lambda m: m.samples_per_second)
         return best, f"highest throughput ({best.samples_per_second:g} samples/s)"
-    if scenario == "Server":
+    if scenario == Scenario.SERVER:
         bound = bench.server_latency_ms
         if bound is None:  # tune() refuses Server for edge benchmarks before measuring
             raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario")
@@ -75,7 +76,7 @@ def choose(bench: benchmarks.Benchmark, scenario: str, rows: list[Measured]) -> 
         best = min(rows, key=lambda m: m.batch_latency_ms)
         return best, (f"no batch within half the {bound} ms bound: the shortest batch ({best.batch_latency_ms:g} ms)"
                       + ("; Server cannot meet its bound here" if best.batch_latency_ms > bound else ""))
-    if scenario == "SingleStream":
+    if scenario == Scenario.SINGLE_STREAM:
         best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size))
         best = Measured(**{**asdict(best), "batch_size": 1})  # one sample per query: the batch is 1
         return best, f"lowest single-sample latency ({best.single_latency_ms:g} ms)"
@@ -83,7 +84,7 @@ def choose(bench: benchmarks.Benchmark, scenario: str, rows: list[Measured]) -> 
     return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms)"
 
 
-def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[str, tuple[Measured, str]]) -> str:
+def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
     lines = [f"# appliance tune: {bench.name} {precision} on {system.cpu_model()}, "
              f"{datetime.now(UTC).isoformat(timespec='seconds')}"]
     for scenario, (m, why) in chosen.items():
@@ -94,11 +95,11 @@ def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[str
     return "\n".join(lines) + "\n"
 
 
-def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batches: tuple[int, ...],
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], batches: tuple[int, ...],
          backends: tuple[str, ...], precision: str, cards: str, output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
-    if bench.server_latency_ms is None and "Server" in scenarios:
+    if bench.server_latency_ms is None and Scenario.SERVER in scenarios:
         raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario to tune")
     have = available_backends()
     missing = [b for b in backends if b not in have]

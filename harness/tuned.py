@@ -8,7 +8,6 @@ with the user.conf it wrote beside it.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from harness import benchmarks
 from harness.errors import DataError
 from harness.fsutil import atomic_write_json, sha256_file
+from harness.records import load_json, required_fields, versioned
 
 FORMAT = 1
 FALLBACK = "onnxruntime"  # --backend auto without a record
@@ -59,30 +59,23 @@ def write(path: Path, record: TunedRecord) -> None:
 
 def read(path: Path) -> TunedRecord:
     """The record at `path`, or DataError (one line) saying what is wrong and to rerun `appliance tune`."""
+    fix = "; rerun `appliance tune`"
     try:
-        data = json.loads(path.read_text())
+        data = load_json(path, fix=fix, name=f"tuned record {path}")
     except FileNotFoundError:
         raise DataError(f"tuned record {path} does not exist; run `appliance tune` first") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"tuned record {path} is unreadable ({exc}); rerun `appliance tune`") from None
     if not isinstance(data, dict) or "chosen" not in data:
-        raise DataError(f"{path} is not an `appliance tune` record; rerun `appliance tune`")
-    if data.get("format") != FORMAT:
-        raise DataError(f"{path} is a format-{data.get('format')} tune record; this appliance reads format "
-                        f"{FORMAT}: rerun `appliance tune`")
+        raise DataError(f"{path} is not an `appliance tune` record{fix}")
+    fields = required_fields(TunedRecord)
+    data = versioned(data, path, "tune record", FORMAT, fix, required=fields)
     try:
-        fields = {f.name for f in dataclasses.fields(TunedRecord)}
-        missing = fields - set(data)
-        if missing:
-            raise KeyError(", ".join(sorted(missing)))
         chosen = {str(s): Choice(str(c["backend"]), int(c["batch_size"]), str(c["why"]))
                   for s, c in data["chosen"].items()}
         if not isinstance(data["measured"], list) or not all(isinstance(m, dict) for m in data["measured"]):
             raise TypeError("measured is not a list of objects")
         return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise DataError(f"{path} is a malformed tune record ({type(exc).__name__}: {exc}); "
-                        f"rerun `appliance tune`") from None
+        raise DataError(f"{path} is a malformed tune record ({type(exc).__name__}: {exc}){fix}") from None
 
 
 def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:

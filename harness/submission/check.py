@@ -27,6 +27,7 @@ from typing import Any
 
 from harness import benchmarks as appliance_benchmarks
 from harness.errors import ApplianceError
+from harness.scenarios import Scenario
 from harness.submission import rounds
 from harness.submission.readers import MAX_LOG_BYTES, Detail, read_detail, read_json_object, read_manifest, read_text
 from harness.submission.rounds import ROUNDS, BenchmarkRules, Round
@@ -290,7 +291,7 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
             rep.notes.append(note)
     if rnd.layout == rounds.SEPARATE and not (sub / "code" / bench.name).is_dir():
         P(f"{_rel(rep, sub / 'code' / bench.name)}: missing folder (the benchmark's code)")
-    required: tuple[str, ...] = ()
+    required: tuple[Scenario, ...] = ()
     if sys_type is not None:
         req = rnd.required(sys_type, model)
         if req is None:
@@ -298,7 +299,7 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
             return
         required = req
     closed = division in ("closed", "network")
-    present = set()
+    present: set[Scenario] = set()
     for folder in _dirs(bench):
         scenario = rounds.SCENARIO_SPELLINGS.get(folder.name)
         if scenario is None:
@@ -333,7 +334,7 @@ def _synthetic_or_problem(rep: Report, manifest: dict[str, Any], what: str, text
         rep.problems.append(text)
 
 
-def _check_scenario(ctx: Ctx, results: Path, scenario: str) -> None:
+def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     rep, rnd = ctx.rep, ctx.rnd
     P = rep.problems.append
     tail = Path(ctx.system) / ctx.folder / results.name
@@ -406,7 +407,7 @@ def _seeds_for(path: Path, rnd: Round) -> dict[str, int]:
     return dict(rnd.test05_seeds) if "TEST05" in path.parts and rnd.test05_seeds else dict(rnd.seeds)
 
 
-def _check_perf(path: Path, scenario: str, ctx: Ctx, manifest: dict[str, Any]) -> None:
+def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
     """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately)."""
     rep, rnd, rules = ctx.rep, ctx.rnd, ctx.rules
     P = rep.problems.append
@@ -439,7 +440,7 @@ def _check_perf(path: Path, scenario: str, ctx: Ctx, manifest: dict[str, Any]) -
             _synthetic_or_problem(rep, manifest, "data", text + f" (the dataset has only {count} samples)")
         else:
             P(text)
-    if scenario == "Offline":
+    if scenario == Scenario.OFFLINE:
         spq = d.integer("effective_samples_per_query")
         if spq is not None and spq < rules.offline_min_samples_per_query:
             P(f"{where}: Offline samples_per_query {spq} < {rules.offline_min_samples_per_query}")
@@ -448,7 +449,7 @@ def _check_perf(path: Path, scenario: str, ctx: Ctx, manifest: dict[str, Any]) -
         if met is False:
             result = d.raw("early_stopping_result")
             P(f"{where}: early stopping not met ({result if isinstance(result, str) else 'no early_stopping_result'})")
-        if scenario == "Server" and rules.server_latency_ns is not None:
+        if scenario == Scenario.SERVER and rules.server_latency_ns is not None:
             target = d.integer("effective_target_latency_ns")
             if target is not None and target > rules.server_latency_ns:
                 P(f"{where}: Server target latency {target} ns > the bound {rules.server_latency_ns} ns")
@@ -460,7 +461,7 @@ def _check_perf(path: Path, scenario: str, ctx: Ctx, manifest: dict[str, Any]) -
     d.number(rounds.RESULT_FIELDS[scenario])
 
 
-def _scenario_run(logged: str | None, scenario: str, where: str, rep: Report) -> str:
+def _scenario_run(logged: str | None, scenario: Scenario, where: str, rep: Report) -> Scenario:
     """The scenario whose rules apply to a log: the folder's, or the logged one when the round lets the folder's
     result be inferred from it (Offline from SingleStream/MultiStream, MultiStream from SingleStream)."""
     if logged is None or logged == scenario:
@@ -469,7 +470,7 @@ def _scenario_run(logged: str | None, scenario: str, where: str, rep: Report) ->
         note = f"{where}: the {scenario} result is inferred from a {logged} run, as the round allows"
         if note not in rep.notes:
             rep.notes.append(note)
-        return logged
+        return Scenario(logged)  # a known scenario: INFERABLE names only those
     rep.problems.append(f"{where}: scenario {logged} logged, in a {scenario} folder")
     return scenario
 
@@ -488,7 +489,7 @@ def _check_seeds(d: Detail, seeds: dict[str, int], rnd: Round, P: Any) -> None:
             P(f"{d.where}: {k} is {v}, {rnd.version} needs {seeds[k]}")
 
 
-def _check_accuracy(acc: Path, scenario: str, ctx: Ctx, manifest: dict[str, Any]) -> None:
+def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
     rep, rules = ctx.rep, ctx.rules
     P = rep.problems.append
     txt = acc / "accuracy.txt"
@@ -571,7 +572,7 @@ def _passed(path: Path, rep: Report) -> bool | None:
     return "TEST PASS" in text
 
 
-def _check_compliance(t: Path, test: str, scenario: str, ctx: Ctx, perf_manifest: dict[str, Any]) -> None:
+def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_manifest: dict[str, Any]) -> None:
     rep = ctx.rep
     P = rep.problems.append
     if not t.is_dir():

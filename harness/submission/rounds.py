@@ -11,18 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
-# Folder spellings the official checker maps (SCENARIO_MAPPING): real trees use both.
-SCENARIO_SPELLINGS = {s.lower(): s for s in SCENARIOS} | {s: s for s in SCENARIOS}
+from harness.scenarios import Scenario
+
+SS, MS, SERVER, OFFLINE = Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER, Scenario.OFFLINE
+SCENARIOS = (SS, MS, SERVER, OFFLINE)  # the checker's order
+# Folder spellings the official checker maps (SCENARIO_MAPPING): real trees use both. `.get` of an unknown
+# name is None, for the checker to report (it never raises on other people's folder names).
+SCENARIO_SPELLINGS: dict[str, Scenario] = {s.lower(): s for s in SCENARIOS} | {s.value: s for s in SCENARIOS}
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
 STATUSES = ("available", "preview", "rdi")
 DIVISIONS = ("closed", "open", "network")
 ACC_PATTERNS = {"acc": r"^accuracy=([\d\.]+).*", "mAP": r"^mAP=([\d\.]+).*"}
-RESULT_FIELDS = {"Offline": "result_samples_per_second", "SingleStream": "early_stopping_latency_ss",
-                 "MultiStream": "early_stopping_latency_ms", "Server": "result_completed_samples_per_sec"}
-EARLY_STOPPING = ("SingleStream", "MultiStream", "Server")
+RESULT_FIELDS = {OFFLINE: "result_samples_per_second", SS: "early_stopping_latency_ss",
+                 MS: "early_stopping_latency_ms", SERVER: "result_completed_samples_per_sec"}
+EARLY_STOPPING = (SS, MS, SERVER)
 # (folder scenario, logged scenario) pairs whose result the checker infers (get_inferred_result)
-INFERABLE = {("Offline", "SingleStream"), ("Offline", "MultiStream"), ("MultiStream", "SingleStream")}
+INFERABLE = {(OFFLINE, SS), (OFFLINE, MS), (MS, SS)}
 SEED_KEYS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
 SEPARATE, FOLDED = "separate", "folded"  # results/ measurements/ compliance/ apart, or all under results/
 
@@ -61,7 +65,7 @@ class BenchmarkRules:
     accuracy_target: float           # in percent, as accuracy.txt prints it
     dataset_size: int | None         # accuracy-run sample count the checker demands (None: not checked)
     offline_min_samples_per_query: int
-    min_queries: Mapping[str, int]
+    min_queries: Mapping[Scenario, int]
     server_latency_ns: int | None
     compliance_tests: tuple[str, ...]
 
@@ -72,7 +76,7 @@ class Round:
     source: str                      # where the facts come from
     seeds: Mapping[str, int]
     benchmarks: Mapping[str, BenchmarkRules]
-    required_scenarios: Mapping[str, Mapping[str, tuple[str, ...]]]  # datacenter | edge | datacenter,edge
+    required_scenarios: Mapping[str, Mapping[str, tuple[Scenario, ...]]]  # datacenter | edge | datacenter,edge
     layout: str                      # SEPARATE or FOLDED
     scenario_files: tuple[str, ...]  # beside the results (FOLDED) or in measurements/ (SEPARATE)
     test05_seeds: Mapping[str, int] = field(default_factory=dict)
@@ -83,7 +87,7 @@ class Round:
     def model_of(self, folder: str) -> str:
         return self.folder_names.get(folder, folder)
 
-    def required(self, system_type: str, model: str) -> tuple[str, ...] | None:
+    def required(self, system_type: str, model: str) -> tuple[Scenario, ...] | None:
         """Scenarios a system of this type must have for `model`; None when the type may not enter it."""
         kind = "datacenter,edge" if system_type in ("datacenter,edge", "edge,datacenter") else system_type
         return self.required_scenarios.get(kind, {}).get(model)
@@ -92,7 +96,7 @@ class Round:
 def _rules(model: str, psc: int, metric: str, reference: float, fraction: float, size: int | None,
            tests: tuple[str, ...], *, loadgen: str, latency_ms: int | None, server: bool = True,
            offline_spq: int = 24576) -> BenchmarkRules:
-    queries = {"SingleStream": 1024, "MultiStream": 270336, "Offline": 1} | ({"Server": 270336} if server else {})
+    queries = {SS: 1024, MS: 270336, OFFLINE: 1} | ({SERVER: 270336} if server else {})
     return BenchmarkRules(model, loadgen, psc, metric, round(reference * fraction, 6), size, offline_spq, queries,
                           None if latency_ms is None else latency_ms * 1_000_000, tests)
 
@@ -110,9 +114,9 @@ def _yolo(fraction: float) -> BenchmarkRules:
                   latency_ms=None, server=False, offline_spq=1525)
 
 
-EDGE = ("SingleStream", "MultiStream", "Offline")
-DC = ("Server", "Offline")
-BOTH = ("SingleStream", "MultiStream", "Offline", "Server")
+EDGE = (SS, MS, OFFLINE)
+DC = (SERVER, OFFLINE)
+BOTH = (SS, MS, OFFLINE, SERVER)
 OLD_FOLDERS = {"ssd-resnet34": "retinanet", "mobilenet": "resnet", "resnet50": "resnet"}
 
 ROUNDS: dict[str, Round] = {r.version: r for r in (

@@ -18,6 +18,7 @@ import yaml
 
 from harness import __version__, system
 from harness.errors import DataError
+from harness.scenarios import Scenario
 
 STATUSES = ("available", "preview", "rdi")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
@@ -51,7 +52,7 @@ def load_overrides(path: Path | None) -> dict[str, Any]:
 
 def default_system_type(scenarios: Sequence[str]) -> str:
     """An edge system unless a Server result is present (then it is entered in both categories)."""
-    return "datacenter,edge" if "Server" in scenarios else "edge"
+    return "datacenter,edge" if Scenario.SERVER in scenarios else "edge"
 
 
 def build(division: str, submitter: str, system_name: str, manifests: Sequence[Mapping[str, Any]],

@@ -29,6 +29,7 @@ from typing import Any
 from harness import __version__, benchmarks
 from harness.errors import ApplianceError, DataError
 from harness.fsutil import atomic_write_json, public_mode
+from harness.scenarios import SCENARIOS, Scenario
 from harness.submission import system_json
 from harness.submission.readers import read_manifest
 from harness.submission.truncate import truncate_accuracy_log, with_hash
@@ -48,7 +49,7 @@ class ScenarioRuns:
     """What the inputs hold for one benchmark/scenario."""
 
     benchmark: str
-    scenario: str
+    scenario: Scenario
     systems: set[str] = field(default_factory=set)
     performance: list[Path] = field(default_factory=list)  # complete runs only
     accuracy: list[Path] = field(default_factory=list)
@@ -82,7 +83,7 @@ def scenario_dirs(path: Path) -> list[Path]:
     found = []
     for depth in ("", "*", "*/*", "*/*/*"):
         for d in sorted(path.glob(depth)) if depth else [path]:
-            if d.is_dir() and d.name in benchmarks.SCENARIOS and d.parent.name in benchmarks.NAMES:
+            if d.is_dir() and d.name in SCENARIOS and d.parent.name in benchmarks.NAMES:
                 found.append(d)
     return found
 
@@ -132,7 +133,7 @@ def collect(inputs: Iterable[Path], system_dir: str | None = None
         for d in dirs:
             system = d.parent.parent.name
             found = per_system.setdefault(system, {})
-            sr = found.setdefault((d.parent.name, d.name), ScenarioRuns(d.parent.name, d.name))
+            sr = found.setdefault((d.parent.name, d.name), ScenarioRuns(d.parent.name, Scenario(d.name)))
             sr.systems.add(system)
             runs = sorted((d / "performance").glob("run_*")) + sorted(d.glob("accuracy*"))
             sr.siblings += [r for r in runs if (r / "manifest.json").is_file()]

@@ -35,6 +35,7 @@ from harness._intake import Intake
 from harness.benchmarks import Benchmark
 from harness.cards.base import CardInfo
 from harness.qsl import SampleLibrary
+from harness.scenarios import Scenario
 from harness.sut.messages import QUEUE_DEPTH, Batch, Batching, CardSlot, SutStats
 from harness.sut.respond import complete_empty, responder
 from harness.sut.window import name_os_thread
@@ -51,13 +52,13 @@ class SystemUnderTest:
     intake open), LoadGen's test on `handle`, `stop()`, `stats()`. `start` loads the cards if needed."""
 
     def __init__(self, benchmark: Benchmark, qsl: SampleLibrary, slots: list[CardSlot],
-                 factory: CardFactory, batch_size: int, scenario: str = "Offline",
+                 factory: CardFactory, batch_size: int, scenario: Scenario = Scenario.OFFLINE,
                  max_wait_s: float | None = None, queue_depth: int = QUEUE_DEPTH) -> None:
         self.benchmark = benchmark
         self.qsl = qsl
         self.batch_size = batch_size
         self.scenario = scenario
-        self.server = scenario == "Server"
+        self.server = scenario == Scenario.SERVER
         self.queue_depth = queue_depth
         self._requested_wait_s = max_wait_s
         self.batching: Batching | None = None  # frozen by start()
@@ -128,8 +129,8 @@ class SystemUnderTest:
             raise RuntimeError("probing() after start(): the run's batching is already frozen")
         self.load_cards()
         done = threading.Event()
-        probe = threading.Thread(target=self._intake_loop, name="intake",
-                                 args=(Batching("Offline", self.batch_size, 0.0, self.queue_depth), done), daemon=True)
+        offline = Batching(Scenario.OFFLINE, self.batch_size, 0.0, self.queue_depth)
+        probe = threading.Thread(target=self._intake_loop, name="intake", args=(offline, done), daemon=True)
         probe.start()
         try:
             yield

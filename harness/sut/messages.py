@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.scenarios import Scenario
+
 QUEUE_DEPTH = 8  # batches per card queue, as KRAI's KILT
 
 
@@ -42,14 +44,14 @@ class Batching:
     `max_wait_s`: Server only, how long the oldest sample of a partial batch may wait for the rest
     (0 elsewhere: batches go as samples come)."""
 
-    scenario: str
+    scenario: Scenario
     batch_size: int
     max_wait_s: float
     queue_depth: int = QUEUE_DEPTH
 
     @property
     def server(self) -> bool:
-        return self.scenario == "Server"
+        return self.scenario == Scenario.SERVER
 
 
 # The card thread's queue carries exactly these four message types (and nothing else):
