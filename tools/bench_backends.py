@@ -2,10 +2,13 @@
 """ResNet50 images/s through the full appliance Offline run per backend x precision, beside OpenVINO alone.
 
 "OpenVINO alone" is what its benchmark_app does: the same ONNX file compiled for the CPU plugin with
-its own defaults (THROUGHPUT hint, its own stream count and inference precision, which is bf16 on
-AMX CPUs for an FP32 model), fed preconverted batches by as many async infer requests as it asks
-for, no LoadGen. It is measured before and after the appliance runs and averaged, so drift on a
-shared machine hits both sides alike. The appliance figure is LoadGen's own result of a real
+the THROUGHPUT hint (its own stream count), fed preconverted batches by as many async infer requests
+as it asks for, no LoadGen; measured twice: at the inference precision the appliance's openvino card
+compiles for (INFERENCE_PRECISION_HINT f32: an FP32 model computes in FP32), which the per-precision
+ratio compares against, and at OpenVINO's own default precision (bf16 on AMX / AVX-512-BF16 CPUs:
+5.5x the f32 rate on Sapphire Rapids), printed beside it as what a bf16 mode would be measured by.
+Both are measured before and after the appliance runs and averaged, so drift on a shared machine hits
+both sides alike. The appliance figure is LoadGen's own result of a real
 Offline run (`appliance run`, `--cards` as given: by default auto, one card per L3 domain, so one card
 on all CPUs on a single-L3 machine; several openvino cards each run in a worker process pinned to its
 CPUs, tools/bench_openvino_cards.py compares those with one card); an openvino card runs each count of infer
@@ -44,6 +47,9 @@ VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw
                 "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")
 
 
+CARD_HINT = "f32"  # the openvino card's INFERENCE_PRECISION_HINT (harness/cards/openvino_card.py)
+
+
 def vector_extensions() -> list[str]:
     """The CPU's vector extensions that decide which kernels a runtime picks, from /proc/cpuinfo."""
     try:
@@ -55,14 +61,18 @@ def vector_extensions() -> list[str]:
 
 
 def openvino_alone(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
-                   seconds: float) -> float:
-    """Images/s of OpenVINO's own throughput loop (benchmark_app-like) on the ONNX file."""
+                   seconds: float, precision_hint: str | None) -> float:
+    """Images/s of OpenVINO's own throughput loop (benchmark_app-like) on the ONNX file; `precision_hint`:
+    its INFERENCE_PRECISION_HINT (None: OpenVINO's default for the CPU)."""
     import openvino as ov
 
     core = ov.Core()
     model = core.read_model(model_path)
     model.reshape({bench.input_name: [batch, *bench.input_shape]})
-    compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    config = {"PERFORMANCE_HINT": "THROUGHPUT"}
+    if precision_hint:
+        config["INFERENCE_PRECISION_HINT"] = precision_hint
+    compiled = core.compile_model(model, "CPU", config)
     dtype = np.uint8 if compiled.input(bench.input_name).get_element_type() == ov.Type.u8 else np.float32
     u8 = np.empty((batch, *bench.input_shape), np.uint8)
     data.gather(np.arange(batch) % data.count, u8)
@@ -95,20 +105,24 @@ def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.P
             models: dict[str, str], precisions: list[str]) -> dict[str, object]:
     """One round: OpenVINO alone before, every appliance configuration, OpenVINO alone after."""
     seconds = args.duration_ms / 1000 / 2
-    alone_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
+    alone_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, CARD_HINT) for p in precisions}
+    default_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, None) for p in precisions}
     configs = [(b, p, r) for b in args.backends.split(",") for p in precisions
                for r in ([int(x) for x in args.requests.split(",")] if b == "openvino" else [1])]
     ours = {f"{b}/{p}" + (f"/{r}req" if b == "openvino" else ""):
             appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r, args.cards)
             for b, p, r in configs}
-    alone_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds) for p in precisions}
+    alone_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, CARD_HINT) for p in precisions}
+    default_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, None) for p in precisions}
     alone = {p: (alone_before[p] + alone_after[p]) / 2 for p in precisions}
+    default = {p: (default_before[p] + default_after[p]) / 2 for p in precisions}
     best = max(ours, key=lambda k: ours[k][0])
     per_precision = {p: round(max(v for k, (v, _) in ours.items() if f"/{p}" in k) / alone[p], 3)
                      for p in precisions}
     return {"appliance_offline_sps": {k: round(v, 2) for k, (v, _) in ours.items()},
             "valid": {k: ok for k, (_, ok) in ours.items()},
             "openvino_alone_sps": {p: round(v, 2) for p, v in alone.items()},
+            "openvino_alone_default_precision_sps": {p: round(v, 2) for p, v in default.items()},
             "openvino_alone_before_after": {p: [round(alone_before[p], 2), round(alone_after[p], 2)]
                                             for p in precisions},
             "best": best, "ratio_best_vs_openvino_alone_best": round(ours[best][0] / max(alone.values()), 3),
@@ -147,7 +161,9 @@ def main() -> int:
                 print(f"run {i + 1}: appliance Offline {k:24s} {v:8.2f} images/s "
                       f"({'VALID' if r['valid'][k] else 'INVALID'})  on {cpu}")  # type: ignore[index]
             for p, v in r["openvino_alone_sps"].items():  # type: ignore[attr-defined]
-                print(f"run {i + 1}: OpenVINO alone    {p:24s} {v:8.2f} images/s  on {cpu}")
+                print(f"run {i + 1}: OpenVINO alone    {p + ' (' + CARD_HINT + ')':24s} {v:8.2f} images/s  on {cpu}")
+            for p, v in r["openvino_alone_default_precision_sps"].items():  # type: ignore[attr-defined]
+                print(f"run {i + 1}: OpenVINO alone    {p + ' (its default)':24s} {v:8.2f} images/s  on {cpu}")
             print(f"run {i + 1}: best appliance ({r['best']}) / OpenVINO alone, per precision: "
                   f"{r['ratio_best_vs_openvino_alone_per_precision']}  on {cpu}", flush=True)
     spread = {p: sorted(float(r["ratio_best_vs_openvino_alone_per_precision"][p])  # type: ignore[index]
