@@ -50,6 +50,11 @@ VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw
 CARD_HINT = "f32"  # the openvino card's INFERENCE_PRECISION_HINT (harness/cards/openvino_card.py)
 
 
+def median_spread(values: list[float]) -> dict[str, float]:
+    """The median, min and max of several runs' figure: what every speed goal here reports."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
 def vector_extensions() -> list[str]:
     """The CPU's vector extensions that decide which kernels a runtime picks, from /proc/cpuinfo."""
     try:
@@ -105,17 +110,18 @@ def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.P
             models: dict[str, str], precisions: list[str]) -> dict[str, object]:
     """One round: OpenVINO alone before, every appliance configuration, OpenVINO alone after."""
     seconds = args.duration_ms / 1000 / 2
-    alone_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, CARD_HINT) for p in precisions}
-    default_before = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, None) for p in precisions}
+    def alone_per_precision() -> dict[str | None, dict[str, float]]:  # {hint: {precision: images/s}}
+        return {h: {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, h) for p in precisions}
+                for h in (CARD_HINT, None)}
+
+    before = alone_per_precision()
     configs = [(b, p, r) for b in args.backends.split(",") for p in precisions
                for r in ([int(x) for x in args.requests.split(",")] if b == "openvino" else [1])]
     ours = {f"{b}/{p}" + (f"/{r}req" if b == "openvino" else ""):
             appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r, args.cards)
             for b, p, r in configs}
-    alone_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, CARD_HINT) for p in precisions}
-    default_after = {p: openvino_alone(models[p], bench, data, args.batch_size, seconds, None) for p in precisions}
-    alone = {p: (alone_before[p] + alone_after[p]) / 2 for p in precisions}
-    default = {p: (default_before[p] + default_after[p]) / 2 for p in precisions}
+    after = alone_per_precision()
+    alone, default = ({p: (before[h][p] + after[h][p]) / 2 for p in precisions} for h in (CARD_HINT, None))
     best = max(ours, key=lambda k: ours[k][0])
     per_precision = {p: round(max(v for k, (v, _) in ours.items() if f"/{p}" in k) / alone[p], 3)
                      for p in precisions}
@@ -123,7 +129,7 @@ def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.P
             "valid": {k: ok for k, (_, ok) in ours.items()},
             "openvino_alone_sps": {p: round(v, 2) for p, v in alone.items()},
             "openvino_alone_default_precision_sps": {p: round(v, 2) for p, v in default.items()},
-            "openvino_alone_before_after": {p: [round(alone_before[p], 2), round(alone_after[p], 2)]
+            "openvino_alone_before_after": {p: [round(before[CARD_HINT][p], 2), round(after[CARD_HINT][p], 2)]
                                             for p in precisions},
             "best": best, "ratio_best_vs_openvino_alone_best": round(ours[best][0] / max(alone.values()), 3),
             "ratio_best_vs_openvino_alone_per_precision": per_precision}
@@ -168,7 +174,7 @@ def main() -> int:
                   f"{r['ratio_best_vs_openvino_alone_per_precision']}  on {cpu}", flush=True)
     spread = {p: sorted(float(r["ratio_best_vs_openvino_alone_per_precision"][p])  # type: ignore[index]
                         for r in rounds) for p in precisions}
-    ratios = {p: {"median": statistics.median(v), "min": v[0], "max": v[-1]} for p, v in spread.items()}
+    ratios = {p: median_spread(v) for p, v in spread.items()}
     figures = {"rounds": rounds, "cpu": system.cpu_model(), "vector_extensions": vector_extensions(),
                "cpus": len(system.available_cpus()), "batch": args.batch_size, "duration_ms": args.duration_ms,
                "cards": args.cards,

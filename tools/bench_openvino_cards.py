@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_backends import vector_extensions
+from bench_backends import median_spread, vector_extensions
 
 from harness import benchmarks, system
 from harness.cards import PROCESS_ENV
@@ -98,9 +97,8 @@ def main() -> int:
                       f"  cards' CPUs {f['card_cpus']}", flush=True)
             print(f"run {i + 1}: {args.cards} pinned cards / one card = {r['ratio_cards_vs_one']}, one card in a "
                   f"worker process / in-process = {r['ratio_process_vs_in_process']}  on {cpu}", flush=True)
-    summary = {k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
-               for k in ("ratio_cards_vs_one", "ratio_process_vs_in_process")
-               for v in [[float(r[k]) for r in rounds]]}
+    summary = {k: median_spread([float(r[k]) for r in rounds])
+               for k in ("ratio_cards_vs_one", "ratio_process_vs_in_process")}
     if args.json:
         print(json.dumps({"rounds": rounds, "summary": summary, "cpu": system.cpu_model(),
                           "vector_extensions": vector_extensions(), "cpus": len(system.available_cpus()),
