@@ -208,3 +208,19 @@ def test_calibration_times_a_pipelined_card_kept_full(data_dir):
     latency = 4 * 8 / 800
     assert per_batch < latency / 2, per_batch
     assert per_batch > 8 / 800 * 0.9  # never faster than the profile's rate
+
+
+def test_server_prefers_an_idle_card_to_a_busy_one_with_room(data_dir, completions):
+    """A pipelined card with room for a batch may still be computing: a Server batch put there waits for
+    it, so dispatch prefers an idle card even when round-robin comes to the busy one first."""
+    slow = PipelinedSimulatedCard(0, _profile(sps=8 / 6.0, activations=1), SHAPES, (CPUS[0],))  # 6 s a batch
+    fast = PipelinedSimulatedCard(1, _profile(sps=8000, activations=1), SHAPES, (CPUS[-1],))
+    sut = _sut(data_dir, [slow, fast], scenario="Server", max_wait_s=5.0)
+    sut.start()
+    _issue(sut, 8)  # to the slow card (round-robin starts at card 0); it has room for one more
+    _issue(sut, 8, first=8)  # to the fast card, the next in turn
+    assert completions.wait_for(8) == 8 and sorted(completions.ids) == list(range(8, 16))
+    _issue(sut, 8, first=16)  # round-robin comes to the slow card: busy with room, the fast one idle
+    assert completions.wait_for(24) == 24
+    sut.stop()
+    assert (slow.batches, fast.batches) == (1, 2)

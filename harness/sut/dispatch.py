@@ -10,8 +10,10 @@ Dispatch (the intake thread): samples are cut into batches (Offline, SingleStrea
 they come; Server: they wait in the intake until a batch is full or the oldest has waited `max_wait_s`
 and some card has room — a partial batch is never sent to cards that are all busy, where it would
 only wait while capacity is lost to its empty rows; it keeps filling until a card has room).
-A batch goes round-robin to the next card with room for it on the card, or else, among the cards
-whose bounded queue has room, to the one with the fewest batches in hand (Offline) or the one
+A batch goes round-robin to the next idle card, or else to the card with the most room for batches on
+it (a pipelined card with room may still have every activation busy: a batch put there waits, while
+a card with more room starts it at once), or else, among the cards whose bounded queue has room, to
+the one with the fewest batches in hand (Offline) or the one
 expected to be free first (Server: the rest of the oldest batch on the card plus a moving-average
 batch time per batch in hand, so a batch does not wait a whole batch time on one card while another
 is about to finish); when every queue is full it goes to a shared backlog that idle cards drain.
@@ -234,9 +236,9 @@ class SystemUnderTest:
 
     # dispatch (the intake thread, and card threads re-dispatching; all under _dispatch_lock) --------------
     def _dispatch(self, batch: Batch) -> None:
-        """Round-robin from the card after the last one used, to the first card with room on it, else
-        the one whose queue has room with the fewest batches in hand (Server: the least work ahead); else
-        the backlog. Never waits. Hold _dispatch_lock."""
+        """Round-robin from the card after the last one used, to the first idle card, else the one with the
+        most room on it, else the one whose queue has room with the fewest batches in hand (Server: the
+        least work ahead); else the backlog. Never waits. Hold _dispatch_lock."""
         workers, n = self.workers, len(self.workers)
         best, best_k, best_load = None, 0, float("inf")
         server = self.server
@@ -249,7 +251,7 @@ class SystemUnderTest:
             load = w.work_ahead(now) if server else w.in_hand - w.depth + 1
             if load < best_load:
                 best, best_k, best_load = w, k, load
-                if load <= 0:
+                if w.in_hand <= 0:  # an idle card: none is better (a card with room may be computing)
                     break
         if best is not None:
             self._next = (self._next + best_k + 1) % n
