@@ -3,8 +3,8 @@
 Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
 card) started and warmed up as every performance run is (best of two single samples), then timed with
 each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
-(`SystemUnderTest.time_under_load`), giving the steady-state rate and the batch latency under that
-load; requests 1 is timed the same way (batches back to back). The choice per scenario goes to a
+(`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
+under that load; requests 1 is timed the same way (batches back to back). The choice per scenario goes to a
 record (harness.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a
 LoadGen user.conf.
 """
@@ -32,7 +32,7 @@ CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (t
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
 METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
-          "`requests` in flight: steady-state rate, median batch latency under that load")
+          "`requests` in flight: rate over the burst, median batch latency under that load")
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,7 @@ class SystemUnderTest:
 
     def time_under_load(self) -> list[tuple[float, float]]:
         """Per card, after `warm_up`: seconds per full batch with the card kept full (`depth` batches in
-        flight, a burst of BURST_PER_DEPTH x depth, steady state) and the median latency of a batch
+        flight, a burst of BURST_PER_DEPTH x depth) and the median latency of a batch
         under that load, each batch's outputs encoded as it comes back. Depth 1 is timed the same way
         (batches back to back), so `appliance tune` compares every requests-per-card candidate alike."""
         n = min(self.batch_size, self.qsl.total_sample_count)

@@ -74,26 +74,23 @@ class WarmUpCard:
     def burst(self, batch: np.ndarray | None, n: int, batches: int,
               complete: Callable[[Outputs], object] = lambda _: None) -> tuple[float, float]:
         """`batches` batches with the card kept full (`depth` in flight: the next one submitted as the
-        oldest comes back). Returns the seconds per batch in steady state (from the `depth`-th batch back
-        to the last, so the first fill of an idle card is not counted) and the median batch latency
-        under that load (submit to back: a batch waits for the card's other work); `complete` runs on
-        each batch back (the host's encoding), before the next submit, as on the card thread in a run.
-        A pipelined card's rate, which one batch at a time (its latency) understates."""
+        oldest comes back). Returns the seconds per batch (first submit to last back, over `batches`:
+        a card's fill and drain are in it, so a short burst errs on the slow side) and the median batch
+        latency under that load (submit to back: a batch waits for the card's other work); `complete`
+        runs on each batch back (the host's encoding), before the next submit, as on the card thread in
+        a run. A pipelined card's rate, which one batch at a time (its latency) understates."""
         started: deque[float] = deque()
         latencies: list[float] = []
-        back: list[float] = []
-        while len(back) < batches:
-            while len(started) < self.depth and len(back) + len(started) < batches:
+        start = time.perf_counter()
+        while len(latencies) < batches:
+            while len(started) < self.depth and len(latencies) + len(started) < batches:
                 started.append(time.perf_counter())
                 self.card.submit(batch, n)
                 self.worker.warmup_batches += 1
             outputs = self.card.wait()
-            back.append(time.perf_counter())
-            latencies.append(back[-1] - started.popleft())
+            latencies.append(time.perf_counter() - started.popleft())
             complete(outputs)
-        first = min(self.depth, batches - 1) - 1 if batches > 1 else 0
-        per_batch = (back[-1] - back[first]) / (batches - 1 - first) if batches > 1 else latencies[0]
-        return per_batch, statistics.median(latencies)
+        return (time.perf_counter() - start) / batches, statistics.median(latencies)
 
 
 class CardWorker:
