@@ -185,8 +185,9 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
 @click.option("--requests", type=click.IntRange(1), default=None,
               help="openvino only: infer requests (one stream each) kept in flight per card, the card's depth; "
-                   "other backends run one batch per card at a time and refuse N > 1 [default: the tuned "
-                   "record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino --requests 2")
+                   "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
+                   "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
+                   "--requests 2")
 @click.option("--system", "system_name", default=None,
               help="System name used in the results path [default: derived from the CPU and the cards].")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")

@@ -133,10 +133,6 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
     with `requests` infer requests in flight (openvino only)."""
     from harness.topology import load_card_map, plan
 
-    if requests > 1 and backend != "openvino":
-        raise ApplianceError(f"--requests {requests} is for --backend openvino (infer requests per card); "
-                             f"--backend {backend} runs one batch per card at a time: drop --requests or use "
-                             f"--backend openvino")
     spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
     profile = None
     if spec.kind == "simulate":
@@ -159,6 +155,9 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
             cmap = plan(topology, spec.text)
             how = f"--cards {spec.text}: L3-aligned policy (topologies/README.md)"
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
+    if requests > 1 and backend != "openvino":
+        raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
+                             f"{backend} cards take no --requests: drop it or use --backend openvino")
     return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests)
 
 
