@@ -183,6 +183,11 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "reads the uint8 samples directly).")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
+@click.option("--requests", type=click.IntRange(1), default=None,
+              help="openvino only: infer requests (one stream each) kept in flight per card, the card's depth; "
+                   "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
+                   "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
+                   "--requests 2")
 @click.option("--system", "system_name", default=None,
               help="System name used in the results path [default: derived from the CPU and the cards].")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
@@ -190,7 +195,8 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
         replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str,
-        batch_size: int | None, system_name: str | None, as_json: bool, quiet: bool, tuned: Path | None) -> None:
+        batch_size: int | None, requests: int | None, system_name: str | None, as_json: bool, quiet: bool,
+        tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -205,6 +211,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run -b resnet50 -s Offline --mode TEST01 --results /results
       appliance run -b ssd-mobilenet -s SingleStream --mode accuracy --card-outputs quantised
       appliance run --precision int8 --backend openvino
+      appliance run --backend openvino --requests 2
       appliance run -s Server --tuned data/tuned/resnet50.json
     """
     from harness.report import summary_table
@@ -233,7 +240,8 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
     opts = RunOptions(benchmark=bench.name, requested=requested,
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
-                      card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned)
+                      card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned,
+                      requests=requests)
     if mode in TESTS:
         from harness.compliance import run_compliance
 
@@ -276,6 +284,9 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
               help="Batch sizes to time, comma-separated.")
 @click.option("--backends", callback=_csv(str), default=None,
               help="Backends to time, comma-separated [default: those installed of onnxruntime, openvino].")
+@click.option("--requests", callback=_csv(int), default="1,2", show_default=True,
+              help="Infer requests (batches in flight) per openvino card to time, comma-separated; other backends "
+                   "are timed at 1. Example: --requests 1,2,4")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="Which prepared model to tune (one record per precision; tune never changes precision).")
 @click.option("--cards", default="auto", show_default=True, help="Cards, as for `appliance run --cards`.")
@@ -285,32 +296,34 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...],
-         backends: tuple[str, ...] | None, precision: str, cards: str, output: Path | None, as_json: bool,
-         quiet: bool) -> None:
-    """Time each backend x batch size on this machine's cards and choose per scenario.
+         backends: tuple[str, ...] | None, requests: tuple[int, ...], precision: str, cards: str,
+         output: Path | None, as_json: bool, quiet: bool) -> None:
+    """Time each backend x batch size x requests per card on this machine's cards and choose per scenario.
 
-    Uses the warm-up timing every performance run does (the run's own cards, best of two batches):
-    seconds per configuration, not LoadGen runs. Writes a LoadGen user.conf (target_qps /
-    target_latency per scenario) and a JSON record of backend and batch size per scenario, which
+    The run's own cards, warmed up as a performance run does, then each kept full for a short burst
+    with `requests` batches in flight (its rate, and a batch's latency under that load): seconds per
+    configuration, not LoadGen runs. Writes a LoadGen user.conf (target_qps / target_latency per
+    scenario) and a JSON record of backend, batch size and requests per scenario, which
     `appliance run --tuned FILE` (or `--backend auto`) uses and names in manifest.json.
 
     \b
     Examples:
       appliance tune
       appliance tune -s Offline -s SingleStream --batch-sizes 1,4,8 --backends onnxruntime,openvino
+      appliance tune --backends openvino --requests 1,2,4 && appliance run --backend auto
       appliance tune --precision int8 && appliance run --precision int8 --backend auto
     """
     import json as _json
 
-    from harness.tune import DEFAULT_SCENARIOS, available_backends, summary
+    from harness.tune import DEFAULT_SCENARIOS, Sweep, available_backends, summary
     from harness.tune import tune as run_tune
 
     progress.set_quiet(quiet or as_json)
     bench = benchmarks.get(benchmark)
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
-    path, record = run_tune(bench.name, data_dir, chosen, batch_sizes, backends or available_backends(),
-                            precision, cards, output)
+    sweep = Sweep(backends or available_backends(), batch_sizes, requests)
+    path, record = run_tune(bench.name, data_dir, chosen, sweep, precision, cards, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
     else:

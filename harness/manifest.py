@@ -50,6 +50,7 @@ class RunManifest:
     energy: dict[str, Any]
     # added within format 1: absent from older manifests
     appliance: dict[str, Any] | None = None  # {version, commit, commit_from}: harness.build_info
+    requests_per_card: int | None = None     # infer requests (batches in flight) per openvino card; 1 otherwise
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
@@ -57,7 +58,7 @@ class RunManifest:
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int, "str": str, "list[str]": list, "dict[str, Any]": dict, "dict[str, str]": dict,
-    "list[dict[str, Any]]": list, "dict[str, Any] | None": (dict, type(None)),
+    "list[dict[str, Any]]": list, "dict[str, Any] | None": (dict, type(None)), "int | None": (int, type(None)),
 }
 
 

@@ -46,6 +46,7 @@ class RunOptions:
     nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
     precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
+    requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class CardPlan:
     how: str                   # one line for the log and the manifest
     node_cpus: dict[int, frozenset[int]]
     allowed: frozenset[int]
+    requests: int = 1          # infer requests (batches in flight) per openvino card; 1 for every other backend
 
     @property
     def simulated(self) -> bool:
@@ -113,7 +115,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
     bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to
     topology = detect()
-    cards = plan_cards(spec, opts.backend, bench.name, topology)
+    cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
@@ -126,8 +128,9 @@ def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
         raise ApplianceError(f"unknown {what} {value!r}; choose one of: {', '.join(choices)}")
 
 
-def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Topology) -> CardPlan:
-    """Place the cards of `spec` (auto | emulate:N | simulate:PROFILE:N | map.yaml) on `topology`."""
+def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Topology, requests: int = 1) -> CardPlan:
+    """Place the cards of `spec` (auto | emulate:N | simulate:PROFILE:N | map.yaml) on `topology`, each
+    with `requests` infer requests in flight (openvino only)."""
     from harness.topology import load_card_map, plan
 
     spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
@@ -152,7 +155,10 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
             cmap = plan(topology, spec.text)
             how = f"--cards {spec.text}: L3-aligned policy (topologies/README.md)"
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
-    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed)
+    if requests > 1 and backend != "openvino":
+        raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
+                             f"{backend} cards take no --requests: drop it or use --backend openvino")
+    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests)
 
 
 def _shared_slots(topology: Topology, n: int) -> tuple[tuple[CardSlot, ...], str]:

@@ -246,8 +246,8 @@ def _host_notes(manifest: dict[str, Any]) -> list[str]:
 
 
 def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """The recorded --cards, --replicate and --card-outputs, adapted to this host where the recorded map
-    file is absent."""
+    """The recorded --cards, --replicate, --card-outputs and --requests, adapted to this host where the
+    recorded map file is absent."""
     card_map = manifest.get("card_map")
     spec = card_map.get("spec") if isinstance(card_map, dict) else None
     out: dict[str, Any] = {}
@@ -263,6 +263,8 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
         out["replicate"] = buffers["replicate"]
     if isinstance(manifest.get("card_outputs"), str):
         out["card_outputs"] = manifest["card_outputs"]
+    if isinstance(manifest.get("requests_per_card"), int) and manifest["requests_per_card"] > 1:
+        out["requests"] = manifest["requests_per_card"]
     return out
 
 
@@ -356,7 +358,7 @@ class Recorded:
     manifest: dict[str, Any] | None
     backend: str
     batch: int | None
-    placement: dict[str, Any]   # the recorded --cards / --replicate / --card-outputs (_recorded_placement)
+    placement: dict[str, Any]   # the recorded --cards / --replicate / --card-outputs / --requests
     unfair: list[str]           # why the comparison cannot be fair: synthetic here, real in the tree
 
     def rerun(self, row: Row, requested: Requested, artefacts: Artefacts, work: Path, *, batch: bool) -> RunOutcome:

@@ -86,7 +86,7 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
     spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
-                       cards.profile, bench.output_casts, processes=len(cards.slots) > 1)
+                       cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -129,18 +129,6 @@ def _poisson_wait(k: int, p: float) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if fewer_than_k(mid) > 1 - p else (lo, mid)
     return hi
-
-
-def calibrate(sut: SystemUnderTest, timed: bool) -> Calibration | None:
-    """Warm every card up and, for performance runs, time one batch and one sample on each."""
-    timings = sut.warm_up(timed)
-    if not timed:
-        return None
-    per_batch = [t_b for _, t_b in timings]
-    return Calibration(
-        samples_per_second=sum(sut.batch_size / t for t in per_batch),
-        single_latency_ms=1000 * min(t_1 for t_1, _ in timings),
-        multistream_latency_ms=1000 * min(per_batch) * math.ceil(8 / sut.batch_size))
 
 
 def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSettings, outdir: Path,
@@ -238,7 +226,8 @@ class CardFailure(ApplianceError):
 
 def _announce(p: RunPlan, echo: Echo) -> None:
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
-    echo(f"backend {p.cards.backend}, batch {p.batch}: {p.choice['why']}")
+    per_card = f", {p.cards.requests} infer request(s) per card" if p.cards.backend == "openvino" else ""
+    echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice['why']}")
     if p.cards.profile is not None:
         prof = p.cards.profile
         echo(f"SIMULATED cards: profile {prof.name} ({prof.model}), {prof.samples_per_second:g} samples/s at "
@@ -426,7 +415,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "command": sys.argv,
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
-        "batch_size": sut.batch_size, "backend": opts.backend, "card_outputs": bench.card_outputs,
+        "batch_size": sut.batch_size, "backend": opts.backend, "requests_per_card": cards.requests,
+        "card_outputs": bench.card_outputs,
         "backend_choice": p.choice,
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},

@@ -1,9 +1,12 @@
-"""`appliance tune`: a short sweep of backends x batch sizes, timed by the SUT's own calibration.
+"""`appliance tune`: a short sweep of backends x batch sizes x infer requests per card, timed through the SUT.
 
-Each candidate is the real card set of a run (same card plan, sample buffers and backend) started
-and timed by `runner.calibrate`, the warm-up timing every performance run already does (best of two
-batches, best of two single samples). The choice per scenario goes to a record (harness.tuned) that
-`appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen user.conf.
+Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
+card) started and warmed up as every performance run is (best of two single samples), then timed with
+each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
+(`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
+under that load; requests 1 is timed the same way (batches back to back). The choice per scenario goes to a
+record (harness.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a
+LoadGen user.conf.
 """
 
 from __future__ import annotations
@@ -22,20 +25,24 @@ from harness.fsutil import atomic_write_text, ensure_writable_dir
 from harness.loadgen_settings import Calibration, calibrated_setting
 from harness.plan import plan_cards
 from harness.prepare import Layout, model_bench, read_model_record
-from harness.runner import calibrate, make_sut
+from harness.runner import make_sut
 from harness.scenarios import Scenario
 
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
+DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
+METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
+          "`requests` in flight: rate over the burst, median batch latency under that load")
 
 
 @dataclass(frozen=True)
 class Measured:
     backend: str
     batch_size: int
-    samples_per_second: float     # all cards together
+    requests: int                 # infer requests (batches in flight) per card
+    samples_per_second: float     # all cards together, each kept full
     single_latency_ms: float      # one sample on one card
-    batch_latency_ms: float       # one full batch on the fastest card
+    batch_latency_ms: float       # a full batch with the card's other requests in flight, on the slowest card
     multistream_latency_ms: float
 
 
@@ -43,20 +50,36 @@ def available_backends() -> tuple[str, ...]:
     return tuple(b for b in CPU_BACKENDS if importlib.util.find_spec(b) is not None)
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What to time: every backend x batch size x requests per card (openvino; the others at 1)."""
+
+    backends: tuple[str, ...]
+    batches: tuple[int, ...]
+    requests: tuple[int, ...] = DEFAULT_REQUESTS
+
+    def candidates(self) -> list[tuple[str, int, int]]:
+        return [(b, n, r) for b in self.backends for n in self.batches
+                for r in (self.requests if b == "openvino" else (1,))]
+
+
 def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model_path: Path, backend: str, batch: int,
-             cards: str) -> Measured:
+             requests: int, cards: str) -> Measured:
     from harness.topology import detect
 
-    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect()), model_path, batch, Scenario.OFFLINE)
+    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect(), requests), model_path, batch,
+                   Scenario.OFFLINE)
     sut.load_cards()
     try:
-        cal = calibrate(sut, timed=True)
+        warm = sut.warm_up(timed=True)
+        loaded = sut.time_under_load()
     finally:
         sut.stop()
-    assert cal is not None
-    return Measured(backend, batch, round(cal.samples_per_second, 3), round(cal.single_latency_ms, 3),
-                    round(cal.multistream_latency_ms / math.ceil(8 / batch), 3),
-                    round(cal.multistream_latency_ms, 3))
+    return Measured(backend, batch, requests,
+                    samples_per_second=round(sum(batch / per_batch for per_batch, _ in loaded), 3),
+                    single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
+                    batch_latency_ms=round(1000 * max(latency for _, latency in loaded), 3),
+                    multistream_latency_ms=round(1000 * min(t_b for _, t_b in warm) * math.ceil(8 / batch), 3))
 
 
 def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[Measured, str]:
@@ -77,7 +100,7 @@ def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]
         return best, (f"no batch within half the {bound} ms bound: the shortest batch ({best.batch_latency_ms:g} ms)"
                       + ("; Server cannot meet its bound here" if best.batch_latency_ms > bound else ""))
     if scenario == Scenario.SINGLE_STREAM:
-        best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size))
+        best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size, m.requests))
         best = Measured(**{**asdict(best), "batch_size": 1})  # one sample per query: the batch is 1
         return best, f"lowest single-sample latency ({best.single_latency_ms:g} ms)"
     best = min(rows, key=lambda m: m.multistream_latency_ms)
@@ -90,20 +113,21 @@ def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[Sce
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms), None)
-        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}: {why}; {rule}",
+        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card: {why}; "
+                  f"{rule}",
                   f"{bench.name}.{scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"
 
 
-def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], batches: tuple[int, ...],
-         backends: tuple[str, ...], precision: str, cards: str, output: Path | None) -> tuple[Path, dict[str, Any]]:
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep, precision: str, cards: str,
+         output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
     if bench.server_latency_ms is None and Scenario.SERVER in scenarios:
         raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario to tune")
     have = available_backends()
-    missing = [b for b in backends if b not in have]
-    if missing or not backends:
+    missing = [b for b in sweep.backends if b not in have]
+    if missing or not sweep.backends:
         raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
     layout = Layout(data_dir, bench)
@@ -113,13 +137,13 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], batche
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     path = output or tuned.default_path(data_dir, bench.name, precision)
     ensure_writable_dir(path.parent, "tuned record folder")
+    candidates = sweep.candidates()
     rows: list[Measured] = []
-    with progress.bar(len(backends) * len(batches), "tune", unit="config") as bar:
-        for backend in backends:
-            for batch in batches:
-                bar.set_postfix_str(f"{backend} batch {batch}", refresh=True)
-                rows.append(_measure(bench, data, Path(model["path"]), backend, batch, cards))
-                bar.update()  # the rows are printed once, in the summary table
+    with progress.bar(len(candidates), "tune", unit="config") as bar:
+        for backend, batch, r in candidates:
+            bar.set_postfix_str(f"{backend} batch {batch} requests {r}", refresh=True)
+            rows.append(_measure(bench, data, Path(model["path"]), backend, batch, r, cards))
+            bar.update()  # the rows are printed once, in the summary table
     chosen = {s: choose(bench, s, rows) for s in scenarios}
     conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, precision, chosen))
@@ -127,17 +151,18 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], batche
         benchmark=bench.name, precision=precision, cards=cards,
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
-        method="runner.calibrate: warm-up timing of the run's own cards, best of 2 batches",
+        method=METHOD,
         user_conf=conf.name, measured=[asdict(m) for m in rows],
-        chosen={s: tuned.Choice(m.backend, m.batch_size, why) for s, (m, why) in chosen.items()})
+        chosen={s: tuned.Choice(m.backend, m.batch_size, m.requests, why) for s, (m, why) in chosen.items()})
     tuned.write(path, record)
     return path, record.to_json()
 
 
 def summary(record: dict[str, Any]) -> str:
-    lines = [f"{'backend':12s} {'batch':>5s} {'samples/s':>10s} {'batch ms':>9s} {'single ms':>9s}"]
-    lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} "
-              f"{m['single_latency_ms']:9.2f}" for m in record["measured"]]
+    lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'samples/s':>10s} {'batch ms':>9s} {'single ms':>9s}"]
+    lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['samples_per_second']:10.2f} "
+              f"{m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f}" for m in record["measured"]]
     lines.append("")
-    lines += [f"{s:12s} -> {c['backend']}, batch {c['batch_size']}: {c['why']}" for s, c in record["chosen"].items()]
+    lines += [f"{s:12s} -> {c['backend']}, batch {c['batch_size']}, requests {c['requests']}: {c['why']}"
+              for s, c in record["chosen"].items()]
     return "\n".join(lines)

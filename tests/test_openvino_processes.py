@@ -121,15 +121,14 @@ def accuracy_log(results: Path) -> dict[int, str]:
     return {entry["qsl_idx"]: entry["data"] for entry in log}
 
 
-def test_two_worker_process_cards_answer_as_one_in_process_card(data_dir, tmp_path, monkeypatch):
+def test_two_worker_process_cards_answer_as_one_in_process_card(data_dir, tmp_path):
     """Same model, same compiled batch: the classes from two worker-process cards, two infer requests in
     flight each (so each card's slots are reused in turn, 24 batches of 2), are those of one in-process
     card (at most one of 48 may differ, a near-tie summed in another order on another thread count)."""
     for cards in ("emulate:1", "emulate:2"):
-        monkeypatch.setenv("APPLIANCE_OPENVINO_REQUESTS", "2" if cards == "emulate:2" else "1")
         assert appliance("run", "--data-dir", data_dir, "--results", tmp_path / cards.replace(":", ""),
                          "--backend", "openvino", "--cards", cards, "--mode", "accuracy", "--batch-size", 2,
-                         "-q") == 0
+                         "--requests", 2 if cards == "emulate:2" else 1, "-q") == 0
     one, two = accuracy_log(tmp_path / "emulate1"), accuracy_log(tmp_path / "emulate2")
     assert len(one) == len(two) == 48 and one.keys() == two.keys()
     assert sum(one[i] != two[i] for i in one) <= 1, [(i, one[i], two[i]) for i in one if one[i] != two[i]]

@@ -22,8 +22,8 @@ MODEL = model_record.ModelRecord(
 TUNED = tuned.TunedRecord(
     benchmark="resnet50", precision="fp32", cards="auto", created_utc="2026-11-23T22:00:00+00:00",
     host={"cpu_model": "test", "available_cpus": [0, 1]}, method="test", user_conf="resnet50.user.conf",
-    measured=[{"backend": "onnxruntime", "batch_size": 2, "samples_per_second": 10.0}],
-    chosen={"Offline": tuned.Choice("onnxruntime", 2, "fastest")})
+    measured=[{"backend": "onnxruntime", "batch_size": 2, "requests": 1, "samples_per_second": 10.0}],
+    chosen={"Offline": tuned.Choice("onnxruntime", 2, 1, "fastest")})
 
 
 def test_model_record_round_trips(tmp_path: Path) -> None:
@@ -67,12 +67,13 @@ def test_tune_record_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "resnet50.json"
     tuned.write(path, TUNED)
     assert json.loads(path.read_text())["chosen"]["Offline"] == {"backend": "onnxruntime", "batch_size": 2,
-                                                                 "why": "fastest"}
+                                                                 "requests": 1, "why": "fastest"}
     assert tuned.read(path) == TUNED
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"format": 2}, "format-2 tune record; this appliance reads format 1"),
+    ({"format": 1}, "format-1 tune record; this appliance reads format 2"),
+    ({"format": 3}, "format-3 tune record; this appliance reads format 2"),
     ({"chosen": {"Offline": {"backend": "onnxruntime"}}}, "malformed tune record"),
     ({"measured": "fast"}, "malformed tune record"),
 ])

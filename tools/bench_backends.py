@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from harness import benchmarks, system
-from harness.cards.openvino_card import REQUESTS_ENV
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.errors import ApplianceError
@@ -96,11 +94,10 @@ def openvino_alone(model_path: str, bench: benchmarks.Benchmark, data: store.Pre
 
 def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, duration_ms: int,
                       requests: int = 1, cards: str = "auto") -> tuple[float, bool]:
-    os.environ[REQUESTS_ENV] = str(requests)
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=duration_ms),
                                  data_dir, Path(results), backend=backend, batch_size=batch, precision=precision,
-                                 cards=cards),
+                                 cards=cards, requests=requests),
                       echo=lambda m: None)
     assert outcome.perf is not None
     return float(outcome.perf.metric or 0.0), outcome.perf.valid

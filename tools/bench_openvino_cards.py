@@ -31,7 +31,6 @@ from bench_backends import median_spread, vector_extensions
 
 from harness import benchmarks, system
 from harness.cards import PROCESS_ENV
-from harness.cards.openvino_card import REQUESTS_ENV
 from harness.cli import main as appliance
 from harness.errors import ApplianceError
 from harness.loadgen_settings import Requested
@@ -46,7 +45,8 @@ def offline(args: argparse.Namespace, cards: str, process: bool) -> dict[str, An
         with tempfile.TemporaryDirectory() as results:
             outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=args.duration_ms),
                                      args.data_dir, Path(results), backend="openvino", batch_size=args.batch_size,
-                                     precision=args.precision, cards=cards), echo=lambda m: None)
+                                     precision=args.precision, cards=cards, requests=args.requests),
+                        echo=lambda m: None)
             manifest = json.loads((outcome.path / "manifest.json").read_text())
     finally:
         os.environ.pop(PROCESS_ENV, None)
@@ -81,7 +81,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.cards < 1 or args.runs < 1 or args.duration_ms < 1:
         raise ApplianceError("--cards, --runs and --duration-ms must be at least 1")
-    os.environ[REQUESTS_ENV] = str(args.requests)
     if not Layout(args.data_dir, benchmarks.get("resnet50")).record_for(args.precision).is_file():
         appliance(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "--precision", args.precision,
                    "-q"])

@@ -35,6 +35,7 @@ class BackendSpec:
     profile: object | None = None  # simulated_card.Profile for backend "simulated"
     output_casts: tuple[OutputQuant | None, ...] = ()  # per output: the reduced precision a card returns
     processes: bool = False  # openvino: each card in a worker process of its own (runs with several cards)
+    requests: int = 1  # openvino: infer requests (one stream each) per card, its depth; `appliance run --requests`
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -54,10 +55,11 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
         if spec.processes or os.environ.get(PROCESS_ENV) == "1":
             from harness.cards.openvino_process import OpenVinoProcessCard
 
-            return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus)
+            return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
+                                       spec.requests)
         from harness.cards.openvino_card import OpenVinoCard
 
-        return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus)
+        return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests)
     from harness.cards.onnxruntime_card import OnnxRuntimeCard
 
     assert spec.model_path is not None

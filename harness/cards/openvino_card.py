@@ -35,8 +35,6 @@ from harness.cards.base import CardInfo
 from harness.cards.onnxruntime_card import THREADS_ENV
 from harness.errors import ApplianceError, DataError
 
-REQUESTS_ENV = "APPLIANCE_OPENVINO_REQUESTS"  # infer requests (and streams) per openvino card; default 1
-
 
 class OpenVinoCard:
     """Compiled on the first batch, for that batch size (static shapes are faster than dynamic ones);
@@ -44,7 +42,7 @@ class OpenVinoCard:
     `depth` = its infer requests, one stream each (OpenVINO's throughput mode)."""
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
-                 cpus: tuple[int, ...], requests: int | None = None) -> None:
+                 cpus: tuple[int, ...], requests: int = 1) -> None:
         try:
             import openvino as ov
         except ImportError:
@@ -59,7 +57,7 @@ class OpenVinoCard:
         self.input_name = input_name
         self.output_names = outputs
         self.input_dtype = "uint8" if self.model.input(input_name).get_element_type() == ov.Type.u8 else "float32"
-        self.depth = max(1, requests or int(os.environ.get(REQUESTS_ENV) or 1))
+        self.depth = max(1, requests)  # `appliance run --requests N` (or the tuned record's choice)
         # f32: an FP32 model runs in FP32 (on AMX CPUs OpenVINO would otherwise pick bf16 by itself)
         threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
         self.config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": self.depth,

@@ -44,6 +44,7 @@ from harness.sut.window import name_os_thread
 from harness.sut.worker import CardFactory, CardWorker, WarmUpCard
 
 INTAKE_CHUNK = 1 << 16  # samples the intake thread takes at a time outside Server (an Offline query: in chunks)
+BURST_PER_DEPTH = 4  # a timed burst keeps a card full for this many batches per batch it holds in flight
 SERVER_TAKE_BATCHES = 64  # Server: full batches the intake thread takes at a time when LoadGen runs ahead
 
 
@@ -186,12 +187,28 @@ class SystemUnderTest:
             per_batch = _best_of(2, lambda: run(self.batch_size))
             if card.depth > 1:
                 staged = None if stage is None else self.qsl.stage(indices, stage, replica)
-                per_batch = min(per_batch, card.seconds_per_batch(staged, self.batch_size, 4 * card.depth))
+                per_batch = min(per_batch, card.burst(staged, self.batch_size, BURST_PER_DEPTH * card.depth)[0])
             return (_best_of(2, lambda: run(1)), per_batch)
 
         timings = [w.call(measure) for w in self.workers]
         self._completed_offset = sum(w.completed for w in self.workers)
         return timings
+
+    def time_under_load(self) -> list[tuple[float, float]]:
+        """Per card, after `warm_up`: seconds per full batch with the card kept full (`depth` batches in
+        flight, a burst of BURST_PER_DEPTH x depth) and the median latency of a batch
+        under that load, each batch's outputs encoded as it comes back. Depth 1 is timed the same way
+        (batches back to back), so `appliance tune` compares every requests-per-card candidate alike."""
+        n = min(self.batch_size, self.qsl.total_sample_count)
+        indices = np.arange(self.batch_size, dtype=np.int64) % n
+
+        def measure(card: WarmUpCard) -> tuple[float, float]:
+            stage = self.qsl.staging_buffer(self.batch_size, card.input_dtype)
+            staged = None if stage is None else self.qsl.stage(indices, stage, self.qsl.replica_for(card.info.index))
+            return card.burst(staged, self.batch_size, BURST_PER_DEPTH * card.depth,
+                              lambda outputs: self.benchmark.encode_response(outputs, indices))
+
+        return [w.call(measure) for w in self.workers]
 
     # intake (the intake thread) -------------------------------------------------------------------
     def _intake_loop(self, batching: Batching, done: threading.Event | None = None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import statistics
 import threading
 import time
 from collections import deque
@@ -70,19 +71,26 @@ class WarmUpCard:
         self.worker.warmup_batches += 1
         return self.card.wait()
 
-    def seconds_per_batch(self, batch: np.ndarray | None, n: int, batches: int) -> float:
-        """Seconds per batch with the card kept full (`depth` in flight), over `batches` batches: a
-        pipelined card's rate, which one batch at a time (its latency) understates."""
+    def burst(self, batch: np.ndarray | None, n: int, batches: int,
+              complete: Callable[[Outputs], object] = lambda _: None) -> tuple[float, float]:
+        """`batches` batches with the card kept full (`depth` in flight: the next one submitted as the
+        oldest comes back). Returns the seconds per batch (first submit to last back, over `batches`:
+        a card's fill and drain are in it, so a short burst errs on the slow side) and the median batch
+        latency under that load (submit to back: a batch waits for the card's other work); `complete`
+        runs on each batch back (the host's encoding), before the next submit, as on the card thread in
+        a run. A pipelined card's rate, which one batch at a time (its latency) understates."""
+        started: deque[float] = deque()
+        latencies: list[float] = []
         start = time.perf_counter()
-        submitted = done = 0
-        while done < batches:
-            while submitted - done < self.depth and submitted < batches:
+        while len(latencies) < batches:
+            while len(started) < self.depth and len(latencies) + len(started) < batches:
+                started.append(time.perf_counter())
                 self.card.submit(batch, n)
                 self.worker.warmup_batches += 1
-                submitted += 1
-            self.card.wait()
-            done += 1
-        return (time.perf_counter() - start) / batches
+            outputs = self.card.wait()
+            latencies.append(time.perf_counter() - started.popleft())
+            complete(outputs)
+        return (time.perf_counter() - start) / batches, statistics.median(latencies)
 
 
 class CardWorker:
