@@ -102,12 +102,13 @@ def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: st
     return perf.metric, perf.valid
 
 
-def harness_run(data_dir: Path, scenario: str, target_qps: float | None, duration_ms: int, batch: int,
-                cards: str = "auto", backend: str = "null") -> tuple[float, bool]:
+def harness_run(data_dir: Path, scenario: str, target_qps: float | None, duration_ms: int, batch: int | None,
+                cards: str = "auto", backend: str = "null", **options) -> tuple[float, bool]:
+    """A real ResNet50 performance run (`options`: more RunOptions fields, e.g. precision, tuned)."""
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested(scenario, "performance", duration_ms=duration_ms,
                                                        target_qps=target_qps),
-                                 data_dir, Path(results), backend=backend, batch_size=batch, cards=cards),
+                                 data_dir, Path(results), backend=backend, batch_size=batch, cards=cards, **options),
                       echo=lambda m: None)
     assert outcome.perf is not None
     return outcome.perf.metric, outcome.perf.valid
@@ -119,6 +120,22 @@ def retrying(run_at, retries: int):
     def probe(qps: float) -> bool:
         return any(run_at(qps)[1] for _ in range(1 + retries))
     return probe
+
+
+def server_max(probe, offline: float, steps: int) -> tuple[float, list]:
+    """Highest VALID Server target QPS by bisection between 50% and 100% of the Offline figure
+    (`probe(qps) -> valid`); 0 when even 50% fails. Returns it and the (qps, valid) tried."""
+    lo, hi, tried = 0.0, offline, []
+    first = offline * 0.5
+    ok = probe(first)
+    tried.append((round(first, 1), ok))
+    lo, hi = (first, hi) if ok else (lo, first)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        ok = probe(mid)
+        tried.append((round(mid, 1), ok))
+        lo, hi = (mid, hi) if ok else (lo, mid)
+    return lo, tried
 
 
 def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) -> tuple[float, list]:

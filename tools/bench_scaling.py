@@ -44,9 +44,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_harness import harness_run, retrying
-
 import numpy as np
+from bench_harness import harness_run, retrying, server_max
 
 from harness import benchmarks, system
 from harness.cli import main as appliance
@@ -64,26 +63,6 @@ def write_profile(folder: Path, rate: float, batch: int, activations: int = 0, d
                     f"source: tools/bench_scaling.py\ninput_dtype: uint8\n"
                     f"benchmarks:\n  resnet50: {{samples_per_second: {rate}, batch: {batch}}}\n{pipeline}")
     return path
-
-
-def server_max(data_dir: Path, cards: str, offline: float, ms: int, batch: int, steps: int,
-               retries: int) -> tuple[float, list]:
-    """Bisect between 50% and 100% of Offline for the highest VALID target QPS."""
-    probe = retrying(lambda q: harness_run(data_dir, "Server", q, ms, batch, cards, backend="onnxruntime"), retries)
-    lo, hi, tried = 0.0, offline, []
-    first = offline * 0.5
-    ok = probe(first)
-    tried.append((round(first, 1), ok))
-    if not ok:
-        hi = first
-    else:
-        lo = first
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        ok = probe(mid)
-        tried.append((round(mid, 1), ok))
-        lo, hi = (mid, hi) if ok else (lo, mid)
-    return lo, tried
 
 
 def ideal_p99_ms(rate: float, batch: int, activations: int, cards: int, load: float, dma_us: float,
@@ -157,8 +136,10 @@ def main() -> int:
             row = {"cards": n, "offline_sps": round(offline, 1), "offline_valid": valid}
             line = f"{n:2} cards: Offline {offline:9.1f} samples/s ({offline / n:7.1f} per card)"
             if args.server_cards == "all" or str(n) in args.server_cards.split(","):
-                found = [server_max(args.data_dir, spec, offline, args.duration_ms, args.batch, args.server_steps,
-                                    args.server_retries) for _ in range(args.searches)]
+                probe = retrying(lambda q, spec=spec: harness_run(args.data_dir, "Server", q, args.duration_ms,
+                                                                  args.batch, spec, backend="onnxruntime"),
+                                 args.server_retries)
+                found = [server_max(probe, offline, args.server_steps) for _ in range(args.searches)]
                 srv = min(q for q, _ in found)
                 ideal = ideal_server_load(args.per_card_rate, args.batch, args.activations, n,
                                           bench.server_latency_ms or 100, args.dma_in_us + args.dma_out_us)

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Real CPU inference, Server against Offline: max valid Server QPS / Offline samples/s, tuned backend.
+
+ResNet50 on this machine's CPUs, as a submitter would run it: `appliance tune` (backends x batch sizes
+x infer requests per card, timed on the run's own cards) unless `--tuned FILE` is given, then with
+`--tuned` (the record's Offline choice for Offline, its Server choice for Server, each with its batch
+and requests per card):
+  Offline  one run of --duration-ms: LoadGen's samples/s;
+  Server   the highest VALID target QPS, by bisection between 50% and 100% of the Offline figure
+           (`--server-steps` steps, runs of --duration-ms; an INVALID probe is run again
+           `--server-retries` times and counts as INVALID only if every try is),
+repeated `--searches` times. Printed: each search's Server / Offline, the lowest and the median, the
+tuned choices, the CPU model and its vector extensions.
+
+    python tools/bench_cpu_server.py --data-dir data --precision int8 --duration-ms 20000 --searches 3
+    python tools/bench_cpu_server.py --tuned data/tuned/resnet50-int8.json --precision int8 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from bench_backends import vector_extensions
+from bench_harness import harness_run, retrying, server_max
+
+from harness import benchmarks, system, tuned
+from harness.cli import main as appliance
+from harness.datasets import store
+from harness.errors import ApplianceError
+from harness.prepare import Layout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", type=Path, default=Path("data"), help="prepared data, e.g. data")
+    ap.add_argument("--precision", choices=("fp32", "int8"), default="int8", help="which prepared model, e.g. int8")
+    ap.add_argument("--tuned", type=Path, default=None,
+                    help="an `appliance tune` record to use as it is (default: tune now), e.g. "
+                         "data/tuned/resnet50.json")
+    ap.add_argument("--batch-sizes", default="1,2,4,8", help="tune: batch sizes to time, e.g. 1,2,4,8")
+    ap.add_argument("--requests", default="1,2,4", help="tune: infer requests per openvino card to time, e.g. 1,2,4")
+    ap.add_argument("--duration-ms", type=int, default=20000, help="each run's min duration, e.g. 20000")
+    ap.add_argument("--server-steps", type=int, default=5, help="bisection steps per Server search, e.g. 5")
+    ap.add_argument("--server-retries", type=int, default=1, help="re-runs of an INVALID Server probe, e.g. 1")
+    ap.add_argument("--searches", type=int, default=3, help="Server searches (each reported), e.g. 3")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+
+    bench = benchmarks.get("resnet50")
+    layout = Layout(args.data_dir, bench)
+    steps = []
+    if not (layout.preprocessed / store.MANIFEST).is_file():
+        steps.append(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "-q"])
+    if args.precision == "int8" and not layout.record_for(args.precision).is_file():
+        steps.append(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "--precision", "int8", "-q"])
+    record_path = args.tuned or tuned.default_path(args.data_dir, bench.name, args.precision)
+    if args.tuned is None:
+        steps.append(["tune", "--data-dir", str(args.data_dir), "--precision", args.precision, "--batch-sizes",
+                      args.batch_sizes, "--requests", args.requests, "-o", str(record_path), "-q"])
+    for step in steps:
+        if appliance(step) != 0:  # it said why in one line
+            return 1
+    record = tuned.read(record_path)
+
+    def at(scenario: str, qps: float | None) -> tuple[float, bool]:
+        return harness_run(args.data_dir, scenario, qps, args.duration_ms, None, backend="auto",
+                           precision=args.precision, tuned=record_path)
+
+    offline, offline_valid = at("Offline", None)
+    probe = retrying(lambda q: at("Server", q), args.server_retries)
+    found = [server_max(probe, offline, args.server_steps) for _ in range(args.searches)]
+    ratios = [q / offline for q, _ in found]
+    choices = {s: f"{c.backend}, batch {c.batch_size}, {c.requests} request(s) per card"
+               for s, c in record.chosen.items()}
+    cpu = f"{system.cpu_model()} ({' '.join(vector_extensions())}), {len(system.available_cpus())} CPUs"
+    figures = {"precision": args.precision, "duration_ms": args.duration_ms, "tuned": str(record_path),
+               "choices": choices, "offline_sps": round(offline, 1), "offline_valid": offline_valid,
+               "server_max_valid_qps": [round(q, 1) for q, _ in found], "server_tried": [t for _, t in found],
+               "server_over_offline": [round(r, 3) for r in ratios], "lowest": round(min(ratios), 3),
+               "median": round(statistics.median(ratios), 3), "cpu": cpu}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    for scenario, choice in choices.items():
+        print(f"tuned {scenario}: {choice}")
+    print(f"Offline {offline:.1f} samples/s ({'VALID' if offline_valid else 'INVALID'})")
+    for (q, tried), r in zip(found, ratios, strict=True):
+        print(f"Server max valid {q:.1f} QPS = {r:.3f} of Offline   tried {tried}")
+    print(f"server / offline ({args.precision}): lowest {min(ratios):.3f}, median {statistics.median(ratios):.3f} "
+          f"of {len(ratios)} search(es); CPU {cpu}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ApplianceError as exc:  # a bad tuned record, a failed run: one line
+        sys.exit(f"bench_cpu_server: {exc}")
