@@ -158,9 +158,9 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "inference; harness overhead), simulated (set by --cards simulate:PROFILE:N), auto (the "
                    "`appliance tune` record's choice, else onnxruntime). The choice and why go to manifest.json.")
 @click.option("--tuned", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="An `appliance tune` record: its backend (unless --backend is given), batch size (unless "
-                   "--batch-size) and user.conf (unless --user-conf) for this scenario [--backend auto reads "
-                   "<data-dir>/tuned/<benchmark>.json when there is one].")
+              help="An `appliance tune` record: its precision (unless --precision is given), backend (unless "
+                   "--backend), batch size (unless --batch-size) and user.conf (unless --user-conf) for this "
+                   "scenario [--backend auto reads <data-dir>/tuned/<benchmark>.json when there is one].")
 @click.option("--cards", default="auto", show_default=True,
               help="Cards and their cores: auto (detected cards, else one CPU-emulated card per L3 domain), "
                    "emulate:N (N CPU-emulated cards), simulate:PROFILE:N (N SIMULATED cards modelled on "
@@ -178,9 +178,11 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--nms-params", type=click.Choice(benchmarks.NMS_PARAM_SETS), default="reference", show_default=True,
               help="Detection: the host NMS parameter set of the benchmark's record, MLCommons' reference values "
                    "or KRAI's NMS-ABP ones (e.g. --nms-params krai).")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+@click.option("--precision", type=click.Choice(PRECISIONS), default=None,
               help="Which prepared model runs: fp32, or int8 (made by `appliance prepare --precision int8`; "
-                   "reads the uint8 samples directly).")
+                   "reads the uint8 samples directly); with --tuned / --backend auto, the record's best candidate "
+                   "at this precision [default: the tuned record's choice with --tuned / --backend auto, else "
+                   "fp32]. Example: --precision int8")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
 @click.option("--requests", type=click.IntRange(1), default=None,
@@ -194,7 +196,7 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
-        replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str,
+        replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str | None,
         batch_size: int | None, requests: int | None, system_name: str | None, as_json: bool, quiet: bool,
         tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
@@ -287,43 +289,50 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--requests", callback=_csv(int), default="1,2", show_default=True,
               help="Infer requests (batches in flight) per openvino card to time, comma-separated; other backends "
                    "are timed at 1. Example: --requests 1,2,4")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
-              help="Which prepared model to tune (one record per precision; tune never changes precision).")
+@click.option("--precisions", "--precision", "precisions", callback=_csv(str, PRECISIONS), default=None,
+              help="Prepared models to time, comma-separated; a precision is chosen only if its model meets the "
+                   "benchmark's accuracy target as prepare recorded it (fp32 always; int8 if its agreement with "
+                   "FP32 reaches e.g. 99% for resnet50); --precision int8 is --precisions int8 [default: fp32 and "
+                   "every other precision prepared]. Example: --precisions fp32,int8")
 @click.option("--cards", default="auto", show_default=True, help="Cards, as for `appliance run --cards`.")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The record to write; the user.conf goes beside it as <name>.user.conf "
-                   "[default: <data-dir>/tuned/<benchmark>[-int8].json, where --backend auto finds it].")
+                   "[default: <data-dir>/tuned/<benchmark>.json, where --backend auto finds it].")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...],
-         backends: tuple[str, ...] | None, requests: tuple[int, ...], precision: str, cards: str,
-         output: Path | None, as_json: bool, quiet: bool) -> None:
-    """Time each backend x batch size x requests per card on this machine's cards and choose per scenario.
+         backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
+         cards: str, output: Path | None, as_json: bool, quiet: bool) -> None:
+    """Time each precision x backend x batch size x requests per card on this machine's cards and choose per
+    scenario.
 
     The run's own cards, warmed up as a performance run does, then each kept full for a short burst
     with `requests` batches in flight (its rate, and a batch's latency under that load): seconds per
     configuration, not LoadGen runs. Writes a LoadGen user.conf (target_qps / target_latency per
-    scenario) and a JSON record of backend, batch size and requests per scenario, which
-    `appliance run --tuned FILE` (or `--backend auto`) uses and names in manifest.json.
+    scenario) and a JSON record of precision, backend, batch size and requests per scenario (among the
+    precisions that meet the accuracy target), which `appliance run --tuned FILE` (or `--backend auto`)
+    uses and names in manifest.json.
 
     \b
     Examples:
       appliance tune
       appliance tune -s Offline -s SingleStream --batch-sizes 1,4,8 --backends onnxruntime,openvino
       appliance tune --backends openvino --requests 1,2,4 && appliance run --backend auto
-      appliance tune --precision int8 && appliance run --precision int8 --backend auto
+      appliance tune --precisions fp32,int8 && appliance run --backend auto
+      appliance run --backend auto --precision fp32     # the best fp32 candidate of the same record
     """
     import json as _json
 
-    from harness.tune import DEFAULT_SCENARIOS, Sweep, available_backends, summary
+    from harness.tune import DEFAULT_SCENARIOS, Sweep, available_backends, prepared_precisions, summary
     from harness.tune import tune as run_tune
 
     progress.set_quiet(quiet or as_json)
     bench = benchmarks.get(benchmark)
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
-    sweep = Sweep(backends or available_backends(), batch_sizes, requests)
-    path, record = run_tune(bench.name, data_dir, chosen, sweep, precision, cards, output)
+    sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(),
+                  batch_sizes, requests)
+    path, record = run_tune(bench.name, data_dir, chosen, sweep, cards, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
     else:

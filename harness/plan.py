@@ -44,7 +44,8 @@ class RunOptions:
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
     nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
-    precision: str = "fp32"           # which prepared model: fp32 | int8 (harness.quantize)
+    precision: str | None = None      # which prepared model: fp32 | int8 (harness.quantize); None: the tuned
+                                      # record's with --tuned / --backend auto, else fp32 (tuned.resolve)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
     requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
 
@@ -77,7 +78,7 @@ class CardPlan:
 class RunPlan:
     """Everything a run needs decided before it starts."""
 
-    opts: RunOptions             # with the tuned record applied
+    opts: RunOptions             # with the tuned record applied (precision concrete)
     choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
     bench: Benchmark
     model: dict[str, Any]        # the prepared model's record
@@ -109,6 +110,7 @@ def resolve(opts: RunOptions) -> RunPlan:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
+    assert opts.precision is not None  # tuned.resolve made it concrete
     model = read_model_record(layout, opts.precision)
     bench = model_bench(bench, model)  # the output layout prepare recorded (--output-layout)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))

@@ -38,7 +38,8 @@ CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet li
 CAL_SEED = 2027
 CAL_BATCH = 8
 CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
-_WHAT = {"agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
+AGREEMENT = {  # what prepare records of an int8 model's agreement with FP32 (read by tune)
+    "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 
 
@@ -209,7 +210,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
             and sha256_file(Path(old["path"])) == old["sha256"]:
         q = old["quantization"]
         metric = "agreement_top1_pct" if "agreement_top1_pct" in q else "golden_map_pct"
-        echo(f"int8 model: {old['path']} (up to date; {_WHAT[metric]} {q[metric]:.2f}%)")
+        echo(f"int8 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
     if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
         raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
@@ -238,6 +239,6 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                       metric: round(agree, 3), "agreement_samples": data.count})
     model_record.write(record_path, record)
     echo(f"int8 model: {path}\n  calibrated on {len(indices)} images of {cal_list}\n"
-         f"  {_WHAT[metric]}: {agree:.2f}% over {data.count} samples")
+         f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
     return {**record.to_json(), "path": str(path.absolute())}
 

@@ -1,12 +1,14 @@
-"""`appliance tune`: a short sweep of backends x batch sizes x infer requests per card, timed through the SUT.
+"""`appliance tune`: a short sweep of precisions x backends x batch sizes x infer requests per card, timed
+through the SUT.
 
 Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
 card) started and warmed up as every performance run is (best of two single samples), then timed with
 each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
 (`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
-under that load; requests 1 is timed the same way (batches back to back). The choice per scenario goes to a
-record (harness.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a
-LoadGen user.conf.
+under that load; requests 1 is timed the same way (batches back to back). A precision may be chosen only
+if its model meets the benchmark's accuracy target as its prepare recorded it (`eligibility`); the others
+are measured and shown with the reason. The choice per scenario goes to a record (harness.tuned) that
+`appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen user.conf.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, integrity, progress, system, tuned
+from harness import benchmarks, integrity, progress, quantize, system, tuned
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text, ensure_writable_dir
 from harness.loadgen_settings import Calibration, calibrated_setting
 from harness.plan import plan_cards
-from harness.prepare import Layout, model_bench, read_model_record
+from harness.prepare import PRECISIONS, Layout, model_bench, read_model_record
 from harness.runner import make_sut
 from harness.scenarios import Scenario
 
@@ -37,6 +39,7 @@ METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x r
 
 @dataclass(frozen=True)
 class Measured:
+    precision: str                # which prepared model
     backend: str
     batch_size: int
     requests: int                 # infer requests (batches in flight) per card
@@ -52,30 +55,54 @@ def available_backends() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Sweep:
-    """What to time: every backend x batch size x requests per card (openvino; the others at 1)."""
+    """What to time: every precision x backend x batch size x requests per card (openvino; the others at 1)."""
 
+    precisions: tuple[str, ...]
     backends: tuple[str, ...]
     batches: tuple[int, ...]
     requests: tuple[int, ...] = DEFAULT_REQUESTS
 
-    def candidates(self) -> list[tuple[str, int, int]]:
-        return [(b, n, r) for b in self.backends for n in self.batches
+    def candidates(self) -> list[tuple[str, str, int, int]]:
+        return [(p, b, n, r) for p in self.precisions for b in self.backends for n in self.batches
                 for r in (self.requests if b == "openvino" else (1,))]
 
 
-def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model_path: Path, backend: str, batch: int,
-             requests: int, cards: str) -> Measured:
+def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
+    """What `tune` sweeps by default: fp32, and every other precision with a model record in `data_dir`."""
+    layout = Layout(data_dir, benchmarks.get(benchmark))
+    return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()))
+
+
+def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a prepared model may be chosen, and why: FP32 is the reference; a quantised model only if
+    the agreement with FP32 its prepare measured (top-1 agreement, or mAP against the FP32 detections)
+    reaches the benchmark's accuracy fraction (99% for resnet50): the proxy prepare records for the
+    closed division's target of that fraction of the FP32 accuracy."""
+    if model.get("precision", "fp32") == "fp32":
+        return True, "the FP32 reference model"
+    q = model.get("quantization") or {}
+    metric = next((k for k in quantize.AGREEMENT if isinstance(q.get(k), int | float)), None)
+    if metric is None:
+        return False, "its model record holds no agreement with FP32: rerun `appliance prepare --precision int8`"
+    target = 100 * bench.quality_fraction
+    verdict = ">=" if q[metric] >= target else "<"
+    return q[metric] >= target, (f"{quantize.AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "
+                                 f"{bench.name} must reach")
+
+
+def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
+             batch: int, requests: int, cards: str) -> Measured:
     from harness.topology import detect
 
-    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect(), requests), model_path, batch,
-                   Scenario.OFFLINE)
+    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect(), requests), Path(model["path"]),
+                   batch, Scenario.OFFLINE)
     sut.load_cards()
     try:
         warm = sut.warm_up(timed=True)
         loaded = sut.time_under_load()
     finally:
         sut.stop()
-    return Measured(backend, batch, requests,
+    return Measured(model.get("precision", "fp32"), backend, batch, requests,
                     samples_per_second=round(sum(batch / per_batch for per_batch, _ in loaded), 3),
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * max(latency for _, latency in loaded), 3),
@@ -107,19 +134,23 @@ def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]
     return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms)"
 
 
-def user_conf_text(bench: benchmarks.Benchmark, precision: str, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
-    lines = [f"# appliance tune: {bench.name} {precision} on {system.cpu_model()}, "
-             f"{datetime.now(UTC).isoformat(timespec='seconds')}"]
+def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms), None)
-        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card: {why}; "
-                  f"{rule}",
+        lines += [f"# {scenario}: {m.precision}, {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) "
+                  f"per card: {why}; {rule}",
                   f"{bench.name}.{scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"
 
 
-def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep, precision: str, cards: str,
+def _choice(m: Measured, why: str) -> tuned.Choice:
+    return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why)
+
+
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep, cards: str,
          output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
@@ -131,38 +162,54 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
     layout = Layout(data_dir, bench)
-    model = read_model_record(layout, precision)
-    bench = model_bench(bench, model)
+    models = {p: read_model_record(layout, p) for p in sweep.precisions}
+    eligible = {p: eligibility(bench, m) for p, m in models.items()}
+    if not any(ok for ok, _ in eligible.values()):
+        raise ApplianceError("no precision to tune meets the accuracy target (" + "; ".join(
+            f"{p}: {why}" for p, (_, why) in eligible.items()) + "): add fp32, e.g. --precisions fp32,"
+            + ",".join(sweep.precisions))
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-    integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
-    path = output or tuned.default_path(data_dir, bench.name, precision)
+    for model in models.values():
+        integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
+    path = output or tuned.default_path(data_dir, bench.name)
     ensure_writable_dir(path.parent, "tuned record folder")
     candidates = sweep.candidates()
     rows: list[Measured] = []
     with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for backend, batch, r in candidates:
-            bar.set_postfix_str(f"{backend} batch {batch} requests {r}", refresh=True)
-            rows.append(_measure(bench, data, Path(model["path"]), backend, batch, r, cards))
+        for precision, backend, batch, r in candidates:
+            bar.set_postfix_str(f"{precision} {backend} batch {batch} requests {r}", refresh=True)
+            rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch, r,
+                                 cards))
             bar.update()  # the rows are printed once, in the summary table
-    chosen = {s: choose(bench, s, rows) for s in scenarios}
+    by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
+                    for p in sweep.precisions}
+    chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
+    left_out = "".join(f"; {p} not considered: {why}" for p, (ok, why) in eligible.items() if not ok)
+    chosen = {s: (m, f"{m.precision} ({eligible[m.precision][1]}): {why}{left_out}") for s, (m, why) in chosen.items()}
     conf = path.with_suffix(".user.conf")
-    atomic_write_text(conf, user_conf_text(bench, precision, chosen))
+    atomic_write_text(conf, user_conf_text(bench, chosen))
     record = tuned.TunedRecord(
-        benchmark=bench.name, precision=precision, cards=cards,
+        benchmark=bench.name, cards=cards,
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
-        method=METHOD,
-        user_conf=conf.name, measured=[asdict(m) for m in rows],
-        chosen={s: tuned.Choice(m.backend, m.batch_size, m.requests, why) for s, (m, why) in chosen.items()})
+        method=METHOD, user_conf=conf.name,
+        precisions={p: tuned.Precision(models[p]["sha256"], ok, why) for p, (ok, why) in eligible.items()},
+        measured=[asdict(m) for m in rows],
+        chosen={s: _choice(m, why) for s, (m, why) in chosen.items()},
+        by_precision={p: {s: _choice(m, why) for s, (m, why) in per.items()} for p, per in by_precision.items()})
     tuned.write(path, record)
     return path, record.to_json()
 
 
 def summary(record: dict[str, Any]) -> str:
-    lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'samples/s':>10s} {'batch ms':>9s} {'single ms':>9s}"]
-    lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['samples_per_second']:10.2f} "
-              f"{m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f}" for m in record["measured"]]
+    lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'precision':>9s} {'samples/s':>10s} {'batch ms':>9s} "
+             f"{'single ms':>9s}"]
+    lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['precision']:>9s} "
+              f"{m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f}"
+              for m in record["measured"]]
     lines.append("")
-    lines += [f"{s:12s} -> {c['backend']}, batch {c['batch_size']}, requests {c['requests']}: {c['why']}"
-              for s, c in record["chosen"].items()]
+    lines += [f"{p:12s} {'eligible' if e['eligible'] else 'NOT ELIGIBLE'}: {e['why']}"
+              for p, e in record["precisions"].items()]
+    lines += [f"{s:12s} -> {c['precision']}, {c['backend']}, batch {c['batch_size']}, requests {c['requests']}: "
+              f"{c['why']}" for s, c in record["chosen"].items()]
     return "\n".join(lines)

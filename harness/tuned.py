@@ -1,9 +1,9 @@
-"""The record `appliance tune` writes and `appliance run` reads: backend, batch size and infer requests per
-card per scenario.
+"""The record `appliance tune` writes and `appliance run` reads: precision, backend, batch size and infer
+requests per card per scenario.
 
 Kept apart from harness.tune (the sweep) so the runner can read a record without importing the sweep.
-A record is machine-specific, so its default place is the data dir: <data>/tuned/<benchmark>[-int8].json,
-with the user.conf it wrote beside it.
+A record is machine-specific, so its default place is the data dir: <data>/tuned/<benchmark>.json (one
+record per benchmark, over every precision tuned), with the user.conf it wrote beside it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks
+from harness import benchmarks, model_record
 from harness.errors import DataError
 from harness.fsutil import atomic_write_json, sha256_file
 from harness.records import load_json, required_fields, versioned
 
-FORMAT = 2  # 2: `requests` per candidate and per choice (format 1 had none: rerun `appliance tune`)
+# 3: one record per benchmark over precisions (`precision` per candidate and choice, `precisions`,
+# `by_precision`); 2 had one record per precision, 1 no `requests`: rerun `appliance tune`
+FORMAT = 3
 FALLBACK = "onnxruntime"  # --backend auto without a record
 
 
@@ -26,6 +28,7 @@ FALLBACK = "onnxruntime"  # --backend auto without a record
 class Choice:
     """What `appliance tune` chose for one scenario."""
 
+    precision: str
     backend: str
     batch_size: int
     requests: int  # infer requests per card (openvino; 1 for the others)
@@ -33,30 +36,43 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """A precision tuned: the model measured, and whether it may be chosen (meets the accuracy target)."""
+
+    model_sha256: str
+    eligible: bool
+    why: str
+
+
+@dataclass(frozen=True)
 class TunedRecord:
-    """<data>/tuned/<benchmark>[-int8].json: one writer (`write`, from harness.tune), one reader (`read`)."""
+    """<data>/tuned/<benchmark>.json: one writer (`write`, from harness.tune), one reader (`read`)."""
 
     benchmark: str
-    precision: str
     cards: str
     created_utc: str
     host: dict[str, Any]
     method: str
-    user_conf: str                  # file name, beside the record
-    measured: list[dict[str, Any]]  # harness.tune.Measured, per backend x batch x requests
-    chosen: dict[str, Choice]       # per scenario
+    user_conf: str                       # file name, beside the record: the speeds of `chosen`
+    precisions: dict[str, Precision]     # per precision tuned
+    measured: list[dict[str, Any]]       # harness.tune.Measured, per precision x backend x batch x requests
+    chosen: dict[str, Choice]            # per scenario, among the eligible precisions
+    by_precision: dict[str, dict[str, Choice]]  # per precision, per scenario: its best (`run --precision`)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
 
-def default_path(data_dir: Path, benchmark: str, precision: str) -> Path:
-    name = benchmarks.get(benchmark).name + ("" if precision == "fp32" else f"-{precision}")
-    return data_dir / "tuned" / f"{name}.json"
+def default_path(data_dir: Path, benchmark: str) -> Path:
+    return data_dir / "tuned" / f"{benchmarks.get(benchmark).name}.json"
 
 
 def write(path: Path, record: TunedRecord) -> None:
     atomic_write_json(path, record.to_json())
+
+
+def _choice(c: dict[str, Any]) -> Choice:
+    return Choice(str(c["precision"]), str(c["backend"]), int(c["batch_size"]), int(c["requests"]), str(c["why"]))
 
 
 def read(path: Path) -> TunedRecord:
@@ -71,53 +87,85 @@ def read(path: Path) -> TunedRecord:
     fields = required_fields(TunedRecord)
     data = versioned(data, path, "tune record", FORMAT, fix, required=fields)
     try:
-        chosen = {str(s): Choice(str(c["backend"]), int(c["batch_size"]), int(c["requests"]), str(c["why"]))
-                  for s, c in data["chosen"].items()}
+        chosen = {str(s): _choice(c) for s, c in data["chosen"].items()}
+        by_precision = {str(p): {str(s): _choice(c) for s, c in per.items()}
+                        for p, per in data["by_precision"].items()}
+        precisions = {str(p): Precision(str(e["model_sha256"]), bool(e["eligible"]), str(e["why"]))
+                      for p, e in data["precisions"].items()}
         if not isinstance(data["measured"], list) or not all(isinstance(m, dict) for m in data["measured"]):
             raise TypeError("measured is not a list of objects")
-        return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen})
+        return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen, "by_precision": by_precision,
+                              "precisions": precisions})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"{path} is a malformed tune record ({type(exc).__name__}: {exc}){fix}") from None
 
 
-def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
-    """RunOptions with backend "auto" or a --tuned record applied, and the manifest's `backend_choice`.
+def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> None:
+    """The model `precision` was tuned with is still the one prepared, or DataError (one line)."""
+    from harness.prepare import Layout
 
-    auto: the record's backend, batch and requests for this scenario (--tuned, else the default place),
-    else onnxruntime. An explicit backend with --tuned takes the batch and requests of the best candidate
-    measured for that backend, and not the record's user.conf (its speeds are the chosen backend's).
-    An explicit --batch-size / --requests wins over the record.
+    bench = benchmarks.get(opts.benchmark)
+    prepare = f"`{bench.prepare_hint(opts.data_dir)}" + ("`" if precision == "fp32" else f" --precision {precision}`")
+    tuned_with = record.precisions.get(precision)
+    try:
+        now = model_record.read(Layout(opts.data_dir, bench).record_for(precision))
+    except FileNotFoundError:
+        raise DataError(f"{path} runs the {precision} model, but no {precision} model is prepared for {bench.name} "
+                        f"in {opts.data_dir}: run {prepare}, or `appliance tune` again") from None
+    if tuned_with is not None and tuned_with.model_sha256 != now.sha256:
+        raise DataError(f"the {precision} model in {opts.data_dir} was prepared again after {path} was tuned "
+                        f"(sha256 {now.sha256[:12]}, tuned {tuned_with.model_sha256[:12]}); run `appliance tune` again")
+
+
+def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
+    """RunOptions with backend "auto" or a --tuned record applied (precision always concrete), and the
+    manifest's `backend_choice`.
+
+    auto: the record's precision, backend, batch and requests for this scenario (--tuned, else the
+    default place), else onnxruntime. A --precision given takes the best candidate the record measured
+    at that precision for this scenario. An explicit backend with --tuned takes the batch and requests
+    of the best candidate measured for that backend (at the precision), and not the record's user.conf
+    (its speeds are the chosen candidate's). An explicit --batch-size / --requests wins over the record.
     """
     req = opts.requested
-    path = opts.tuned or (default_path(opts.data_dir, opts.benchmark, opts.precision)
-                          if opts.backend == "auto" else None)
+    path = opts.tuned or (default_path(opts.data_dir, opts.benchmark) if opts.backend == "auto" else None)
     given = opts.requests or 1
-    if path is None:
-        return opts, {"backend": opts.backend, "requests": given, "why": "--backend (or its default)", "tuned": None}
-    if opts.tuned is None and not path.is_file():
-        return dataclasses.replace(opts, backend=FALLBACK), {
-            "backend": FALLBACK, "requests": given, "why": f"--backend auto: no tuned record at {path}, so {FALLBACK}",
-            "tuned": None}
+    if path is None or (opts.tuned is None and not path.is_file()):
+        precision = opts.precision or "fp32"
+        why = ("--backend (or its default)" if path is None else
+               f"--backend auto: no tuned record at {path}, so {FALLBACK}")
+        backend = opts.backend if path is None else FALLBACK
+        return dataclasses.replace(opts, backend=backend, precision=precision), {
+            "backend": backend, "precision": precision, "requests": given, "why": why, "tuned": None}
     record = read(path)
-    if record.benchmark != benchmarks.get(opts.benchmark).name or record.precision != opts.precision:
-        raise DataError(f"{path} was tuned for {record.benchmark} {record.precision}, not "
-                        f"{opts.benchmark} {opts.precision}; rerun `appliance tune` for it")
+    if record.benchmark != benchmarks.get(opts.benchmark).name:
+        raise DataError(f"{path} was tuned for {record.benchmark}, not {opts.benchmark}; rerun `appliance tune` "
+                        f"for it")
     chosen = record.chosen.get(req.scenario)
     if chosen is None:
         raise DataError(f"{path} has no {req.scenario} choice; rerun `appliance tune --scenario {req.scenario}`")
+    pick, why = chosen, f"tuned record {path}: {chosen.why}"
+    if opts.precision is not None and opts.precision != chosen.precision:
+        at = record.by_precision.get(opts.precision, {}).get(req.scenario)
+        if at is None:
+            wanted = ",".join(sorted({*record.precisions, opts.precision}))
+            raise DataError(f"{path} has no {opts.precision} {req.scenario} candidates (tuned: "
+                            f"{', '.join(record.precisions)}); rerun `appliance tune --precisions {wanted}`")
+        pick, why = at, (f"--precision {opts.precision} given (the record chose {chosen.precision}): its best "
+                         f"{opts.precision} {req.scenario} candidate in {path}: {at.why}")
+    _check_model(opts, record, pick.precision, path)
     info: dict[str, str | None] = {"file": str(path.resolve()), "sha256": sha256_file(path)}
     batch: int | None
     if opts.backend == "auto":
-        backend, batch, requests = chosen.backend, chosen.batch_size, chosen.requests
-        user_conf: Path | None = path.parent / record.user_conf
-        why = f"tuned record {path}: {chosen.why}"
+        backend, batch, requests = pick.backend, pick.batch_size, pick.requests
+        user_conf: Path | None = path.parent / record.user_conf if pick == chosen else None
     else:
         backend, user_conf = opts.backend, None
-        rows = [m for m in record.measured if m.get("backend") == backend]
+        rows = [m for m in record.measured if m.get("backend") == backend and m.get("precision") == pick.precision]
         best = max(rows, key=lambda m: m["samples_per_second"]) if rows else {}
         batch, requests = best.get("batch_size"), int(best.get("requests", 1))
-        why = (f"--backend {backend}; batch and requests from {path}" if rows else
-               f"--backend {backend} (not measured in {path}: default batch)")
+        why = (f"--backend {backend}; {pick.precision}, batch and requests from {path}" if rows else
+               f"--backend {backend} (not measured at {pick.precision} in {path}: default batch)")
     if opts.batch_size is not None:
         batch, why = opts.batch_size, why + "; --batch-size given"
     if opts.requests is not None:
@@ -126,5 +174,6 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         user_conf = None
     info["user_conf"] = None if user_conf is None else str(user_conf)
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
-    return (dataclasses.replace(opts, backend=backend, batch_size=batch, requests=requests, requested=new_req),
-            {"backend": backend, "requests": requests, "why": why, "tuned": info})
+    return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
+                                requested=new_req),
+            {"backend": backend, "precision": pick.precision, "requests": requests, "why": why, "tuned": info})

@@ -12,9 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import DETECTION_SAMPLES, SAMPLES, appliance
+from helpers import DETECTION_SAMPLES, SAMPLES, appliance, linked_copy
 
-PREPARED_DATA = ("det_data_dir",)
+from harness.datasets import imagenet
+
+PREPARED_DATA = ("det_data_dir", "int8_data_dir")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,6 +29,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("data")
     assert appliance("prepare", "--benchmark", "resnet50", "--data-dir", d, "--samples", SAMPLES, "-q") == 0
+    return d
+
+
+@pytest.fixture(scope="session")
+def int8_data_dir(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ResNet50 data dir plus an int8 model (`prepare --precision int8` calibrated on 16 images, as
+    tests/test_int8.py does), in a folder of its own so the session's data dir holds only fp32 for the
+    tests that tune its default precisions: hard links to the prepared files, which nothing rewrites in place."""
+    d = linked_copy(data_dir, tmp_path_factory.mktemp("int8") / "data")
+    names, _ = imagenet.read_val_map(d / "imagenet")
+    cal = d / "cal_image_list.txt"
+    cal.write_text("".join(f"{n}\n" for n in names[::3]))
+    assert appliance("prepare", "--data-dir", d, "--samples", SAMPLES, "--precision", "int8",
+                     "--calibration-list", cal, "-q") == 0
     return d
 
 

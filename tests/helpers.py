@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -59,6 +61,14 @@ def validity_explained(run: Path) -> dict[str, object]:
     assert (validity == "VALID") == all(v is True for v in flags.values()), (validity, flags)
     assert f"Result is : {validity}" in (run / "mlperf_log_summary.txt").read_text()
     return detail
+
+
+def linked_copy(data_dir: Path, to: Path) -> Path:
+    """A prepared data dir's copy made of hard links (no space), without its tuned records: the appliance
+    writes every file anew (fsutil's atomic writes, prepare's staged folders), never into an existing one,
+    so what a test does in the copy leaves the original as it was."""
+    shutil.copytree(data_dir, to, copy_function=os.link, ignore=shutil.ignore_patterns("tuned"))
+    return to
 
 
 def appliance(*args: object) -> int:

@@ -29,12 +29,12 @@ def test_tune_writes_user_conf_and_record_that_run_uses(data_dir, tmp_path, caps
     capsys.readouterr()
 
     try:
-        assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "-s", "SingleStream",
+        assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "-s", "SingleStream", "--precisions", "fp32",
                          "--batch-sizes", "1,2", "--backends", "onnxruntime", "--json") == 0
         printed = json.loads(capsys.readouterr().out)
         path = data_dir / "tuned" / "resnet50.json"
         record = json.loads(path.read_text())
-        assert record == printed and record["precision"] == "fp32"
+        assert record == printed and list(record["precisions"]) == ["fp32"]
         assert [(m["backend"], m["batch_size"]) for m in record["measured"]] == [("onnxruntime", 1), ("onnxruntime", 2)]
         assert all(m["samples_per_second"] > 0 and m["single_latency_ms"] > 0 for m in record["measured"])
         offline = record["chosen"]["Offline"]
@@ -97,7 +97,7 @@ def test_tune_bad_input_one_line(data_dir, tmp_path, capsys):
 def test_tune_prints_each_result_once(data_dir, tmp_path, capsys):
     """The sweep used to echo a line per configuration and then the summary table with the same rows."""
     out = tmp_path / "rec.json"
-    assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "--batch-sizes", "1,2",
+    assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "--batch-sizes", "1,2", "--precisions", "fp32",
                      "--backends", "onnxruntime", "-o", out, "-q") == 0
     printed = capsys.readouterr().out.splitlines()
     rows = [line for line in printed if line.startswith("onnxruntime")]

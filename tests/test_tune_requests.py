@@ -39,9 +39,10 @@ def test_tune_times_requests_per_card_and_run_uses_the_choice(data_dir, tmp_path
     pytest.importorskip("openvino")
     record_path = tmp_path / "t" / "resnet50.json"
     assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "-s", "Server", "--backends", "openvino",
-                     "--batch-sizes", 2, "--requests", "1,2", "-o", record_path, "--json") == 0
+                     "--batch-sizes", 2, "--requests", "1,2", "--precisions", "fp32", "-o", record_path,
+                     "--json") == 0
     record = json.loads(capsys.readouterr().out)
-    assert record == json.loads(record_path.read_text()) and record["format"] == 2
+    assert record == json.loads(record_path.read_text()) and record["format"] == 3
     rows = record["measured"]
     assert [(m["backend"], m["batch_size"], m["requests"]) for m in rows] == [("openvino", 2, 1), ("openvino", 2, 2)]
     assert all(m["samples_per_second"] > 0 and m["batch_latency_ms"] > 0 for m in rows)
@@ -54,7 +55,7 @@ def test_tune_times_requests_per_card_and_run_uses_the_choice(data_dir, tmp_path
 
     # the table shows the requests column, one row per candidate
     assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "--backends", "onnxruntime,openvino",
-                     "--batch-sizes", 2, "--requests", "2", "-o", record_path, "-q") == 0
+                     "--batch-sizes", 2, "--requests", "2", "--precisions", "fp32", "-o", record_path, "-q") == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split()[:3] == ["backend", "batch", "requests"], printed
     assert [line.split()[:3] for line in printed[1:3]] == [["onnxruntime", "2", "1"], ["openvino", "2", "2"]]
@@ -79,7 +80,7 @@ def test_run_tuned_uses_the_chosen_requests(data_dir, tmp_path, capsys):
     pytest.importorskip("openvino")
     record_path = tmp_path / "rec.json"
     assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "--backends", "openvino", "--batch-sizes", 2,
-                     "--requests", 2, "-o", record_path, "-q") == 0
+                     "--requests", 2, "--precisions", "fp32", "-o", record_path, "-q") == 0
     assert json.loads(record_path.read_text())["chosen"]["Offline"]["requests"] == 2
     results = tmp_path / "r"
     assert appliance("run", "--data-dir", data_dir, "--results", results, "--duration-ms", 300, "--count", 16,

@@ -13,7 +13,7 @@ repeated `--searches` times. Printed: each search's Server / Offline, the lowest
 tuned choices, the CPU model and its vector extensions.
 
     python tools/bench_cpu_server.py --data-dir data --precision int8 --duration-ms 20000 --searches 3
-    python tools/bench_cpu_server.py --tuned data/tuned/resnet50-int8.json --precision int8 --json
+    python tools/bench_cpu_server.py --tuned data/tuned/resnet50.json --precision int8 --json
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def main() -> int:
         steps.append(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "-q"])
     if args.precision == "int8" and not layout.record_for(args.precision).is_file():
         steps.append(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "--precision", "int8", "-q"])
-    record_path = args.tuned or tuned.default_path(args.data_dir, bench.name, args.precision)
+    record_path = args.tuned or tuned.default_path(args.data_dir, bench.name)
     if args.tuned is None:
-        steps.append(["tune", "--data-dir", str(args.data_dir), "--precision", args.precision, "--batch-sizes",
+        steps.append(["tune", "--data-dir", str(args.data_dir), "--precisions", args.precision, "--batch-sizes",
                       args.batch_sizes, "--requests", args.requests, "-o", str(record_path), "-q"])
     for step in steps:
         if appliance(step) != 0:  # it said why in one line
@@ -74,8 +74,11 @@ def main() -> int:
     probe = retrying(lambda q: at("Server", q), args.server_retries)
     found = [server_max(probe, offline, args.server_steps) for _ in range(args.searches)]
     ratios = [q / offline for q, _ in found]
-    choices = {s: f"{c.backend}, batch {c.batch_size}, {c.requests} request(s) per card"
-               for s, c in record.chosen.items()}
+    if args.precision not in record.by_precision:
+        raise ApplianceError(f"{record_path} has no {args.precision} candidates; rerun `appliance tune "
+                             f"--precisions {args.precision}` or leave out --tuned")
+    choices = {s: f"{c.precision}, {c.backend}, batch {c.batch_size}, {c.requests} request(s) per card"
+               for s, c in record.by_precision[args.precision].items()}
     cpu = f"{system.cpu_model()} ({' '.join(vector_extensions())}), {len(system.available_cpus())} CPUs"
     figures = {"precision": args.precision, "duration_ms": args.duration_ms, "tuned": str(record_path),
                "choices": choices, "offline_sps": round(offline, 1), "offline_valid": offline_valid,
