@@ -164,8 +164,9 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         rows = [m for m in record.measured if m.get("backend") == backend and m.get("precision") == pick.precision]
         best = max(rows, key=lambda m: m["samples_per_second"]) if rows else {}
         batch, requests = best.get("batch_size"), int(best.get("requests", 1))
-        why = (f"--backend {backend}; {pick.precision}, batch and requests from {path}" if rows else
-               f"--backend {backend} (not measured at {pick.precision} in {path}: default batch)")
+        source = "--precision given" if opts.precision is not None else f"the record's {req.scenario} choice"
+        why = (f"--backend {backend}; {pick.precision} ({source}), batch and requests from {path}" if rows else
+               f"--backend {backend} at {pick.precision} ({source}): not measured in {path}, default batch")
     if opts.batch_size is not None:
         batch, why = opts.batch_size, why + "; --batch-size given"
     if opts.requests is not None:
