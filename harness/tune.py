@@ -140,8 +140,8 @@ def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Mea
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms), None)
-        lines += [f"# {scenario}: {m.precision}, {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) "
-                  f"per card: {why}; {rule}",
+        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card: {why}; "
+                  f"{rule}",  # `why` starts with the precision
                   f"{bench.name}.{scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"
 

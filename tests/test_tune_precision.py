@@ -59,7 +59,7 @@ def test_tune_chooses_an_eligible_precision_and_run_uses_it(int8_data_dir, tmp_p
     assert {p: set(per) for p, per in record["by_precision"].items()} == {"fp32": {"Offline", "Server"},
                                                                           "int8": {"Offline", "Server"}}
     conf = (path.parent / record["user_conf"]).read_text()
-    assert f"# Offline: {offline['precision']}, onnxruntime, batch 2, 1 infer request(s) per card:" in conf
+    assert f"# Offline: onnxruntime, batch 2, 1 infer request(s) per card: {offline['precision']} (" in conf
 
     # --backend auto finds the record and runs the chosen precision's model
     results = tmp_path / "r"
