@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import appliance, linked_copy
 
-from harness import model_record
-from harness.tune import prepared_precisions
+from harness import benchmarks, model_record
+from harness.tune import eligibility, prepared_precisions
 
 SWEEP = ("-s", "Offline", "-s", "Server", "--backends", "onnxruntime", "--batch-sizes", 2)
 
@@ -149,3 +149,20 @@ def test_unknown_precision_refused_in_one_line(data_dir, tmp_path, capsys):
     assert appliance("tune", "--data-dir", data_dir, "--precisions", "fp32,fp8", "-o", tmp_path / "t.json") == 2
     assert "not allowed: fp8" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize(("bench", "quantization", "verdict"), [
+    ("yolo-95", {"golden_map_pct": 25.1}, (False, "mAP against the FP32 golden detections 25.10% < the 95% "
+                                                  "yolo-95 must reach")),
+    ("yolo-99", {"golden_map_pct": 97.0}, (False, "mAP against the FP32 golden detections 97.00% < the 99% "
+                                                  "yolo-99 must reach")),
+    ("ssd-mobilenet", {"golden_map_pct": 99.5}, (True, "mAP against the FP32 golden detections 99.50% >= the 99% "
+                                                       "ssd-mobilenet must reach")),
+    ("resnet50", {"method": "Percentile"}, (False, "its model record holds no agreement with FP32: rerun "
+                                                   "`appliance prepare --precision int8`")),
+])
+def test_eligibility_reads_the_recorded_agreement_against_the_benchmark_fraction(bench, quantization, verdict):
+    """Detection records hold mAP against the FP32 golden detections; its target is the benchmark's own
+    fraction (yolo-95: 95%)."""
+    assert eligibility(benchmarks.get(bench), {"precision": "int8", "quantization": quantization}) == verdict
+    assert eligibility(benchmarks.get(bench), {"precision": "fp32"}) == (True, "the FP32 reference model")
