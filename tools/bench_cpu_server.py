@@ -6,11 +6,16 @@ x infer requests per card, timed on the run's own cards) unless `--tuned FILE` i
 `--tuned` (the record's Offline choice for Offline, its Server choice for Server, each with its batch
 and requests per card):
   Offline  one run of --duration-ms: LoadGen's samples/s;
-  Server   the highest VALID target QPS, by bisection between 50% and 100% of the Offline figure
-           (`--server-steps` steps, runs of --duration-ms; an INVALID probe is run again
-           `--server-retries` times and counts as INVALID only if every try is),
+  Server   the highest VALID target QPS, by bisection between 0 and the Offline figure starting at
+           what an ideal queue allows (`--server-steps` steps, runs of --duration-ms; an INVALID
+           probe is run again `--server-retries` times and counts as INVALID only if every try is),
 repeated `--searches` times. Printed: each search's Server / Offline, the lowest and the median, the
-tuned choices, the CPU model and its vector extensions.
+tuned choices, the CPU model and its vector extensions, and the yardstick: an ideal queue
+(bench_harness.ideal_server_load: Poisson arrivals, the harness's batching deadline, each batch at
+once to the infer request free first, no host time) fed with tune's own figures for a candidate
+(samples/s with the card kept full, a batch's latency under that load, requests per card as the
+servers): the Server QPS that candidate's latency allows any harness, for the tuned Server choice
+and for the best candidate measured.
 
     python tools/bench_cpu_server.py --data-dir data --precision int8 --duration-ms 20000 --searches 3
     python tools/bench_cpu_server.py --tuned data/tuned/resnet50.json --precision int8 --json
@@ -25,13 +30,15 @@ import sys
 from pathlib import Path
 
 from bench_backends import vector_extensions
-from bench_harness import harness_run, retrying, server_max
+from bench_harness import harness_run, ideal_server_load, retrying, server_max
 
 from harness import benchmarks, system, tuned
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.errors import ApplianceError
+from harness.plan import plan_cards
 from harness.prepare import Layout
+from harness.topology import detect
 
 
 def main() -> int:
@@ -70,21 +77,40 @@ def main() -> int:
         return harness_run(args.data_dir, scenario, qps, args.duration_ms, None, backend="auto",
                            precision=args.precision, tuned=record_path)
 
-    offline, offline_valid = at("Offline", None)
-    probe = retrying(lambda q: at("Server", q), args.server_retries)
-    found = [server_max(probe, offline, args.server_steps) for _ in range(args.searches)]
-    ratios = [q / offline for q, _ in found]
+    cards = len(plan_cards(record.cards, "onnxruntime", bench.name, detect()).slots)  # the cards tune timed
+
+    def ideal_qps(m: dict) -> float:  # a tune row: what an ideal queue sustains within the bound
+        return ideal_server_load(int(m["batch_size"]), float(m["batch_latency_ms"]) / 1000,
+                                 cards * int(m.get("requests", 1)), bench.server_latency_ms or 100) \
+            * float(m["samples_per_second"])
+
     if args.precision not in record.by_precision:
         raise ApplianceError(f"{record_path} has no {args.precision} candidates; rerun `appliance tune "
                              f"--precisions {args.precision}` or leave out --tuned")
+    mine = record.by_precision[args.precision]  # what the runs use: --precision is given
+    rows = [m for m in record.measured if m["precision"] == args.precision]
+    server = mine["Server"]
+    row = next(m for m in rows if (m["backend"], m["batch_size"], m.get("requests", 1)) ==
+               (server.backend, server.batch_size, server.requests))
+    ideal_chosen = ideal_qps(row)
+    best_row = max(rows, key=ideal_qps)
+    ideal_best = ideal_qps(best_row)
+    offline, offline_valid = at("Offline", None)
+    probe = retrying(lambda q: at("Server", q), args.server_retries)
+    start = min(0.95, max(0.05, ideal_chosen / offline))
+    found = [server_max(probe, offline, args.server_steps, start) for _ in range(args.searches)]
+    ratios = [q / offline for q, _ in found]
     choices = {s: f"{c.precision}, {c.backend}, batch {c.batch_size}, {c.requests} request(s) per card"
-               for s, c in record.by_precision[args.precision].items()}
+               for s, c in mine.items()}
     cpu = f"{system.cpu_model()} ({' '.join(vector_extensions())}), {len(system.available_cpus())} CPUs"
     figures = {"precision": args.precision, "duration_ms": args.duration_ms, "tuned": str(record_path),
                "choices": choices, "offline_sps": round(offline, 1), "offline_valid": offline_valid,
                "server_max_valid_qps": [round(q, 1) for q, _ in found], "server_tried": [t for _, t in found],
                "server_over_offline": [round(r, 3) for r in ratios], "lowest": round(min(ratios), 3),
-               "median": round(statistics.median(ratios), 3), "cpu": cpu}
+               "median": round(statistics.median(ratios), 3), "cpu": cpu,
+               "ideal_queue_over_offline": {"tuned_server_choice": round(ideal_chosen / offline, 3),
+                                            "best_candidate": round(ideal_best / offline, 3),
+                                            "best": {k: best_row[k] for k in ("backend", "batch_size", "requests")}}}
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
@@ -93,6 +119,9 @@ def main() -> int:
     print(f"Offline {offline:.1f} samples/s ({'VALID' if offline_valid else 'INVALID'})")
     for (q, tried), r in zip(found, ratios, strict=True):
         print(f"Server max valid {q:.1f} QPS = {r:.3f} of Offline   tried {tried}")
+    print(f"an ideal queue: {ideal_chosen / offline:.3f} of Offline with the tuned Server choice, "
+          f"{ideal_best / offline:.3f} with the best candidate measured ({best_row['backend']}, batch "
+          f"{best_row['batch_size']}, {best_row.get('requests', 1)} request(s))")
     print(f"server / offline ({args.precision}): lowest {min(ratios):.3f}, median {statistics.median(ratios):.3f} "
           f"of {len(ratios)} search(es); CPU {cpu}")
     return 0

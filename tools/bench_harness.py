@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from harness import benchmarks, system
+from harness import benchmarks, queueing, system
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.loadgen_settings import Requested
 from harness.prepare import Layout, read_model_record
-from harness.runner import RunOptions, run
+from harness.runner import RunOptions, default_max_wait_s, run
 from harness.sut import loadgen_window
 
 
@@ -122,11 +122,12 @@ def retrying(run_at, retries: int):
     return probe
 
 
-def server_max(probe, offline: float, steps: int) -> tuple[float, list]:
-    """Highest VALID Server target QPS by bisection between 50% and 100% of the Offline figure
-    (`probe(qps) -> valid`); 0 when even 50% fails. Returns it and the (qps, valid) tried."""
+def server_max(probe, offline: float, steps: int, start: float = 0.5) -> tuple[float, list]:
+    """Highest VALID Server target QPS by bisection between 0 and the Offline figure, starting at
+    `start` x Offline (`probe(qps) -> valid`); 0 when nothing tried is VALID. Returns it and the
+    (qps, valid) tried."""
     lo, hi, tried = 0.0, offline, []
-    first = offline * 0.5
+    first = offline * start
     ok = probe(first)
     tried.append((round(first, 1), ok))
     lo, hi = (first, hi) if ok else (lo, first)
@@ -136,6 +137,12 @@ def server_max(probe, offline: float, steps: int) -> tuple[float, list]:
         tried.append((round(mid, 1), ok))
         lo, hi = (mid, hi) if ok else (lo, mid)
     return lo, tried
+
+
+def ideal_server_load(batch: int, service_s: float, servers: int, bound_ms: float) -> float:
+    """harness.queueing.server_load with the harness's default Server deadline (ResNet50)."""
+    bench = benchmarks.get("resnet50")
+    return queueing.server_load(batch, service_s, servers, bound_ms, lambda q: default_max_wait_s(bench, batch, q))
 
 
 def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) -> tuple[float, list]:

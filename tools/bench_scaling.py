@@ -18,7 +18,7 @@ activations at this rate would make a batch take longer than the bound leaves ro
 Printed ratios, all from this one run:
   offline scaling  = Offline(16 cards) / (16 x Offline(1 card))
   server / offline = max valid Server QPS / Offline samples/s, per card count (Server found by
-                     bisection between 50% and 100% of that count's Offline figure)
+                     bisection from 50% of that count's Offline figure)
   ideal queue      = the same ratio for an ideal harness over the same cards: a discrete-event model
                      (Poisson arrivals, full batches, each to the earliest-free activation at once, no
                      host time), the highest load whose p99 latency is within the bound; what the
@@ -38,14 +38,12 @@ It also saves the scaling curve as a PNG (`--png`, matplotlib).
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-from bench_harness import harness_run, retrying, server_max
+from bench_harness import harness_run, ideal_server_load, retrying, server_max
 
 from harness import benchmarks, system
 from harness.cli import main as appliance
@@ -63,33 +61,6 @@ def write_profile(folder: Path, rate: float, batch: int, activations: int = 0, d
                     f"source: tools/bench_scaling.py\ninput_dtype: uint8\n"
                     f"benchmarks:\n  resnet50: {{samples_per_second: {rate}, batch: {batch}}}\n{pipeline}")
     return path
-
-
-def ideal_p99_ms(rate: float, batch: int, activations: int, cards: int, load: float, dma_us: float,
-                 batches: int = 100_000, seed: int = 0) -> float:
-    """p99 latency (ms) of an ideal harness at `load` x the cards' capacity: Poisson arrivals cut into full
-    batches, each sent at once to the activation free first, taking activations x batch / rate plus
-    its DMA; no host time, no batching deadline. A synchronous card is one activation."""
-    arrivals = np.cumsum(np.random.default_rng(seed).exponential(1 / (load * rate * cards), batches * batch))
-    service = max(1, activations) * batch / rate + batch * dma_us / 1e6
-    free = [0.0] * (cards * max(1, activations))
-    latency = np.empty(batches * batch)
-    for i in range(batches):
-        first, last = i * batch, (i + 1) * batch
-        end = max(arrivals[last - 1], heapq.heappop(free)) + service
-        heapq.heappush(free, end)
-        latency[first:last] = end - arrivals[first:last]
-    return float(np.percentile(latency[len(latency) // 10:], 99) * 1000)  # past the first tenth: steady state
-
-
-def ideal_server_load(rate: float, batch: int, activations: int, cards: int, bound_ms: float,
-                      dma_us: float) -> float:
-    """The highest load (fraction of capacity, to 1/256) at which the ideal harness keeps p99 within the bound."""
-    lo, hi = 0.0, 1.0
-    for _ in range(8):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if ideal_p99_ms(rate, batch, activations, cards, mid, dma_us) <= bound_ms else (lo, mid)
-    return lo
 
 
 def main() -> int:
@@ -141,8 +112,10 @@ def main() -> int:
                                  args.server_retries)
                 found = [server_max(probe, offline, args.server_steps) for _ in range(args.searches)]
                 srv = min(q for q, _ in found)
-                ideal = ideal_server_load(args.per_card_rate, args.batch, args.activations, n,
-                                          bench.server_latency_ms or 100, args.dma_in_us + args.dma_out_us)
+                service_s = max(1, args.activations) * args.batch / args.per_card_rate \
+                    + args.batch * (args.dma_in_us + args.dma_out_us) / 1e6
+                ideal = ideal_server_load(args.batch, service_s, n * max(1, args.activations),
+                                          bench.server_latency_ms or 100)
                 row.update(server_max_valid_qps=round(srv, 1), server_over_offline=round(srv / offline, 3),
                            server_searches=[round(q / offline, 3) for q, _ in found],
                            server_tried=[t for _, t in found], ideal_queue_server_over_capacity=round(ideal, 3))
