@@ -28,7 +28,7 @@ from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, staged_dir
 from harness.loadgen_settings import Requested, loadgen_version
-from harness.prepare import Layout, read_model_record
+from harness.prepare import PRECISIONS, Layout, read_model_record
 from harness.results import FALLBACK, METRICS
 from harness.runner import RunOptions, RunOutcome, latest_run, run
 from harness.scenarios import Mode, Scenario
@@ -182,16 +182,18 @@ class Artefacts:
         self.data_dir = data_dir
         self._cache: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
 
-    def check(self, bench: benchmarks.Benchmark) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-        """(model record, dataset manifest, files whose bytes differ from their local record).
+    def check(self, bench: benchmarks.Benchmark,
+              precision: str = "fp32") -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+        """(model record of `precision`, dataset manifest, files whose bytes differ from their local record).
         Raises ApplianceError (with the command to prepare it) when the benchmark is not prepared here."""
-        if bench.name not in self._cache:
+        key = f"{bench.name}/{precision}"
+        if key not in self._cache:
             layout = Layout(self.data_dir, bench)
-            record = read_model_record(layout)
+            record = read_model_record(layout, precision)
             data = store.open_prepared(layout.preprocessed, bench.prepare_hint(self.data_dir))
             bad = [m.line() for m in integrity.verify_loaded(record, data)]
-            self._cache[bench.name] = (record, data.manifest, bad)
-        return self._cache[bench.name]
+            self._cache[key] = (record, data.manifest, bad)
+        return self._cache[key]
 
 
 def _tree_mismatches(manifest: dict[str, Any], record: dict[str, Any], data_manifest: dict[str, Any],
@@ -334,11 +336,12 @@ def _bench_or_reason(row: Row, t: Target) -> benchmarks.Benchmark | None:
     return benchmarks.get(name)
 
 
-def _prepared_or_reason(row: Row, bench: benchmarks.Benchmark,
-                        artefacts: Artefacts) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Local model record and data manifest; None with the reason (and the command) when not prepared."""
+def _prepared_or_reason(row: Row, bench: benchmarks.Benchmark, artefacts: Artefacts,
+                        precision: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Local model record (of the precision the tree's run used) and data manifest; None with the reason
+    (and the command) when not prepared."""
     try:
-        record, data_manifest, bad = artefacts.check(bench)
+        record, data_manifest, bad = artefacts.check(bench, precision)
     except ApplianceError as exc:
         row.reasons.append(f"benchmark not prepared here: {exc}")
         return None
@@ -358,7 +361,7 @@ class Recorded:
     manifest: dict[str, Any] | None
     backend: str
     batch: int | None
-    placement: dict[str, Any]   # the recorded --cards / --replicate / --card-outputs / --requests
+    placement: dict[str, Any]   # the recorded --precision / --cards / --replicate / --card-outputs / --requests
     unfair: list[str]           # why the comparison cannot be fair: synthetic here, real in the tree
 
     def rerun(self, row: Row, requested: Requested, artefacts: Artefacts, work: Path, *, batch: bool) -> RunOutcome:
@@ -376,12 +379,14 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     bench = _bench_or_reason(row, t)
     if bench is None:
         return None
-    prepared = _prepared_or_reason(row, bench, artefacts)
+    manifest = read_manifest(run_dir)
+    precision = manifest.get("precision") if manifest is not None else None
+    precision = precision if precision in PRECISIONS else "fp32"  # older manifests: fp32, the only one then
+    prepared = _prepared_or_reason(row, bench, artefacts, precision)
     if prepared is None:
         return None
     record, data_manifest = prepared
-    manifest = read_manifest(run_dir)
-    backend, batch, placement = "onnxruntime", None, {}
+    backend, batch, placement = "onnxruntime", None, {"precision": precision}
     if manifest is None:
         row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
     else:
@@ -392,7 +397,7 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
             return None
         backend = _text(manifest.get("backend"), backend)
         batch = manifest.get("batch_size") if isinstance(manifest.get("batch_size"), int) else None
-        placement = _recorded_placement(manifest, row.notes)
+        placement = {**placement, **_recorded_placement(manifest, row.notes)}
         row.notes += _host_notes(manifest)
     return Recorded(bench, manifest, backend, batch, placement, _synthetic_reasons(manifest, record, data_manifest))
 

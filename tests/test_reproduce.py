@@ -53,3 +53,19 @@ def test_reproduce_refuses_to_overwrite_a_report(data_dir, tmp_path, capsys):
     (tmp_path / "audit").mkdir()
     assert appliance("reproduce", tmp_path, "--data-dir", data_dir, "-o", tmp_path / "audit") == 2
     assert "never overwritten" in capsys.readouterr().err
+
+
+def test_reproduce_reruns_an_int8_tree_with_the_int8_model(int8_data_dir, tmp_path, capsys):
+    """The tree's manifest says which prepared model ran: an int8 run is checked against the local int8
+    model and re-run with it (it was compared with the FP32 model: a false FAIL on the digest)."""
+    results = tmp_path / "results"
+    assert appliance("run", "--data-dir", int8_data_dir, "--results", results, "--precision", "int8",
+                     "--mode", "accuracy", "--cards", "emulate:1", "-q", "--system", "sut") == 0
+    out = tmp_path / "audit"
+    rc = appliance("reproduce", results, "--data-dir", int8_data_dir, "-o", out)
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    report = json.loads((out / "reproduce_report.json").read_text())
+    assert report["verdict"] == "PASS" and [r["verdict"] for r in report["rows"]] == ["PASS"]
+    reruns = [json.loads(p.read_text()) for p in out.rglob("manifest.json")]
+    assert reruns and {m["precision"] for m in reruns} == {"int8"}, [p for p in out.rglob("manifest.json")]
