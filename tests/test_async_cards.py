@@ -9,6 +9,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mlperf_loadgen as lg
@@ -17,7 +18,7 @@ import pytest
 from helpers import SAMPLES
 
 from harness import benchmarks
-from harness.cards.base import AsyncCard, CardInfo, Synchronous, as_async
+from harness.cards.base import AsyncCard, CardInfo, Synchronous, ZeroOutputs, as_async
 from harness.cards.simulated_card import Pipeline, PipelinedSimulatedCard, Profile, SimulatedCard
 from harness.datasets import store
 from harness.prepare import Layout
@@ -224,3 +225,64 @@ def test_server_prefers_an_idle_card_to_a_busy_one_with_room(data_dir, completio
     assert completions.wait_for(24) == 24
     sut.stop()
     assert (slow.batches, fast.batches) == (1, 2)
+
+
+class DepthOneCard:
+    """An asynchronous card holding one batch at a time (OpenVINO with one infer request), done after
+    `seconds` on a thread of its own, which then calls the ready callback. Notes which thread waits."""
+
+    depth = 1
+    input_dtype = "uint8"
+
+    def __init__(self, index: int, seconds: float) -> None:
+        self.info = CardInfo(index, "test", "depth-one", (CPUS[0],), emulated=True)
+        self.seconds, self.zeros = seconds, ZeroOutputs(SHAPES)
+        self.flight: list[tuple[threading.Event, int]] = []
+        self.submitters: set[str] = set()
+        self.waiters: set[str] = set()
+        self.ready: Callable[[], None] = lambda: None
+
+    def set_ready_callback(self, ready: Callable[[], None]) -> None:
+        self.ready = ready
+
+    def submit(self, batch: np.ndarray | None, n: int) -> None:
+        assert not self.flight, "more than depth batches in flight"
+        self.submitters.add(threading.current_thread().name)
+        done = threading.Event()
+        self.flight.append((done, n))
+
+        def finish() -> None:
+            done.set()
+            self.ready()
+
+        threading.Timer(self.seconds, finish).start()
+
+    def poll(self) -> list[np.ndarray] | None:
+        if not self.flight or not self.flight[0][0].is_set():
+            return None
+        return self.zeros(self.flight.pop(0)[1])
+
+    def wait(self) -> list[np.ndarray]:
+        self.waiters.add(threading.current_thread().name)
+        done, n = self.flight[0]
+        done.wait()
+        self.flight.pop(0)
+        return self.zeros(n)
+
+    def close(self) -> None:
+        pass
+
+
+def test_server_card_thread_waits_on_a_depth_one_card_itself(data_dir, completions):
+    """Server, depth 1, nothing else to do: the card thread waits for the batch itself (one wake-up fewer
+    than the ready signal), and every sample still completes once."""
+    card = DepthOneCard(0, seconds=0.05)
+    sut = _sut(data_dir, [card], scenario="Server", max_wait_s=0.001)
+    sut.start()
+    for k in range(6):
+        _issue(sut, 8, first=8 * k)
+        time.sleep(0.02)
+    assert completions.wait_for(48) == 48
+    sut.stop()
+    assert sorted(completions.ids) == list(range(48))
+    assert card.waiters and card.waiters <= card.submitters  # waited on by the card's own thread

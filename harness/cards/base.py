@@ -89,8 +89,9 @@ class AsyncCard(Protocol):
     `depth` batches in flight, so a submit always finds a free slot (it may take the time to hand the
     batch over: a DMA, or a whole synchronous inference in `Synchronous`). `poll` never blocks. `wait`
     blocks until the oldest batch in flight finishes; the harness calls it only with a batch in flight
-    (warm-up, and to drain the card when the run stops). The ready callback is cheap, never blocks and
-    is thread-safe (the harness's puts a wake-up on the card thread's queue).
+    (warm-up, to drain the card when the run stops, and in Server on a card of depth 1 with nothing
+    else to do: one thread wake-up fewer than waiting for the ready callback). The ready callback is
+    cheap, never blocks and is thread-safe (the harness's puts a wake-up on the card thread's queue).
 
     Order. Batches finish in the order they were submitted: `poll` and `wait` return the outputs of the
     oldest batch in flight, first dimension `n` as submitted. A card that runs batches side by side

@@ -322,6 +322,8 @@ class CardWorker:
             else:
                 assert isinstance(msg, Ready)
             self._drive(card, pending, flight)
+            if self.server and self.depth == 1 and flight and self.alive and self.to_card.empty():
+                self._wait_here(card, pending, flight)
         for item in pending:
             self._release(item.buf)
         while flight and self.alive:  # the run is over: let the card finish what it reads, drop the outputs
@@ -330,6 +332,19 @@ class CardWorker:
             except Exception:
                 break
             self._release(flight.popleft().buf)
+
+    def _wait_here(self, card: AsyncCard, pending: deque[Staged], flight: deque[_InFlight]) -> None:
+        """Server, a card of depth 1 holding its batch, nothing else to do: wait for it on this thread (GIL
+        released) rather than sleep until the card's ready signal wakes it, one thread wake-up fewer per
+        batch, which at low load on an idle CPU is most of the harness's tail (BENCHMARKS.md, real CPU
+        Server). The ready signal still comes and finds nothing to collect."""
+        try:
+            outputs = card.wait()
+        except Exception as exc:
+            self._fail_holding(exc, [], flight)
+            return
+        self._landed(flight.popleft(), outputs)
+        self._drive(card, pending, flight)
 
     def _drive(self, card: AsyncCard, pending: deque[Staged], flight: deque[_InFlight]) -> None:
         """Collect what the card has finished, then submit pending batches while it has room."""
