@@ -27,10 +27,12 @@ they start, such as onnxruntime's intra-op pool, inherit the affinity and the na
                 puts the `Staged` message. A card that reads no input and takes one batch at a time
                 (null) has no feeder: its card thread takes batches itself.
     c<i>.card   makes the card, submits staged batches while fewer than `depth` are on it, polls it
-                when it signals ready, completes each batch (encode + one QuerySamplesComplete) and
-                gives its buffer back to `free`. Owns: the card object (every card call but the ready
-                callback happens here), `finished`, `on_card`, `busy_until`, `service_s`, `accepted`,
-                `warmup_batches`, and `completed` / `batches` when there is no done thread.
+                when it signals ready (Server, depth 1, nothing queued: waits on the card itself, the
+                GIL released, one wake-up fewer), completes each batch (encode + one
+                QuerySamplesComplete) and gives its buffer back to `free`. Owns: the card object (every
+                card call but the ready callback happens here), `finished`, `on_card`, `busy_until`,
+                `service_s`, `accepted`, `warmup_batches`, and `completed` / `batches` when there is no
+                done thread.
     c<i>.done   only for benchmarks with heavy host post-processing (NMS): encodes and completes,
                 pipelined with the card. Owns `completed` / `batches` then.
     (the card's runtime threads) may call only the ready callback, which puts `READY` on `to_card`.
