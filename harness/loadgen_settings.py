@@ -73,6 +73,7 @@ class Calibration:
     single_latency_ms: float        # one sample on one card
     multistream_latency_ms: float   # eight samples on one card
     method: str = "warm-up timing, cards one at a time"
+    server_qps: float | None = None  # what an ideal queue sustains within the bound (harness.queueing), if known
 
 
 @cache
@@ -216,7 +217,10 @@ def calibrated_setting(scenario: Scenario, cal: Calibration, duration_ms: int | 
         why = (f"the run lasts about {1.1 * k:.2g} x min_duration" if scenario == Scenario.OFFLINE
                else "what the card set sustains within the bound")
         short = " (a short run: wider margin)" if k != target_per_rate(scenario, None) else ""
-        return "target_qps", round(cal.samples_per_second * k, 3), f"calibrated rate x {k}{short} ({rate}): {why}"
+        rule = f"calibrated rate x {k}{short} ({rate}): {why}"
+        if scenario == Scenario.SERVER and cal.server_qps is not None and cal.server_qps < cal.samples_per_second * k:
+            return "target_qps", cal.server_qps, f"what an ideal queue sustains within the bound (less than {rule})"
+        return "target_qps", round(cal.samples_per_second * k, 3), rule
     if scenario == Scenario.SINGLE_STREAM:
         return "target_latency", round(cal.single_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"
     return "target_latency", round(cal.multistream_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"

@@ -111,10 +111,10 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
                     multistream_latency_ms=round(1000 * min(t_b for _, t_b in warm) * math.ceil(8 / batch), 3),
-                    cards=len(loaded), server_qps=_server_qps(bench, batch, latency_s, len(loaded) * requests, rate))
+                    cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate))
 
 
-def _server_qps(bench: benchmarks.Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
+def server_qps(bench: benchmarks.Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
     """The Server QPS an ideal queue sustains within the bound with this candidate's batch latency under
     load and its batches in flight (cards x requests), at the harness's batching deadline; None: edge."""
     if bench.server_latency_ms is None:
@@ -154,9 +154,8 @@ def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Mea
     lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
-                                                                    m.multistream_latency_ms), None)
-        if scenario == Scenario.SERVER and m.server_qps is not None and m.server_qps < value:
-            value, rule = m.server_qps, f"what an ideal queue sustains within the bound (less than {rule})"
+                                                                    m.multistream_latency_ms,
+                                                                    server_qps=m.server_qps), None)
         lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card: {why}; "
                   f"{rule}",  # `why` starts with the precision
                   f"{bench.name}.{scenario}.{key} = {value}"]

@@ -109,13 +109,13 @@ def test_server_choice_is_what_an_ideal_queue_sustains():
     """Server takes the candidate whose own latency lets the most QPS through the bound, not the fastest:
     figures as tune measured them on a 2-vCPU VM (int8 ResNet50, openvino)."""
     from harness.scenarios import Scenario
-    from harness.tune import Measured, _server_qps, choose, user_conf_text
+    from harness.tune import Measured, choose, server_qps, user_conf_text
 
     bench = benchmarks.get("resnet50")
 
     def row(batch: int, requests: int, sps: float, latency_ms: float) -> Measured:
         return Measured("int8", "openvino", batch, requests, sps, latency_ms, latency_ms, latency_ms, 1,
-                        _server_qps(bench, batch, latency_ms / 1000, requests, sps))
+                        server_qps(bench, batch, latency_ms / 1000, requests, sps))
 
     fast, half, quick = row(8, 4, 460.3, 67.2), row(2, 1, 352.0, 5.64), row(1, 2, 285.7, 5.97)
     assert fast.server_qps == 0.0 and 0 < (half.server_qps or 0) < (quick.server_qps or 0) < quick.samples_per_second

@@ -10,12 +10,10 @@ and requests per card):
            what an ideal queue allows (`--server-steps` steps, runs of --duration-ms; an INVALID
            probe is run again `--server-retries` times and counts as INVALID only if every try is),
 repeated `--searches` times. Printed: each search's Server / Offline, the lowest and the median, the
-tuned choices, the CPU model and its vector extensions, and the yardstick: an ideal queue
-(bench_harness.ideal_server_load: Poisson arrivals, the harness's batching deadline, each batch at
-once to the infer request free first, no host time) fed with tune's own figures for a candidate
-(samples/s with the card kept full, a batch's latency under that load, requests per card as the
-servers): the Server QPS that candidate's latency allows any harness, for the tuned Server choice
-and for the best candidate measured.
+tuned choices, the CPU model and its vector extensions, and the yardstick tune recorded per candidate
+(`server_qps`: an ideal queue, harness/queueing.py, fed with the candidate's samples/s with the card
+kept full, its batch latency under that load and its batches in flight): the Server QPS that
+candidate's latency allows any harness, for the tuned Server choice and for the best candidate.
 
     python tools/bench_cpu_server.py --data-dir data --precision int8 --duration-ms 20000 --searches 3
     python tools/bench_cpu_server.py --tuned data/tuned/resnet50.json --precision int8 --json
@@ -30,15 +28,13 @@ import sys
 from pathlib import Path
 
 from bench_backends import vector_extensions
-from bench_harness import harness_run, ideal_server_load, retrying, server_max
+from bench_harness import harness_run, retrying, server_max
 
 from harness import benchmarks, system, tuned
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.errors import ApplianceError
-from harness.plan import plan_cards
 from harness.prepare import Layout
-from harness.topology import detect
 
 
 def main() -> int:
@@ -77,12 +73,8 @@ def main() -> int:
         return harness_run(args.data_dir, scenario, qps, args.duration_ms, None, backend="auto",
                            precision=args.precision, tuned=record_path)
 
-    cards = len(plan_cards(record.cards, "onnxruntime", bench.name, detect()).slots)  # the cards tune timed
-
-    def ideal_qps(m: dict) -> float:  # a tune row: what an ideal queue sustains within the bound
-        return ideal_server_load(int(m["batch_size"]), float(m["batch_latency_ms"]) / 1000,
-                                 cards * int(m.get("requests", 1)), bench.server_latency_ms or 100) \
-            * float(m["samples_per_second"])
+    def ideal_qps(m: dict) -> float:  # what tune's ideal queue gave the row (harness.queueing)
+        return float(m.get("server_qps") or 0.0)
 
     if args.precision not in record.by_precision:
         raise ApplianceError(f"{record_path} has no {args.precision} candidates; rerun `appliance tune "

@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from harness import benchmarks, queueing, system
+from harness import benchmarks, system
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.loadgen_settings import Requested
 from harness.prepare import Layout, read_model_record
-from harness.runner import RunOptions, default_max_wait_s, run
+from harness.runner import RunOptions, run
 from harness.sut import loadgen_window
 
 
@@ -122,32 +122,30 @@ def retrying(run_at, retries: int):
     return probe
 
 
-def server_max(probe, offline: float, steps: int, start: float = 0.5) -> tuple[float, list]:
-    """Highest VALID Server target QPS by bisection between 0 and the Offline figure, starting at
-    `start` x Offline (`probe(qps) -> valid`); 0 when nothing tried is VALID. Returns it and the
-    (qps, valid) tried."""
-    lo, hi, tried = 0.0, offline, []
-    first = offline * start
-    ok = probe(first)
-    tried.append((round(first, 1), ok))
-    lo, hi = (first, hi) if ok else (lo, first)
+def _bisect(probe, lo: float, hi: float, steps: int, tried: list) -> float:
+    """`steps` halvings of [lo, hi] where `probe(qps) -> valid` holds at lo and fails at hi; appends to `tried`."""
     for _ in range(steps):
         mid = (lo + hi) / 2
         ok = probe(mid)
         tried.append((round(mid, 1), ok))
         lo, hi = (mid, hi) if ok else (lo, mid)
-    return lo, tried
+    return lo
 
 
-def ideal_server_load(batch: int, service_s: float, servers: int, bound_ms: float) -> float:
-    """harness.queueing.server_load with the harness's default Server deadline (ResNet50)."""
-    bench = benchmarks.get("resnet50")
-    return queueing.server_load(batch, service_s, servers, bound_ms, lambda q: default_max_wait_s(bench, batch, q))
+def server_max(probe, offline: float, steps: int, start: float = 0.5) -> tuple[float, list]:
+    """Highest VALID Server target QPS by bisection between 0 and the Offline figure, starting at
+    `start` x Offline (`probe(qps) -> valid`); 0 when nothing tried is VALID. Returns it and the
+    (qps, valid) tried."""
+    first = offline * start
+    ok = probe(first)
+    tried = [(round(first, 1), ok)]
+    lo, hi = (first, offline) if ok else (0.0, first)
+    return _bisect(probe, lo, hi, steps, tried), tried
 
 
 def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) -> tuple[float, list]:
     """Highest target QPS `probe(qps) -> valid` accepts: double from `start`, then bisect."""
-    tried = []
+    tried: list = []
     lo, hi, qps = 0.0, None, start
     while qps <= cap:
         ok = probe(qps)
@@ -158,12 +156,7 @@ def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) 
         lo, qps = qps, qps * 2
     if hi is None:
         return lo, tried
-    for _ in range(bisect_steps):
-        mid = (lo + hi) / 2
-        ok = probe(mid)
-        tried.append((round(mid, 1), ok))
-        lo, hi = (mid, hi) if ok else (lo, mid)
-    return lo, tried
+    return _bisect(probe, lo, hi, bisect_steps, tried), tried
 
 
 def null_main(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.PreparedData) -> int:

@@ -43,12 +43,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_harness import harness_run, ideal_server_load, retrying, server_max
+from bench_harness import harness_run, retrying, server_max
 
 from harness import benchmarks, system
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.prepare import Layout
+from harness.tune import server_qps
 
 
 def write_profile(folder: Path, rate: float, batch: int, activations: int = 0, dma_in_us: float = 0.0,
@@ -114,8 +115,9 @@ def main() -> int:
                 srv = min(q for q, _ in found)
                 service_s = max(1, args.activations) * args.batch / args.per_card_rate \
                     + args.batch * (args.dma_in_us + args.dma_out_us) / 1e6
-                ideal = ideal_server_load(args.batch, service_s, n * max(1, args.activations),
-                                          bench.server_latency_ms or 100)
+                capacity = n * max(1, args.activations) * args.batch / service_s
+                ideal = (server_qps(bench, args.batch, service_s, n * max(1, args.activations), capacity) or 0.0) \
+                    / capacity
                 row.update(server_max_valid_qps=round(srv, 1), server_over_offline=round(srv / offline, 3),
                            server_searches=[round(q / offline, 3) for q, _ in found],
                            server_tried=[t for _, t in found], ideal_queue_server_over_capacity=round(ideal, 3))
