@@ -52,3 +52,13 @@ def test_load_limits_follow_the_cards_latency():
     assert queueing.server_load(1, 0.016, 32, 15.0, no_wait) == 0.0  # a batch longer than the bound
     # M/D/1 at load 0.5: mean wait rho S / (2 (1 - rho)) = S / 2; the model's p99 is well above the mean
     assert 5.0 + 2.5 < queueing.p99_ms(1, 0.005, 1, qps=100.0, deadline_s=0.0) < 5.0 * 5
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5, 0.8])
+def test_single_server_mean_wait_is_pollaczek_khinchine(rho):
+    """Batch 1, no deadline, one server: an M/D/1 queue, whose mean wait the Pollaczek-Khinchine formula
+    gives in closed form, rho S / (2 (1 - rho)) — a result no code here wrote."""
+    service = 0.004
+    latency = queueing._latencies(queueing._unit_arrivals(0) / (rho / service), 1, 0.0, service, 1)
+    wait = float(latency[queueing.SAMPLES // 10:].mean()) - service
+    assert wait == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.05)
