@@ -73,7 +73,9 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
                    "--output-layout anchor-major")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="int8: also quantise the model (onnxruntime static quantisation, QDQ, per-channel int8 "
-                   "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32.")
+                   "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32. "
+                   "bf16: the FP32 weights computed in bfloat16 by OpenVINO (CPUs with AVX512_BF16 or AMX; "
+                   "runs on --backend openvino), and its agreement with FP32 measured on this CPU.")
 @click.option("--calibration-list", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="int8: image names to calibrate on, one per line (MLPerf's cal_image_list_option_1.txt "
                    "form) [default: a seeded list of 128 names of the prepared dataset].")
@@ -92,6 +94,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark ssd-resnet34 --source /data/coco
       appliance prepare --benchmark yolo-99 --model yolo11l-t.onnx --output-layout anchor-major
       appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
+      appliance prepare --precision bf16        # then: appliance run --precision bf16 --backend openvino
     """
     from harness.prepare import check_space, disk_faults_as_errors, space_needed, sweep_leftovers
 
@@ -100,6 +103,10 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
         raise click.UsageError("--model and --fetch exclude each other")
     if calibration_list is not None and precision != "int8":
         raise click.UsageError("--calibration-list is for --precision int8")
+    if precision == "bf16":  # before any work: this CPU may have no bf16
+        from harness.bf16 import require
+
+        require("--precision bf16")
     bench = benchmarks.get(benchmark)
     if output_layout is not None:
         bench = bench.with_output_layout(output_layout)
@@ -109,7 +116,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     with disk_faults_as_errors(layout):
         _prepare(layout, samples, source, model_file, fetch, precision, calibration_list)
     click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
-               + (f" --precision {precision}" if precision != "fp32" else ""))
+               + (f" --precision {precision}" if precision != "fp32" else "")
+               + (" --backend openvino" if precision == "bf16" else ""))
 
 
 def _prepare(layout: Layout, samples: int | None, source: Path | None, model_file: Path | None, fetch: bool,
@@ -128,6 +136,12 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
         data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
         prepare_int8(layout.model_record.parent, layout.record_for("int8"), bench, record, data, calibration_list,
                      click.echo)
+    elif precision == "bf16":
+        from harness.bf16 import prepare_bf16
+        from harness.datasets.store import open_prepared
+
+        data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
+        prepare_bf16(layout.model_record.parent, layout.record_for("bf16"), bench, record, data, click.echo)
 
 
 @cli.command()
@@ -179,8 +193,10 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
               help="Detection: the host NMS parameter set of the benchmark's record, MLCommons' reference values "
                    "or KRAI's NMS-ABP ones (e.g. --nms-params krai).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=None,
-              help="Which prepared model runs: fp32, or int8 (made by `appliance prepare --precision int8`; "
-                   "reads the uint8 samples directly); with --tuned / --backend auto, the record's best candidate "
+              help="Which prepared model runs: fp32, int8 (made by `appliance prepare --precision int8`; "
+                   "reads the uint8 samples directly), or bf16 (`prepare --precision bf16`: the FP32 weights "
+                   "computed in bf16, --backend openvino on a CPU with AVX512_BF16 or AMX); with --tuned / --backend "
+                   "auto, the record's best candidate "
                    "at this precision [default: the tuned record's choice with --tuned / --backend auto, else "
                    "fp32]. Example: --precision int8")
 @click.option("--batch-size", type=click.IntRange(1), default=None,

@@ -1,4 +1,4 @@
-"""The model record, <data>/models/<benchmark>[-int8].json: which model file runs and its digests.
+"""The model record, <data>/models/<benchmark>[-int8|-bf16].json: which model file runs and its digests.
 
 One writer (`write`: prepare and the int8 quantiser) and one reader (`read`), versioned by `format`.
 Records from before the field existed are format 1 too (same keys). `path` names the file relative to
@@ -28,7 +28,7 @@ class ModelRecord:
     synthetic: bool                # seeded weights
     seed: int | None
     official_artefact: str | None  # registry name when the digest is an official artefact's
-    precision: str                 # fp32 | int8
+    precision: str                 # fp32 | int8 | bf16
     params: int
     macs_per_sample: int
     stats: str                     # one line for a person
@@ -37,12 +37,13 @@ class ModelRecord:
     quantization: dict[str, Any] | None = None  # int8: how it was made, its agreement with fp32
     adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
     output_layout: str | None = None          # detection: the layout its output comes in (`--output-layout`)
+    inference_precision: str | None = None    # bf16: what the runtime computes in (OpenVINO's precision hint)
 
     def to_json(self) -> dict[str, Any]:
         """The file's content (format first); optional fields that do not apply are left out."""
         body = {k: v for k, v in dataclasses.asdict(self).items()
                 if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from",
-                                                  "output_layout")}
+                                                  "output_layout", "inference_precision")}
         return {"format": FORMAT, **body}
 
 
@@ -58,8 +59,9 @@ def parse(data: object, where: Path) -> ModelRecord:
     for key, kind in _REQUIRED.items():
         if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
             raise DataError(f"{where} is not a valid model record: {key!r} is {data.get(key)!r}")
-    if not isinstance(data.get("output_layout", ""), str):
-        raise DataError(f"{where} is not a valid model record: 'output_layout' is {data['output_layout']!r}")
+    for key in ("output_layout", "inference_precision"):
+        if not isinstance(data.get(key) or "", str):
+            raise DataError(f"{where} is not a valid model record: {key!r} is {data[key]!r}")
     fields = {f.name for f in dataclasses.fields(ModelRecord)}
     return ModelRecord(**{"precision": "fp32", **{k: v for k, v in data.items() if k in fields}})
 

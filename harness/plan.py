@@ -118,6 +118,11 @@ def resolve(opts: RunOptions) -> RunPlan:
     bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to
     topology = detect()
     cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
+    if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
+        from harness import bf16
+
+        bf16.check_backend(cards.backend)
+        bf16.require(f"--precision {opts.precision}")
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()

@@ -38,7 +38,7 @@ from harness.rundirs import disk_fault
 Echo = Callable[[str], None]
 DATASET_SEED = 2026
 MODEL_SEED = 0
-PRECISIONS = ("fp32", "int8")  # int8: harness.quantize, from the fp32 model
+PRECISIONS = ("fp32", "int8", "bf16")  # from the fp32 model: int8 harness.quantize, bf16 harness.bf16
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
                  model_file: Path | None, fetch: bool) -> dict[str, int]:
     """Bytes `prepare` will write, per part not made yet: the model (the record's parameters x 4 bytes:
     seeded, fetched or an adopted copy of --model; plus the int8 copy and its uint8-input FP32
-    intermediate), the raw synthetic dataset (bounded by the decoded image size) and the uint8 shards
-    (samples x input bytes)."""
+    intermediate, or bf16's uint8-input FP32 copy), the raw synthetic dataset (bounded by the decoded
+    image size) and the uint8 shards (samples x input bytes)."""
     bench = layout.bench
     count = samples or bench.performance_sample_count
     sample = int(np.prod(bench.input_shape))
@@ -83,6 +83,8 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
         need["model"] = 4 * params
     if precision == "int8" and not layout.record_for("int8").is_file():
         need["int8 model"] = 5 * params
+    if precision == "bf16" and not layout.record_for("bf16").is_file():
+        need["bf16 model (FP32 weights, uint8 input)"] = 4 * params
     if source is None and not _json_or_empty(layout.raw / ".synthetic.json").get("count", 0) >= count:
         need["raw dataset"] = count * sample
     if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:
@@ -366,13 +368,22 @@ def reference_pass(model_path: str | Path, bench: Benchmark, data: store.Prepare
     FP32 one the mean-subtracted floats, as the harness stages them."""
     import onnxruntime as ort
 
-    from harness.datasets.coco import for_prepared
-
-    bench = for_prepared(bench, data)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
     raw = next(i.type for i in sess.get_inputs() if i.name == bench.input_name) == "tensor(uint8)"
+    outputs = list(bench.outputs)
+    return dataset_pass(lambda x: list(sess.run(outputs, {bench.input_name: x})), raw, bench, data, batch, label)
+
+
+def dataset_pass(infer: Callable[[np.ndarray], list[np.ndarray]], raw: bool, bench: Benchmark,
+                 data: store.PreparedData, batch: int,
+                 label: str) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`infer` over the prepared dataset in batches of at most `batch`: per batch, the QSL indices and the
+    encoded (payload, offsets). `raw`: the model reads the stored uint8 bytes, else mean-subtracted floats."""
+    from harness.datasets.coco import for_prepared
+
+    bench = for_prepared(bench, data)
     mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)
     u8 = np.empty((batch, *bench.input_shape), dtype=np.uint8)
     with progress.bar(data.count, label) as bar:
@@ -380,7 +391,7 @@ def reference_pass(model_path: str | Path, bench: Benchmark, data: store.Prepare
             part = np.arange(start, min(start + batch, data.count))
             x = u8[:len(part)]
             data.gather(part, x)
-            outputs = sess.run(list(bench.outputs), {bench.input_name: x if raw else x.astype(np.float32) - mean})
+            outputs = infer(x if raw else x.astype(np.float32) - mean)
             yield (part, *bench.encode_response(outputs, part.tolist()))
             bar.update(len(part))
 

@@ -15,7 +15,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +87,6 @@ def synthetic_calibration_list(path: Path, dataset_names: list[str]) -> None:
     rng = np.random.default_rng(CAL_SEED)
     pick = sorted(rng.choice(len(dataset_names), size=min(CAL_COUNT, len(dataset_names)), replace=False))
     atomic_write_text(path, "".join(f"{dataset_names[i]}\n" for i in pick))
-
-
-def top1(model_path: Path, bench: Benchmark, data: store.PreparedData, batch: int, label: str) -> np.ndarray:
-    """Top-1 (background removed) of a model over the prepared dataset, onnxruntime CPU."""
-    out = np.empty(data.count, dtype=np.int32)
-    for part, payload, offsets in reference_pass(model_path, bench, data, batch, label):
-        out[part] = payload[offsets[:-1]].astype(np.int32)  # one class id per sample
-    return out
 
 
 def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedData, indices: list[int]) -> None:
@@ -169,16 +161,19 @@ def _decode_tail(graph: Any) -> list[str]:
     return list(seen)
 
 
-def _agreement(path: Path, bench: Benchmark, data: store.PreparedData) -> tuple[str, float]:
-    """How the int8 model agrees with the FP32 golden reference: top-1 agreement, or mAP against the golden
-    annotations (detection: the reference pass's detections as ground truth)."""
-    label = f"int8 {bench.quality_metric} over the prepared dataset"
+def agreement(passes: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], bench: Benchmark,
+              data: store.PreparedData) -> tuple[str, float]:
+    """How a reduced-precision model's pass over the prepared dataset (`dataset_pass`) agrees with the FP32
+    golden reference: top-1 agreement, or mAP against the golden annotations (detection: the reference
+    pass's detections as ground truth). Returns the `AGREEMENT` key and the percentage."""
     if bench.quality_metric == "top-1":
         assert data.golden is not None
-        int8 = top1(path, bench, data, bench.default_batch, label)
-        return "agreement_top1_pct", 100.0 * float(np.mean(int8 == data.golden))
+        labels = np.empty(data.count, dtype=np.int32)
+        for part, payload, offsets in passes:
+            labels[part] = payload[offsets[:-1]].astype(np.int32)  # one class id per sample
+        return "agreement_top1_pct", 100.0 * float(np.mean(labels == data.golden))
     records = []
-    for part, payload, offsets in reference_pass(path, bench, data, bench.default_batch, label):
+    for part, payload, offsets in passes:
         records += [{"seq_id": int(i), "qsl_idx": int(i), "data": payload[offsets[j]:offsets[j + 1]].tobytes().hex()}
                     for j, i in enumerate(part)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,7 +216,9 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
             _quantize(u8in, Path(tmp) / "int8.onnx", bench, data, indices)
         os.replace(Path(tmp) / "int8.onnx", path)
-    metric, agree = _agreement(path, bench, data)
+    metric, agree = agreement(reference_pass(path, bench, data, bench.default_batch,
+                                             f"int8 {bench.quality_metric} over the prepared dataset"),
+                              bench, data)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
         **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",

@@ -79,14 +79,16 @@ def latest_run(perf_dir: Path) -> Path | None:
     return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
 
 
-def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model_path: Path, batch: int,
+def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model: dict[str, Any], batch: int,
              scenario: Scenario, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
-    """The SUT of a run (sample buffers, cards, batching), not yet started: `run` and `tune` share it."""
+    """The SUT of a run (sample buffers, cards, batching) of the prepared `model` (its record), not yet
+    started: `run` and `tune` share it."""
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
-    spec = BackendSpec(cards.backend, model_path, bench.input_name, bench.outputs, bench.output_specs,
-                       cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests)
+    spec = BackendSpec(cards.backend, Path(model["path"]), bench.input_name, bench.outputs, bench.output_specs,
+                       cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
+                       inference_precision=model.get("inference_precision") or "f32")
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -202,7 +204,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
     folder = _claim(p, echo)
     try:
-        sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate)
+        sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
         with _interrupts_raised():
             try:
                 energy = _loadgen_test(p, sut, folder.staging, echo)
@@ -365,10 +367,10 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
     if "quantization" in model:
-        q = model["quantization"]
-        notes.append(f"int8 model: top-1 agreement with FP32 {q['agreement_top1_pct']:.2f}% at prepare"
+        q, precision = model["quantization"], model.get("precision", "int8")
+        notes.append(f"{precision} model: top-1 agreement with FP32 {q['agreement_top1_pct']:.2f}% at prepare"
                      if "agreement_top1_pct" in q else
-                     f"int8 model: mAP against the FP32 golden detections {q['golden_map_pct']:.2f}% at prepare")
+                     f"{precision} model: mAP against the FP32 golden detections {q['golden_map_pct']:.2f}% at prepare")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
@@ -421,6 +423,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
                                         "params", "macs_per_sample")},
         "precision": model.get("precision", "fp32"), "quantization": model.get("quantization"),
+        "inference_precision": model.get("inference_precision") or "fp32",
         "dataset": {"path": str(data.root), "count": data.count, "synthetic": data.synthetic,
                     "manifest_sha256": sha256_file(data.root / store.MANIFEST),
                     "shards": {e["file"]: e["sha256"] for e in data.manifest["shards"]}},

@@ -22,6 +22,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo `flags`): which vector and matrix instructions it has."""
+    from harness.topology.sysfs import Sysfs
+
+    for line in (Sysfs().text("proc/cpuinfo") or "").splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
 def available_cpus() -> tuple[int, ...]:
     """CPUs this process may run on (a container's cpuset included)."""
     return tuple(sorted(os.sched_getaffinity(0)))

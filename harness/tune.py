@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, integrity, progress, quantize, queueing, system, tuned
+from harness import benchmarks, bf16, integrity, progress, quantize, queueing, system, tuned
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text, ensure_writable_dir
@@ -33,6 +33,7 @@ from harness.scenarios import Scenario
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
+ONLY_ON = {bf16.PRECISION: bf16.BACKENDS}  # precisions only some backends compute; the others run on every one
 METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
           "`requests` in flight: rate over the burst, median batch latency under that load")
 
@@ -65,14 +66,25 @@ class Sweep:
     requests: tuple[int, ...] = DEFAULT_REQUESTS
 
     def candidates(self) -> list[tuple[str, str, int, int]]:
-        return [(p, b, n, r) for p in self.precisions for b in self.backends for n in self.batches
-                for r in (self.requests if b == "openvino" else (1,))]
+        return [(p, b, n, r) for p in self.precisions for b in self.backends if b in ONLY_ON.get(p, (b,))
+                for n in self.batches for r in (self.requests if b == "openvino" else (1,))]
+
+    def check(self) -> None:
+        """One line for a precision no backend of the sweep computes (bf16 without openvino)."""
+        for p in self.precisions:
+            if not any(b in ONLY_ON.get(p, (b,)) for b in self.backends):
+                raise ApplianceError(f"--precisions {p} runs on --backends {','.join(ONLY_ON[p])} only; add it "
+                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, *ONLY_ON[p])))})")
 
 
 def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
-    """What `tune` sweeps by default: fp32, and every other precision with a model record in `data_dir`."""
+    """What `tune` sweeps by default: fp32, and every other precision with a model record in `data_dir`
+    that this machine computes (bf16 only on a CPU with it)."""
     layout = Layout(data_dir, benchmarks.get(benchmark))
-    return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()))
+    bf16_here = bf16.missing(system.cpu_flags(), bf16.openvino_capabilities()) is None \
+        if importlib.util.find_spec("openvino") is not None else False
+    return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()
+                      and (p != bf16.PRECISION or bf16_here)))
 
 
 def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[bool, str]:
@@ -96,7 +108,7 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[
              batch: int, requests: int, cards: str) -> Measured:
     from harness.topology import detect
 
-    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect(), requests), Path(model["path"]),
+    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect(), requests), model,
                    batch, Scenario.OFFLINE)
     sut.load_cards()
     try:
@@ -177,8 +189,11 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     if missing or not sweep.backends:
         raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
+    sweep.check()
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
+    if any(m.get("inference_precision") for m in models.values()):
+        bf16.require("--precisions bf16")
     eligible = {p: eligibility(bench, m) for p, m in models.items()}
     if not any(ok for ok, _ in eligible.values()):
         raise ApplianceError("no precision to tune meets the accuracy target (" + "; ".join(

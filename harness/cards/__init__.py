@@ -36,6 +36,7 @@ class BackendSpec:
     output_casts: tuple[OutputQuant | None, ...] = ()  # per output: the reduced precision a card returns
     processes: bool = False  # openvino: each card in a worker process of its own (runs with several cards)
     requests: int = 1  # openvino: infer requests (one stream each) per card, its depth; `appliance run --requests`
+    inference_precision: str = "f32"  # what the runtime computes in: f32, or bf16 (openvino; harness.bf16)
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -56,12 +57,17 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
             from harness.cards.openvino_process import OpenVinoProcessCard
 
             return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
-                                       spec.requests)
+                                       spec.requests, spec.inference_precision)
         from harness.cards.openvino_card import OpenVinoCard
 
-        return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests)
+        return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests,
+                            spec.inference_precision)
     from harness.cards.onnxruntime_card import OnnxRuntimeCard
 
     assert spec.model_path is not None
+    if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
+        from harness.bf16 import check_backend
+
+        check_backend(spec.backend)
     return OnnxRuntimeCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, backend=spec.backend,
                            output_casts=spec.output_casts)

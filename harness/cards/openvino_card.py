@@ -42,7 +42,7 @@ class OpenVinoCard:
     `depth` = its infer requests, one stream each (OpenVINO's throughput mode)."""
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
-                 cpus: tuple[int, ...], requests: int = 1) -> None:
+                 cpus: tuple[int, ...], requests: int = 1, inference_precision: str = "f32") -> None:
         try:
             import openvino as ov
         except ImportError:
@@ -58,11 +58,19 @@ class OpenVinoCard:
         self.output_names = outputs
         self.input_dtype = "uint8" if self.model.input(input_name).get_element_type() == ov.Type.u8 else "float32"
         self.depth = max(1, requests)  # `appliance run --requests N` (or the tuned record's choice)
-        # f32: an FP32 model runs in FP32 (on AMX CPUs OpenVINO would otherwise pick bf16 by itself)
+        # f32: an FP32 model runs in FP32 (on bf16 CPUs OpenVINO would otherwise pick bf16 by itself); bf16
+        # only when the prepared model says so (`prepare --precision bf16`), on a CPU that has it
+        if inference_precision != "f32":
+            from harness.bf16 import HINT, require
+
+            if inference_precision != HINT:
+                raise DataError(f"the model record asks for inference precision {inference_precision!r}; "
+                                f"OpenVINO cards compute f32 or {HINT}: rerun `appliance prepare`")
+            require(f"openvino card {index} cannot compute bf16")
         threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
         self.config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": self.depth,
                        "PERFORMANCE_HINT": "LATENCY" if self.depth == 1 else "THROUGHPUT",
-                       "ENABLE_CPU_PINNING": False, "INFERENCE_PRECISION_HINT": "f32"}
+                       "ENABLE_CPU_PINNING": False, "INFERENCE_PRECISION_HINT": inference_precision}
         self.requests: list[Any] = []
         self.padded: list[np.ndarray] = []
         self.outputs: list[Any] = []
@@ -86,6 +94,10 @@ class OpenVinoCard:
         dims = [d.get_length() for d in list(self.model.input(self.input_name).get_partial_shape())[1:]]
         self.model.reshape({self.input_name: [n, *dims]})
         compiled = self.core.compile_model(self.model, "CPU", self.config)
+        if self.config["INFERENCE_PRECISION_HINT"] != "f32":
+            from harness.bf16 import check_compiled
+
+            check_compiled(compiled)  # never a silent FP32 result labelled bf16
         self.requests = [compiled.create_infer_request() for _ in range(self.depth)]
         self.outputs = [compiled.output(name) for name in self.output_names]
         self.padded = [np.zeros((n, *dims), dtype=self.input_dtype) for _ in range(self.depth)]

@@ -83,7 +83,7 @@ class OpenVinoProcessCard:
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
                  output_specs: tuple[tuple[tuple[int, ...], str], ...], cpus: tuple[int, ...],
-                 requests: int = 1) -> None:
+                 requests: int = 1, inference_precision: str = "f32") -> None:
         self.index = index
         self.cpus = tuple(cpus) or tuple(sorted(os.sched_getaffinity(0)))
         self.output_specs = [(tuple(s), d) for s, d in output_specs]
@@ -95,7 +95,7 @@ class OpenVinoProcessCard:
         # started from the card thread: the child inherits the card's CPUs at fork, before it runs anything
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.cards.openvino_process", ",".join(map(str, self.cpus)), str(index),
-             str(model_path), input_name, ",".join(outputs), str(requests)],
+             str(model_path), input_name, ",".join(outputs), str(requests), inference_precision],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.to_child, self.from_child = self.proc.stdin, self.proc.stdout
@@ -292,19 +292,19 @@ class _Child:
 
 
 def child_main(argv: list[str]) -> int:
-    """`python -m harness.cards.openvino_process CPUS INDEX MODEL INPUT OUTPUTS REQUESTS`: pin, then import
-    OpenVINO."""
+    """`python -m harness.cards.openvino_process CPUS INDEX MODEL INPUT OUTPUTS REQUESTS PRECISION`: pin, then
+    import OpenVINO."""
     cpus = tuple(int(c) for c in argv[0].split(","))
     os.sched_setaffinity(0, cpus)  # before anything starts a thread
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes or leaves us EOF
     reply = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints (OpenVINO's, a library's) go to stderr, never into the message pipe
     index, model_path, input_name, outputs = int(argv[1]), Path(argv[2]), argv[3], tuple(argv[4].split(","))
-    requests = int(argv[5])
+    requests, inference_precision = int(argv[5]), argv[6]
     try:
         from harness.cards.openvino_card import OpenVinoCard
 
-        card = OpenVinoCard(index, model_path, input_name, outputs, cpus, requests)
+        card = OpenVinoCard(index, model_path, input_name, outputs, cpus, requests, inference_precision)
     except (ApplianceError, DataError) as exc:
         _send(reply, ("error", type(exc).__name__, str(exc)))
         return 2

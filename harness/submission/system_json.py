@@ -145,6 +145,10 @@ def _sw_notes(manifests: Sequence[Mapping[str, Any]], packages: Mapping[str, str
         notes.append("model weights are SYNTHETIC (seeded, official architecture and I/O signature)")
     if any(s.get("data") for s in synth):
         notes.append("dataset is SYNTHETIC (official layout, smaller than the official set)")
+    reduced = sorted({str(m["precision"]) for m in manifests if m.get("precision") not in (None, "fp32")})
+    if reduced:
+        notes.append(f"precision {', '.join(reduced)} (agreement with FP32 measured at prepare, in each run's "
+                     f"manifest)")
     if any(m.get("backend") == "null" for m in manifests):
         notes.append("null backend: no inference was done (harness overhead only)")
     return "; ".join(notes)

@@ -299,12 +299,18 @@ def measurements(manifest: dict[str, Any]) -> dict[str, str]:
         transforms = "none"
     dataset = manifest.get("dataset", {})
     data_note = " (synthetic dataset)" if dataset.get("synthetic") else ""
+    precision = manifest.get("precision")
+    staged = ("mean subtracted to fp32 when staged" if precision in (None, "fp32")
+              else "read as stored; cast in the graph")
+    weight_types, how = {"int8": ("int8", "quantised to int8 per channel (onnxruntime static quantisation, QDQ)"),
+                         "bf16": ("bf16", "fp32 weights converted to bf16 by OpenVINO's CPU plugin when it compiles "
+                                          "(INFERENCE_PRECISION_HINT bf16)")}.get(str(precision), ("fp32", ""))
     return {
-        "input_data_types": f"uint8 (preprocessed NCHW shards; mean subtracted to fp32 when staged){data_note}",
+        "input_data_types": f"uint8 (preprocessed NCHW shards; {staged}){data_note}",
         "retraining": "No",
         "starting_weights_filename": weights,
-        "weight_data_types": "fp32",
-        "weight_transformations": transforms,
+        "weight_data_types": weight_types,
+        "weight_transformations": how or transforms,
     }
 
 
