@@ -94,6 +94,8 @@ def accuracy_values(version: str, model: str, scenario: str) -> dict[str, Any]:
     v = perf_values(version, model, scenario)
     v["effective_test_mode"] = "AccuracyOnly"
     v["qsl_reported_total_count"] = rules.dataset_size or (50000 if model == "resnet" else 24781)
+    if version != "v4.1":  # LoadGen 5 logs the count the accuracy run covered as well
+        v["effective_accuracy_sample_count"] = v["qsl_reported_total_count"]
     return v
 
 

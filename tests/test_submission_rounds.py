@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import appliance
-from submission_fixtures import PYCOCO, make_tree, mllog, perf_values
+from submission_fixtures import PYCOCO, accuracy_values, make_tree, mllog, perf_values
 
 from harness.errors import ApplianceError
 from harness.submission.check import check_tree
@@ -67,6 +67,23 @@ def test_v6_benchmarks_and_system_types(tmp_path):
     assert any("'retinanet' is not a benchmark v6.1 defines" in p for p in check_tree(tmp_path / "b").problems)
     make_tree(tmp_path / "c", "v6.1", system_type="datacenter", benchmarks={"resnet50": ("Server", "Offline")})
     assert any("a datacenter system cannot enter resnet in v6.1" in p for p in check_tree(tmp_path / "c").problems)
+
+
+@pytest.mark.parametrize(("fault", "official_fails"), [
+    (None, False), ({"qsl_reported_total_count": None}, False),
+    ({"effective_accuracy_sample_count": None}, True), ({"effective_accuracy_sample_count": 1000}, True)])
+def test_accuracy_sample_count_read_as_the_official_checker_reads_it(tmp_path, fault, official_fails):
+    """`effective_accuracy_sample_count` whenever the log has it, else `qsl_reported_total_count` (the official
+    checker, v6.0 at 6d0cf9dc and master). Checked against it on the five real v6.0 yolo trees (Dell, GATEOverflow)
+    with these faults planted: both pass the unmodified trees and the null qsl count, both fail the others."""
+    sub = make_tree(tmp_path, "v6.0", benchmarks={"yolo-95": ("SingleStream", "MultiStream", "Offline")})
+    values = {**accuracy_values("v6.0", "yolo-95", "Offline"), **(fault or {})}
+    (sub / "results" / "sys1" / "yolo-95" / "Offline" / "accuracy" / "mlperf_log_detail.txt").write_text(mllog(values))
+    problems = check_tree(tmp_path).problems
+    assert bool(problems) == official_fails, problems
+    if fault and fault.get("effective_accuracy_sample_count") == 1000:
+        assert problems == ["closed/OrgA/results/sys1/yolo-95/Offline/accuracy/mlperf_log_detail.txt: accuracy run "
+                            "covers 1000 samples (effective_accuracy_sample_count), the official dataset has 1525"]
 
 
 def test_official_required_vs_optional_fields(tmp_path):

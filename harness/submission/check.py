@@ -550,10 +550,13 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
     if d.has("effective_scenario") and logged != scenario and (scenario, logged) not in rounds.INFERABLE:
         P(f"{d.where}: scenario {logged} logged, in a {scenario} folder")
     if rules.dataset_size is not None:
-        total = d.integer("qsl_reported_total_count")
+        # as the official checker reads it: the effective count whenever the log has the key (v5.0 on)
+        effective = "effective_accuracy_sample_count"
+        key = effective if d.has(effective) else "qsl_reported_total_count"
+        total = d.integer(key)
         if total is not None and total != rules.dataset_size:
-            _synthetic_or_problem(rep, manifest, "data", f"{d.where}: accuracy run covers {total} samples, "
-                                                         f"the official dataset has {rules.dataset_size}")
+            _synthetic_or_problem(rep, manifest, "data", f"{d.where}: accuracy run covers {total} samples "
+                                                         f"({key}), the official dataset has {rules.dataset_size}")
 
 
 def _read_small(path: Path) -> bytes | None:

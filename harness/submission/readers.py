@@ -85,6 +85,7 @@ class Detail:
     problem: Problem
     values: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    garbled: bool = False  # a `:::MLLOG` line that is not a JSON record (reported once)
 
     def has(self, key: str) -> bool:
         return key in self.values
@@ -150,12 +151,16 @@ def read_detail(path: Path, where: str, problem: Problem) -> Detail | None:
     detail = Detail(where, problem)
     try:
         with open(path, "rb") as f:
-            for raw in f:
+            for number, raw in enumerate(f, 1):
                 if not raw.startswith(b":::MLLOG"):
                     continue
                 try:
                     rec = json.loads(raw[len(b":::MLLOG"):].decode("utf-8", errors="replace"))
                 except (json.JSONDecodeError, RecursionError):
+                    # the official checker's parser (strict) refuses such a log: a cut or edited record
+                    if not detail.garbled:
+                        problem(f"{where}: line {number} is not a whole LoadGen record (a truncated or edited log)")
+                    detail.garbled = True
                     continue
                 if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
                     continue
