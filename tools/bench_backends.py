@@ -152,9 +152,10 @@ def main() -> int:
     bench = benchmarks.get("resnet50")
     layout = Layout(args.data_dir, bench)
     precisions = list(dict.fromkeys(["fp32", *args.precisions.split(",")]))
+    samples = [] if layout.record_for("fp32").is_file() else ["--samples", "256"]  # keep a prepared dataset
     for p in precisions:
         if not layout.record_for(p).is_file() and appliance(
-                ["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "--precision", p, "-q"]):
+                ["prepare", "--data-dir", str(args.data_dir), *samples, "--precision", p, "-q"]):
             return 2  # prepare said why in one line
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(args.data_dir))
     models = {p: read_model_record(layout, p)["path"] for p in precisions}
