@@ -145,7 +145,8 @@ def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch
     return len(cards.slots) * batch * (sample_in * (depth + 2 + padded) + sample_out * (depth + 1))
 
 
-def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int) -> None:
+def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int,
+                        option: str = "--batch-size") -> None:
     """Refuse a batch size (and requests per card) whose buffers the memory cannot hold, in one line,
     before anything is allocated (a batch of 100000 otherwise grows until the kernel kills the process)."""
     need = buffer_bytes(bench, cards, model, batch)
@@ -154,7 +155,7 @@ def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any]
         per = f", {cards.requests} requests" if cards.requests > 1 else ""
         raise ApplianceError(f"batch size {batch} ({len(cards.slots)} card(s){per}) needs about {system.gb(need)} "
                              f"of sample and output buffers, and {system.gb(free)} is free ({source}); choose a "
-                             f"smaller --batch-size")
+                             f"smaller {option}")
 
 
 def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
