@@ -170,52 +170,56 @@ KEY_RULES: dict[str, KeyRule] = {
     "target_latency_percentile": KeyRule(False, 0, 100, lo_open=True, unit="percent"),
     "accuracy_log_probability": KeyRule(False, 0, 100, unit="percent"),
 }
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_WHOLE = re.compile(r"\+?\d+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_WHOLE = re.compile(r"\+?[0-9]+")
+_C_SPACE = re.compile(r"[ \t\n\v\f\r]+")
 
 
 def check_value(scenario: str, key: str, value: str) -> str | None:
     """What is wrong with `value` for `key` as LoadGen would read it (None: nothing)."""
     rule = KEY_RULES.get(key, KeyRule(False, float("-inf"), float("inf")))
     text = value.strip()
+    shown = text if len(text) <= 40 else text[:37] + "..."
     whole = rule.whole or (key == "target_latency" and scenario in ("*", Scenario.SERVER))  # Server: strtoull
-    if whole and re.fullmatch(r"-\d+", text) and int(text) < 0:
-        return (f"{key} = {text} is out of range: it must be at least {rule.lo:g} (LoadGen's strtoull would read "
-                f"it as {_strtoull(text)})")
-    if whole and not _WHOLE.fullmatch(text):
-        if _DECIMAL.fullmatch(text):
-            return f"{key} takes a whole number: LoadGen (strtoull) would read {text!r} as {_strtoull(text)}"
-        if text.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
-            return f"the value {text!r} is not a number"
-    elif whole and len(text.lstrip("+")) > 1 and text.lstrip("+").startswith("0"):
-        return f"{key} = {text}: LoadGen reads a leading 0 as octal; write the number without it"
+    special = text.lower().lstrip("+-") in ("nan", "inf", "infinity")
+    if special:
+        return f"{key} = {shown}: not a finite number"
     if not _DECIMAL.fullmatch(text):
-        special = text.lower().lstrip("+-") in ("nan", "inf", "infinity")
-        return f"{key} = {text}: not a finite number" if special else f"the value {text!r} is not a number"
-    number = float(text)
-    if not math.isfinite(number):
-        return f"{key} = {text}: not a finite number"
+        return f"the value {shown!r} is not a number"
+    if whole and re.fullmatch(r"-0*[1-9][0-9]*", text):
+        return (f"{key} = {shown} is out of range: it must be at least {rule.lo:g} (LoadGen's strtoull would read "
+                f"it as {_strtoull(text)})")
+    if whole and not _WHOLE.fullmatch(text.lstrip("-")):
+        return f"{key} takes a whole number: LoadGen (strtoull) would read {shown!r} as {_strtoull(text)}"
+    if whole and len(text.lstrip("+-")) > 1 and text.lstrip("+-").startswith("0"):
+        return f"{key} = {shown}: LoadGen reads a leading 0 as octal; write the number without it"
+    digits = text.lstrip("+-")
+    number: float = (int(digits) if len(digits) <= 40 else math.inf) if whole else float(text)
     low = number <= rule.lo if rule.lo_open else number < rule.lo
-    if low or number > rule.hi:
+    if low or number > rule.hi or not math.isfinite(number):
         span = f"{'above' if rule.lo_open else 'at least'} {rule.lo:g}" + \
-            (f" and at most {rule.hi:g}" if math.isfinite(rule.hi) else "")
-        return f"{key} = {text} is out of range: it must be {span}" + (f" ({rule.unit})" if rule.unit else "")
+            (f" and at most {rule.hi:g}" if math.isfinite(rule.hi) else " and finite")
+        return f"{key} = {shown} is out of range: it must be {span}" + (f" ({rule.unit})" if rule.unit else "")
     return None
 
 
 def _strtoull(text: str) -> int:
-    """What C's strtoull makes of `text` (its leading whole number, a minus sign wrapping around)."""
-    m = re.match(r"\s*([+-]?)(\d*)", text)
-    digits = int(m[2]) if m and m[2] else 0
-    return (-digits) % 2**64 if m and m[1] == "-" else min(digits, _U64)
+    """What C's strtoull makes of `text`: its leading whole number, a minus sign wrapping it around,
+    ULLONG_MAX when it does not fit."""
+    m = re.match(r"\s*([+-]?)([0-9]*)", text)
+    digits = m[2] if m else ""
+    if len(digits) > 20 or (digits and int(digits) > _U64):
+        return _U64
+    n = int(digits or "0")
+    return (-n) % 2**64 if m and m[1] == "-" else n
 
 
 def check_conf_text(text: str, where: str) -> None:
     """Every line of a user.conf as LoadGen's FromConfig tokenises it (whitespace-separated `key = value`,
     a comment only as a lone '#' token first), every key known to LoadGen and every value in its range;
     a problem is one line naming `where` and the line (LoadGen would only log it, or read something else)."""
-    for n, raw in enumerate(text.splitlines(), 1):
-        tokens = raw.split()
+    for n, raw in enumerate(text.split("\n"), 1):  # std::getline: lines end at \n only
+        tokens = [t for t in _C_SPACE.split(raw) if t]  # operator>>: C's isspace, not Python's wider set
         if not tokens or tokens[0] == "#" or (len(tokens) == 1 and tokens[0].startswith("#")):
             continue
         at = f"{where}, line {n} ({raw.strip()[:60]!r})"
