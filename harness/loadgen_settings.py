@@ -398,7 +398,8 @@ def check_load(settings: lg.TestSettings, scenario: Scenario, mode: Mode, datase
     need = queries * QUERY_BYTES + samples * SAMPLE_BYTES
     free, source = memory_available()
     if need > free:
-        raise ApplianceError(f"LoadGen would schedule about {queries:.3g} queries of {samples:.3g} samples in all "
+        what = "one query" if queries == 1 else f"about {queries:.3g} queries"
+        raise ApplianceError(f"LoadGen would schedule {what} of {samples:.3g} samples in all "
                              f"({how}): about {gb(need)} for their records, and {gb(free)} is free ({source}); "
                              f"lower --count / --duration-ms / --target-qps or the user.conf's values")
 

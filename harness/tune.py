@@ -199,10 +199,10 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
     for model in models.values():
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
+    candidates = sweep.candidates()
+    _check_memory(bench, models, candidates, cards)  # before anything is made
     path = output or tuned.default_path(data_dir, bench.name)
     ensure_writable_dir(path.parent, "tuned record folder")
-    candidates = sweep.candidates()
-    _check_memory(bench, models, candidates, cards)
     rows: list[Measured] = []
     with progress.bar(len(candidates), "tune", unit="config") as bar:
         for precision, backend, batch, r in candidates:
