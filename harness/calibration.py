@@ -29,6 +29,10 @@ PROBE_MAX_S = 4.0          # ... and at the most (a tenth of the run in between)
 FIRST_PROBE_S = 0.1        # the first probe at the nominal rate: short, since that rate may be 10x too high
 PROBE_BATCHES_PER_CARD = 3  # at least this many full batches per card in the second probe
 MARGINAL_CAP = 1.3         # the probes' marginal rate counts for at most this much over their combined rate
+# A probe's samples at the most, whatever the rate says: a null card's nominal rate at a large batch is
+# 1e10 samples/s, and LoadGen allocated for 1e9 samples until it failed (std::bad_alloc). 4 M samples are
+# about 0.6 GB of LoadGen's records (loadgen_settings.SAMPLE_BYTES) and seconds at any real rate.
+PROBE_MAX_SAMPLES = 4_000_000
 
 
 def calibrate(sut: SystemUnderTest, scenario: str, duration_ms: int | None, timed: bool) -> Calibration | None:
@@ -63,11 +67,11 @@ def probe_rate(sut: SystemUnderTest, nominal: float, seconds: float) -> float:
     least), then, unless that one already lasted `seconds`, one sized from its rate to make up the rest;
     returns the rate over both probes (their samples over their times, as LoadGen measured them)."""
     per_batch = sut.batch_size * len(sut.workers)
-    n1 = max(per_batch, round(nominal * FIRST_PROBE_S))
+    n1 = max(per_batch, min(PROBE_MAX_SAMPLES, round(nominal * FIRST_PROBE_S)))
     r1 = _probe(sut, n1)
     if n1 / r1 >= seconds:
         return r1  # slow cards: one batch each already took long enough
-    n2 = max(PROBE_BATCHES_PER_CARD * per_batch, round(r1 * (seconds - n1 / r1)))
+    n2 = max(PROBE_BATCHES_PER_CARD * per_batch, min(PROBE_MAX_SAMPLES, round(r1 * (seconds - n1 / r1))))
     r2 = _probe(sut, n2)
     combined = (n1 + n2) / (n1 / r1 + n2 / r2)
     # A probe's time includes a fixed start (first batches through an idle pipeline), which makes a fast

@@ -97,6 +97,23 @@ def staged_dir(final: Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+NAME_MAX = 255  # bytes in one path component (Linux NAME_MAX)
+
+
+def plain_name(name: str, what: str) -> str:
+    """`name` when it is one plain folder or file name, else ApplianceError (one line). Every name a user
+    or a tree gives that becomes part of a path goes through here, so none can climb out of the folder it
+    is joined to (`..`, `/`), hide (a leading `.`) or break the file system call (NUL, over NAME_MAX)."""
+    bad = ("it is empty" if not name else
+           "it holds '/'" if "/" in name else
+           "it starts with '.'" if name.startswith(".") else
+           "it holds a NUL byte or a control character" if any(ord(c) < 32 for c in name) else
+           f"it is longer than {NAME_MAX} bytes" if len(name.encode(errors="surrogateescape")) > NAME_MAX else None)
+    if bad is not None:
+        raise ApplianceError(f"{what} {name[:80]!r} must be a plain folder name ({bad}), e.g. my-server")
+    return name
+
+
 def ensure_writable_dir(path: Path, what: str) -> Path:
     """Create `path` if needed and prove it is writable, or say so in one line."""
     try:

@@ -8,17 +8,20 @@ of it (and re-detecting the machine) in several places.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from harness import benchmarks, integrity, system
 from harness.benchmarks import Benchmark
 from harness.cards import BACKENDS
 from harness.datasets import coco, store
 from harness.errors import ApplianceError
-from harness.fsutil import ensure_writable_dir
-from harness.loadgen_settings import Requested, read_user_conf
+from harness.fsutil import ensure_writable_dir, plain_name
+from harness.loadgen_settings import Requested, preflight, read_user_conf
 from harness.prepare import Layout, model_bench, read_model_record
 from harness.qsl import REPLICATE
 from harness.scenarios import Mode, Scenario
@@ -102,12 +105,14 @@ def resolve(opts: RunOptions) -> RunPlan:
     from harness import tuned
     from harness.topology import detect
 
+    if opts.system_name is not None:
+        plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
     opts, choice = tuned.resolve(opts)
     bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs).with_nms_params(opts.nms_params)
     _check_choice("backend", opts.backend, BACKENDS)
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
-        read_user_conf(opts.requested.user_conf)  # its problems before any card starts
+        read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
     assert opts.precision is not None  # tuned.resolve made it concrete
@@ -125,9 +130,37 @@ def resolve(opts: RunOptions) -> RunPlan:
         bf16.require(f"--precision {opts.precision}")
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
+    check_buffer_memory(bench, cards, model, batch)
+    preflight(bench, opts.requested, data.count, len(cards.slots))
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
     folder = root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario
     return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
+
+
+def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int) -> int:
+    """The memory the harness allocates for a batch size, all cards together: per card the staging buffers
+    (the batches in flight + 2, and openvino's padded copies of the batches in flight) and the outputs
+    of the batches in flight + 1 (harness.qsl, harness.sut). The backend's own working memory comes on top."""
+    in_dtype = (None if cards.backend == "null" else cards.profile.input_dtype if cards.profile is not None
+                else model.get("input_dtype") or "float32")
+    sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
+    sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
+    depth = cards.requests
+    padded = depth if cards.backend == "openvino" else 0
+    return len(cards.slots) * batch * (sample_in * (depth + 2 + padded) + sample_out * (depth + 1))
+
+
+def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int,
+                        option: str = "--batch-size") -> None:
+    """Refuse a batch size (and requests per card) whose buffers the memory cannot hold, in one line,
+    before anything is allocated (a batch of 100000 otherwise grows until the kernel kills the process)."""
+    need = buffer_bytes(bench, cards, model, batch)
+    free, source = system.memory_available()
+    if need > free:
+        per = f", {cards.requests} requests" if cards.requests > 1 else ""
+        raise ApplianceError(f"batch size {batch} ({len(cards.slots)} card(s){per}) needs about {system.gb(need)} "
+                             f"of sample and output buffers, and {system.gb(free)} is free ({source}); choose a "
+                             f"smaller {option}")
 
 
 def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:

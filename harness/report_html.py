@@ -13,10 +13,12 @@ import base64
 import html
 import io
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.fsutil import atomic_write_text
+from harness.errors import ApplianceError
+from harness.fsutil import atomic_write_bytes, atomic_write_text
 from harness.report_groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
 from harness.results import perf_result
 
@@ -25,13 +27,18 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
+GENERATOR = "appliance report"  # in every file a report writes (HTML meta, PNG Software text)
+# what marks a folder as a run's (harness.rundirs names, LoadGen's logs, the manifest): a report never writes there
+RUN_FOLDER = re.compile(r"run_\d+(\.incomplete)?|(accuracy|TEST0\d)(_\d+)?\.incomplete|\..*\.staging-\d+")
+RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "manifest.json")
 
 
 def _png(fig: Figure) -> bytes:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")  # tight: keeps the legend outside the axes
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight",  # tight: keeps the legend outside the axes
+                metadata={"Software": GENERATOR})  # how a later report knows the file as its own
     plt.close(fig)
     return buf.getvalue()
 
@@ -190,9 +197,10 @@ def _table(rows: list[list[str]]) -> str:
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows) + "</table>"
 
 
-def _figure(name: str, png: bytes, out: Path) -> str:
-    """Write the PNG beside the report and return its inlined <figure>."""
-    (out.parent / f"{out.stem}-{name}.png").write_bytes(png)
+def _figure(name: str, png: bytes, out: Path, pngs: dict[Path, bytes]) -> str:
+    """The PNG's place beside the report (into `pngs`, written once every target is checked) and its
+    inlined <figure>."""
+    pngs[out.parent / f"{out.stem}-{name}.png"] = png
     return (f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             f"<figcaption>{html.escape(name)}</figcaption></figure>")
 
@@ -201,15 +209,47 @@ def _slug(*parts: str) -> str:
     return "-".join(p.lower().replace(" ", "").replace("/", "") for p in parts)
 
 
+def _run_folder(folder: Path) -> Path | None:
+    """The run folder `folder` is or lies in (by name or by LoadGen's logs in it), if any."""
+    for f in (folder, *folder.parents):
+        if RUN_FOLDER.fullmatch(f.name) or any((f / name).is_file() for name in RUN_FILES):
+            return f
+    return None
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` is a file an earlier report wrote (its generator mark in the first 4 KB)."""
+    try:
+        with open(path, "rb") as f:
+            return GENERATOR.encode() in f.read(4096)
+    except OSError:
+        return False
+
+
+def check_targets(paths: list[Path]) -> None:
+    """Refuse, in one line and before anything is written, to write into a run folder (of any results
+    tree) or over a file an earlier report did not write."""
+    for path in paths:
+        for folder in (path.parent.absolute(), path.parent.resolve()):
+            run = _run_folder(folder)
+            if run is not None:
+                raise ApplianceError(f"report -o {paths[0]}: {path.name} would go into the run folder {run}, "
+                                     f"which holds a run's logs; write the report outside it, e.g. -o report.html")
+        if (path.exists() or path.is_symlink()) and not (path.is_file() and not path.is_symlink() and _ours(path)):
+            raise ApplianceError(f"report -o {paths[0]}: {path} exists and was not written by appliance report; "
+                                 f"choose a new file (a report never replaces another file)")
+
+
 def render(results: Path, out: Path) -> Path:
     """Write `out` (HTML) and the PNGs beside it; returns `out`."""
     import matplotlib
 
     matplotlib.use("Agg")
+    check_targets([out])  # before the work: the PNGs' names are known once the plots are made
     collected = collect(results)
     runs = collected.runs
     left_out = list(collected.left_out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    pngs: dict[Path, bytes] = {}
     sections = []
     for (bench, scenario), group in by_scenario(runs).items():
         ordered = sorted(group, key=lambda r: (r.setup, r.cards, r.mode, r.created))
@@ -217,7 +257,7 @@ def render(results: Path, out: Path) -> Path:
         perf = [r for r in group if r.mode == "performance"]
         shown, repeats = latest_per_setup(perf)
         png = latency_plot(bench, scenario, shown)
-        figure = _figure(_slug("latency", bench, scenario), png, out) if png else ""
+        figure = _figure(_slug("latency", bench, scenario), png, out, pngs) if png else ""
         left_out += [f"{r.path.relative_to(results)}: no latency percentiles in its detail log" for r in shown
                      if _latencies_ms(r) is None]
         if repeats:
@@ -227,10 +267,11 @@ def render(results: Path, out: Path) -> Path:
         sections.append(f"<h3>{html.escape(bench)} {html.escape(scenario)}</h3>{_table(rows)}{figure}")
     series, no_curve = scaling_series(runs)
     left_out += no_curve
-    scaling = [_figure(_slug("scaling", s.benchmark, str(i)), scaling_plot(s), out) for i, s in enumerate(series)]
+    scaling = [_figure(_slug("scaling", s.benchmark, str(i)), scaling_plot(s), out, pngs)
+               for i, s in enumerate(series)]
     widest = max(runs, key=lambda r: (r.cards, r.created))
     extra = [("per-card", per_card_plot(runs)), ("card-map", card_map_plot(widest))]
-    scaling += [_figure(name, png, out) for name, png in extra if png is not None]
+    scaling += [_figure(name, png, out, pngs) for name, png in extra if png is not None]
     flags = _flags(runs)
     energy_note = "" if any(r.manifest.get("energy", {}).get("available") for r in runs) else \
         "<p class=note>Energy: not measured (no readable RAPL counters or NVML on the machine that ran these).</p>"
@@ -239,7 +280,8 @@ def render(results: Path, out: Path) -> Path:
     brief.update(model_sha256=last.get("model", {}).get("sha256"), loadgen=last.get("loadgen", {}).get("version"),
                  host=last.get("host", {}).get("cpu_model"), packages=last.get("packages"))
     omitted = "".join(f"<li>{html.escape(line)}</li>" for line in left_out) or "<li>nothing</li>"
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>MLPerf appliance report</title>
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><meta name="generator" content="{GENERATOR}">
+<title>MLPerf appliance report</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse;font-size:13px}}
 td,th{{border:1px solid #bbb;padding:3px 6px}} th{{background:#eee}} .flags{{background:#fff3cd;border:1px solid
 #e0c060;padding:.6em 1em}} figure{{display:inline-block;margin:1em}} img{{max-width:100%}} .note{{color:#555}}
@@ -253,5 +295,8 @@ pre{{background:#f6f6f6;padding:1em;font-size:12px}}</style></head><body>
 <h2>Manifest in brief (latest run)</h2><pre>{html.escape(json.dumps(brief, indent=2))}</pre>
 <p class=note>{len(runs)} run(s) from {html.escape(str(results))}</p></body></html>
 """
+    check_targets([out, *pngs])
+    for path, png in pngs.items():
+        atomic_write_bytes(path, png)
     atomic_write_text(out, page)
     return out

@@ -38,6 +38,8 @@ from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
     calibrated_setting,
+    check_conf_text,
+    check_load,
     effective_user_conf,
     embedded_mlperf_conf,
     loadgen_version,
@@ -226,6 +228,11 @@ class CardFailure(ApplianceError):
     """Every card failed, so the run cannot finish."""
 
 
+class LoadGenErrors(ApplianceError):
+    """LoadGen logged error records (a setting it replaced, a config it could not read): the run did not
+    test what was asked, and the submission checker rejects such a log."""
+
+
 def _announce(p: RunPlan, echo: Echo) -> None:
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
     per_card = f", {p.cards.requests} infer request(s) per card" if p.cards.backend == "openvino" else ""
@@ -287,12 +294,14 @@ def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.Te
     if p.cards.profile is not None:
         user_conf = (f"# SIMULATED cards ({len(p.cards.slots)} x {p.cards.profile.name}): modelled latency, no "
                      f"inference\n") + user_conf
+    check_conf_text(user_conf, "the run's user.conf")  # the calibrated values too, before LoadGen reads them
     atomic_write_text(staging / "user.conf", user_conf)
     atomic_write_text(staging / "mlperf.conf", embedded_mlperf_conf())
     if p.opts.audit_config is not None:
         atomic_write_text(staging / "audit.config", p.opts.audit_config)
     settings = test_settings(staging / "user.conf", p.bench, req.scenario, req.mode)
     settings.test05 = p.opts.test05  # LoadGen takes test05 only from mlperf.conf or settings, not audit.config
+    check_load(settings, req.scenario, req.mode, p.data.count)
     return settings
 
 
@@ -323,6 +332,9 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
         kept = folder.abandon(f"stopped by a fault of the machine: {fault}", keep=True)
         return ApplianceError(f"run stopped: {fault}; what it wrote is kept in {kept}; free some space "
                               f"(or check the disk) and run again")
+    if isinstance(exc, LoadGenErrors):
+        kept = folder.abandon(str(exc), keep=True)
+        return LoadGenErrors(f"{exc}; run not valid, logs kept in {kept}")
     if isinstance(exc, CardFailure):
         kept = folder.abandon(str(exc), keep=logged)
         return CardFailure(f"{exc}; run marked INVALID, " + (f"logs kept in {kept}" if kept else "nothing was kept"))
@@ -340,6 +352,8 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
                           f"each batch was held for the profile's latency. The figures show how the harness "
                           f"scales, not how fast a real card is.\n")
     detail = read_detail(staging / "mlperf_log_detail.txt")
+    if detail["_errors"]:
+        raise LoadGenErrors(f"LoadGen logged {len(detail['_errors'])} error(s): " + "; ".join(detail["_errors"][:3]))
     min_ms = int(detail.get("effective_min_duration_ms", 0))
     submission_length = min_ms >= SUBMISSION_MIN_DURATION_MS
     notes = _notes(p, sut, min_ms, submission_length)

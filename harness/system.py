@@ -71,3 +71,33 @@ def default_system_name(backend: str, cards: int, emulated: bool) -> str:
     cpu = re.sub(r"\((R|TM)\)|CPU|Processor|@.*", "", cpu_model())
     kind = "cpu-emulated" if emulated else backend
     return f"{slug(cpu)}_{cards}x{kind}-{slug(backend)}"
+
+
+def memory_available() -> tuple[int, str]:
+    """Bytes this process may still allocate, and where that figure comes from: the least of the host's
+    available memory (psutil), its cgroup's memory.max less what the cgroup uses (a container's limit,
+    which the host figure does not show) and RLIMIT_AS less this process's size (`ulimit -v`)."""
+    import resource
+
+    import psutil
+
+    from harness.topology.sysfs import Sysfs
+
+    limits = [(int(psutil.virtual_memory().available), "available memory")]
+    fs = Sysfs()
+    for line in (fs.text("proc/self/cgroup") or "").splitlines():
+        if line.startswith("0::"):
+            base = f"sys/fs/cgroup{line[3:].rstrip('/')}"
+            top, used = fs.text(f"{base}/memory.max"), fs.integer(f"{base}/memory.current")
+            if top is not None and top.isdigit() and used is not None:
+                limits.append((max(0, int(top) - used), "the cgroup's memory.max less its use"))
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limits.append((max(0, soft - psutil.Process().memory_info().vms), "the address-space limit (ulimit -v) "
+                                                                          "less this process's size"))
+    return min(limits)
+
+
+def gb(n: float) -> str:
+    """Bytes as GB for a message, e.g. "181 GB"."""
+    return f"{n / 1e9:.3g} GB"

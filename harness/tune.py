@@ -25,7 +25,7 @@ from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text, ensure_writable_dir
 from harness.loadgen_settings import Calibration, calibrated_setting
-from harness.plan import plan_cards
+from harness.plan import check_buffer_memory, plan_cards
 from harness.prepare import PRECISIONS, Layout, model_bench, read_model_record
 from harness.runner import default_max_wait_s, make_sut
 from harness.scenarios import Scenario
@@ -126,6 +126,18 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[
                     cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate))
 
 
+def _check_memory(bench: benchmarks.Benchmark, models: dict[str, dict[str, Any]],
+                  candidates: list[tuple[str, str, int, int]], cards: str) -> None:
+    """Every candidate's buffers against the memory free, before the first is timed (one line)."""
+    from harness.topology import detect
+
+    topology = detect()
+    for precision, backend, batch, requests in candidates:
+        card_plan = plan_cards(cards, backend, bench.name, topology, requests)
+        check_buffer_memory(model_bench(bench, models[precision]), card_plan, models[precision], batch,
+                            "--batch-sizes")
+
+
 def server_qps(bench: benchmarks.Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
     """The Server QPS an ideal queue sustains within the bound with this candidate's batch latency under
     load and its batches in flight (cards x requests), at the harness's batching deadline; None: edge."""
@@ -202,9 +214,10 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
     for model in models.values():
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
+    candidates = sweep.candidates()
+    _check_memory(bench, models, candidates, cards)  # before anything is made
     path = output or tuned.default_path(data_dir, bench.name)
     ensure_writable_dir(path.parent, "tuned record folder")
-    candidates = sweep.candidates()
     rows: list[Measured] = []
     with progress.bar(len(candidates), "tune", unit="config") as bar:
         for precision, backend, batch, r in candidates:

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness import benchmarks, model_record
 from harness.errors import DataError
-from harness.fsutil import atomic_write_json, sha256_file
+from harness.fsutil import atomic_write_json, plain_name, sha256_file
 from harness.records import load_json, required_fields, versioned
 
 # 3: one record per benchmark over precisions (`precision` per candidate and choice, `precisions`,
@@ -72,7 +72,16 @@ def write(path: Path, record: TunedRecord) -> None:
 
 
 def _choice(c: dict[str, Any]) -> Choice:
-    return Choice(str(c["precision"]), str(c["backend"]), int(c["batch_size"]), int(c["requests"]), str(c["why"]))
+    batch, requests = _count(c["batch_size"], "batch_size"), _count(c["requests"], "requests")
+    return Choice(str(c["precision"]), str(c["backend"]), batch, requests, str(c["why"]))
+
+
+def _count(value: object, key: str) -> int:
+    """A whole number >= 1 (a batch size, requests per card), or ValueError naming the key; how large one
+    may be is the plan's memory check (harness.plan.check_buffer_memory)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key} {value!r} is not a whole number >= 1")
+    return value
 
 
 def read(path: Path) -> TunedRecord:
@@ -94,6 +103,10 @@ def read(path: Path) -> TunedRecord:
                       for p, e in data["precisions"].items()}
         if not isinstance(data["measured"], list) or not all(isinstance(m, dict) for m in data["measured"]):
             raise TypeError("measured is not a list of objects")
+        for m in data["measured"]:  # `run --tuned --backend B` takes a row's batch size and requests
+            _count(m.get("batch_size"), "measured batch_size")
+            _count(m.get("requests", 1), "measured requests")
+        plain_name(str(data["user_conf"]), f"{path}: user_conf")  # a file beside the record, nowhere else
         return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen, "by_precision": by_precision,
                               "precisions": precisions})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

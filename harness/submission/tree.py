@@ -28,7 +28,7 @@ from typing import Any
 
 from harness import __version__, benchmarks
 from harness.errors import ApplianceError, DataError
-from harness.fsutil import atomic_write_json, public_mode
+from harness.fsutil import atomic_write_json, plain_name, public_mode
 from harness.scenarios import SCENARIOS, Scenario
 from harness.submission import system_json
 from harness.submission.readers import read_manifest
@@ -176,8 +176,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     if division not in DIVISIONS:
         raise ApplianceError(f"division {division!r}: choose one of {', '.join(DIVISIONS)}")
     for name, what in ((submitter, "submitter"), (system_name, "system name")):
-        if not name or "/" in name or name.startswith("."):
-            raise ApplianceError(f"{what} {name!r} must be a plain folder name")
+        plain_name(name, what)
     if out.exists():
         raise ApplianceError(f"{out} already exists; give a new -o folder (a tree is never overwritten)")
     overrides = system_json.load_overrides(overrides_file)

@@ -37,18 +37,20 @@ class FixedWidthResponder:
         self.payload = np.zeros(batch_size * w, np.float32)
         self.views = [self.payload[:n * w] for n in range(batch_size + 1)]
         # the responses themselves are reused too (only the id changes): setting an id costs a third of
-        # making a QuerySampleResponse, and LoadGen copies what it needs before QuerySamplesComplete returns
-        responses = [lg.QuerySampleResponse(0, self.payload.ctypes.data + 4 * w * j, 4 * w) for j in range(batch_size)]
-        self.responses = [responses[:n] for n in range(batch_size + 1)]
+        # making a QuerySampleResponse, and LoadGen copies what it needs before QuerySamplesComplete returns.
+        # One list for a full batch, sliced for a partial one: a list per size would take batch^2 / 2
+        # entries (5e9 at batch 100000)
+        self.responses = [lg.QuerySampleResponse(0, self.payload.ctypes.data + 4 * w * j, 4 * w)
+                          for j in range(batch_size)]
         self.larger = larger  # a batch beyond the batch size (none is dispatched) takes the encoded path
 
     def __call__(self, samples: Batch, outputs: list[np.ndarray]) -> None:
         n = len(samples)
-        if n >= len(self.responses):
+        if n > len(self.responses):
             self.larger(samples, outputs)
             return
         self.into(outputs, self.views[n])
-        responses = self.responses[n]
+        responses = self.responses if n == len(self.responses) else self.responses[:n]
         for r, i in zip(responses, samples.ids, strict=True):
             r.id = i
         lg.QuerySamplesComplete(responses)

@@ -34,9 +34,10 @@ def detect(sysfs_root: str | os.PathLike[str] = "/", hwloc_xml: str | os.PathLik
     fs = Sysfs(sysfs_root)
     topo = read_sysfs(fs)
     if fs.garbage:
-        shown = [f"{path} holds {value!r}" for path, value in list(fs.garbage.items())[:3]]
+        shown = [f"{path} holds {value!r}" + (f" ({fs.why[path]})" if path in fs.why else "")
+                 for path, value in list(fs.garbage.items())[:3]]
         more = f" and {len(fs.garbage) - 3} more" if len(fs.garbage) > 3 else ""
-        found = f"sysfs values that are neither a CPU list nor a number: {'; '.join(shown)}{more}"
+        found = f"sysfs values that are not a valid CPU list or number: {'; '.join(shown)}{more}"
         if not force:
             raise ApplianceError(f"{found}; fix that copy of /sys (a card could lose CPUs), or map it anyway "
                                  f"with `appliance topology detect --force`")

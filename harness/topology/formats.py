@@ -14,9 +14,10 @@ import yaml
 from harness.errors import ApplianceError
 from harness.topology.cards import default_device_nodes
 from harness.topology.model import Card, CardMap, Topology
-from harness.topology.sysfs import format_cpulist, parse_cpulist
+from harness.topology.sysfs import FIXED_BOUND, CpuBound, cpu_bound, format_cpulist, parse_cpulist
 
 MAP_VERSION = 1
+MAX_MAP_BYTES = 1 << 20  # a card map is a few KB; a larger file (or /dev/zero) is not one
 SHM_SIZE = "16g"  # LoadGen sample buffers are replicated per NUMA node in shared memory
 
 
@@ -144,17 +145,24 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     """Read a YAML map back and check that every CPU it names exists and may be used on this machine."""
     regenerate = regenerate_hint(Path(path))
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        with open(path, "rb") as f:
+            raw = f.read(MAX_MAP_BYTES + 1)
+        if len(raw) > MAX_MAP_BYTES:
+            raise ApplianceError(f"card map {path} is larger than {MAX_MAP_BYTES >> 20} MB: not a card map; "
+                                 f"{regenerate}")
+        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
     except (OSError, yaml.YAMLError) as exc:
         raise ApplianceError(f"cannot read card map {path}: {exc}".splitlines()[0]) from exc
+    root = topology.source.removeprefix("sysfs:") if topology.source.startswith("sysfs:") else "/"
+    bound = cpu_bound(root)  # the kernel's kernel_max where the machine was read, else the fixed bound
     if not isinstance(data, dict) or data.get("version") != MAP_VERSION or not isinstance(data.get("cards"), list):
         raise ApplianceError(f"{path} is not a version-{MAP_VERSION} card map; {regenerate}")
     cards = []
     for entry in data["cards"]:
         try:
-            card = card_from_yaml(entry)
+            card = card_from_yaml(entry, bound)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ApplianceError(f"{path}: bad card entry {entry!r} ({exc}); {regenerate}") from exc
+            raise ApplianceError(f"{path}: bad card entry {str(entry)[:200]} ({exc}); {regenerate}") from None
         missing = set(card.cpus) - topology.online
         if missing:
             raise ApplianceError(
@@ -171,8 +179,15 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     return CardMap(topology.packages, dict(topology.numa_nodes), topology.l3_domains, tuple(cards))
 
 
-def card_from_yaml(entry: dict[str, object]) -> Card:
-    cores, cpus = parse_cpulist(str(entry["cores"])), parse_cpulist(str(entry["cpus"]))
+def card_from_yaml(entry: dict[str, object], bound: CpuBound = FIXED_BOUND) -> Card:
+    """A card of a map; ValueError for a CPU list that is not one (or names CPUs beyond `bound`)."""
+    def cpulist(key: str) -> set[int]:
+        value = entry[key]
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise ValueError(f"{key} must be a CPU list such as 0-3,8")
+        return parse_cpulist(str(value), bound)
+
+    cores, cpus = cpulist("cores"), cpulist("cpus")
     if not cores <= cpus:
         raise ValueError("cores must be a subset of cpus")
     node = entry.get("numa_node")

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from harness.errors import ApplianceError
 from harness.topology.model import Core, PciDevice, Topology
+from harness.topology.sysfs import FIXED_MAX_CPU
+
+MAX_XML_BYTES = 64 << 20  # lstopo's XML of a large machine with its PCI tree is a few MB
 
 # OS devices hwloc attaches below a PCI function whose names are /dev entries.
 _OSDEV_PATHS = {"renderD": "/dev/dri/{}", "accel": "/dev/accel/{}"}
@@ -29,18 +32,32 @@ def parse_bitmap(text: str) -> set[int]:
         word = word.strip()
         if word != "0xf...f":
             value = (value << 32) | int(word or "0", 16)
+    if value.bit_length() - 1 > FIXED_MAX_CPU:
+        raise ValueError(f"CPU {value.bit_length() - 1} is beyond the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192)")
     return {bit for bit in range(value.bit_length()) if value >> bit & 1}
 
 
 def read_hwloc_xml(path: str | os.PathLike[str]) -> Topology:
     try:
+        if os.path.getsize(path) > MAX_XML_BYTES:
+            raise ApplianceError(f"hwloc XML {path} is larger than {MAX_XML_BYTES >> 20} MB: not a topology; make "
+                                 f"one with `lstopo --of xml FILE`")
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:
         raise ApplianceError(f"cannot read hwloc XML {path}: {exc}; make one with `lstopo --of xml FILE`") from exc
+    try:
+        return _topology(root, path)
+    except ValueError as exc:  # a bitmap or an index that is not a CPU's
+        raise ApplianceError(f"hwloc XML {path}: {exc}; make one with `lstopo --of xml FILE`") from None
+
+
+def _topology(root: ET.Element, path: str | os.PathLike[str]) -> Topology:
     machine = root.find("object")
     if root.tag != "topology" or machine is None or "cpuset" not in machine.attrib:
         raise ApplianceError(f"{path} is not an hwloc topology; make one with `lstopo --of xml FILE`")
     online = {int(pu.get("os_index", "-1")) for pu in root.iter("object") if pu.get("type") == "PU"}
+    if online and max(online) > FIXED_MAX_CPU:
+        raise ValueError(f"PU os_index {max(online)} is not a CPU id of at most {FIXED_MAX_CPU} (NR_CPUS 8192)")
     if not online:
         raise ApplianceError(f"{path} lists no PUs; make it with `lstopo --of xml FILE` on the target machine")
     allowed = parse_bitmap(machine.get("allowed_cpuset", machine.get("cpuset", "0x0"))) & online

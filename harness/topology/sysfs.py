@@ -11,24 +11,52 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+FIXED_MAX_CPU = 8191   # NR_CPUS 8192, the most a Linux kernel is built for (x86-64 CONFIG_MAXSMP)
+KERNEL_MAX_CAP = 65535  # a kernel_max above this is not a kernel's: the fixed bound applies
+MAX_FILE_BYTES = 4 << 20  # a sysfs or proc file read here is a page or a few (cpuinfo on 8192 CPUs: ~4 MB)
 
-def parse_cpulist(text: str) -> set[int]:
-    """Parse the kernel's list format ("0-3,8,10-11"); raise ValueError on garbage."""
+
+@dataclass(frozen=True)
+class CpuBound:
+    """The highest CPU id a list may name, and where that bound comes from (for the message)."""
+
+    max_id: int
+    source: str
+
+
+FIXED_BOUND = CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192)")
+
+
+def cpu_bound(root: str | os.PathLike[str] = "/") -> CpuBound:
+    """The kernel's kernel_max under the sysfs root in use, else the fixed bound (said in the source)."""
+    path = Path(root) / "sys/devices/system/cpu/kernel_max"
+    try:
+        value = int(path.read_bytes()[:64].strip(b"\0 \n"))
+    except (OSError, ValueError):
+        return CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192; no readable {path})")
+    if not 0 <= value <= KERNEL_MAX_CAP:
+        return CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} ({path} holds {value}, not a kernel's)")
+    return CpuBound(value, f"kernel_max {value} in {path}")
+
+
+def parse_cpulist(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
+    """Parse the kernel's list format ("0-3,8,10-11"); raise ValueError on garbage and on an id beyond
+    `bound` (checked before the range is made: "0-999999999" would be a billion ints)."""
     cpus: set[int] = set()
     for part in text.strip().strip("\0").split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            first, last = int(lo), int(hi)
-            if last < first:
-                raise ValueError(f"bad cpu range {part!r}")
-            cpus.update(range(first, last + 1))
-        else:
-            cpus.add(int(part))
+        lo, _, hi = part.partition("-")
+        first, last = int(lo), int(hi) if hi else int(lo)
+        if first < 0 or last < first:
+            raise ValueError(f"bad cpu range {part!r}")
+        if last > bound.max_id:
+            raise ValueError(f"CPU {last} is beyond {bound.source}")
+        cpus.update(range(first, last + 1))
     return cpus
 
 
@@ -46,10 +74,13 @@ def format_cpulist(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def parse_mask(text: str) -> set[int]:
-    """Parse a kernel hex mask ("ffffffff,00000000"): 32-bit words, most significant first."""
+def parse_mask(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
+    """Parse a kernel hex mask ("ffffffff,00000000"): 32-bit words, most significant first; ValueError on
+    garbage and on a bit beyond `bound`."""
     words = text.strip().strip("\0").replace("0x", "").split(",")
     value = int("".join(w.strip().rjust(8, "0") for w in words) or "0", 16)
+    if value.bit_length() - 1 > bound.max_id:
+        raise ValueError(f"CPU {value.bit_length() - 1} is beyond {bound.source}")
     cpus: set[int] = set()
     bit = 0
     while value:
@@ -66,9 +97,20 @@ class Sysfs:
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
         self.garbage: dict[Path, str] = {}  # file -> the unparseable value it held
+        self.why: dict[Path, str] = {}      # file -> why its value is refused, where more than "garbage"
+        self._bound: CpuBound | None = None
 
-    def _bad(self, rel: str, value: str) -> None:
-        self.garbage.setdefault(self.path(rel), value)
+    @property
+    def bound(self) -> CpuBound:
+        """The highest CPU id this root's lists may name (read once)."""
+        if self._bound is None:
+            self._bound = cpu_bound(self.root)
+        return self._bound
+
+    def _bad(self, rel: str, value: str, why: str | None = None) -> None:
+        self.garbage.setdefault(self.path(rel), value[:80])
+        if why is not None:
+            self.why.setdefault(self.path(rel), why)
 
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")
@@ -79,8 +121,12 @@ class Sysfs:
     def text(self, rel: str) -> str | None:
         """File content without trailing NUL bytes and whitespace; None if unreadable."""
         try:
-            raw = self.path(rel).read_bytes()
+            with open(self.path(rel), "rb") as f:
+                raw = f.read(MAX_FILE_BYTES + 1)
         except OSError:
+            return None
+        if len(raw) > MAX_FILE_BYTES:
+            self._bad(rel, repr(raw[:40]), f"larger than {MAX_FILE_BYTES >> 20} MB")
             return None
         try:
             return raw.replace(b"\0", b"").decode("ascii").strip()
@@ -104,9 +150,9 @@ class Sysfs:
         if text is None:
             return None
         try:
-            return parse_cpulist(text)
-        except ValueError:
-            self._bad(rel, text)
+            return parse_cpulist(text, self.bound)
+        except ValueError as exc:
+            self._bad(rel, text, str(exc) if "beyond" in str(exc) else None)
             return None
 
     def mask(self, rel: str) -> set[int] | None:
@@ -114,9 +160,9 @@ class Sysfs:
         if text is None:
             return None
         try:
-            return parse_mask(text)
-        except ValueError:
-            self._bad(rel, text)
+            return parse_mask(text, self.bound)
+        except ValueError as exc:
+            self._bad(rel, text, str(exc) if "beyond" in str(exc) else None)
             return None
 
     def cpus(self, list_rel: str, mask_rel: str) -> set[int] | None:
