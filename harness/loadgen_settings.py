@@ -331,7 +331,10 @@ def calibrated_setting(scenario: Scenario, cal: Calibration, duration_ms: int | 
         short = " (a short run: wider margin)" if k != target_per_rate(scenario, None) else ""
         rule = f"calibrated rate x {k}{short} ({rate}): {why}"
         if scenario == Scenario.SERVER and cal.server_qps is not None and cal.server_qps < cal.samples_per_second * k:
-            return "target_qps", cal.server_qps, f"what an ideal queue sustains within the bound (less than {rule})"
+            if cal.server_qps > 0:
+                return "target_qps", cal.server_qps, f"what an ideal queue sustains within the bound (less than {rule})"
+            # LoadGen needs a positive target: keep the rate rule, and say that the bound cannot be met
+            rule += "; not even an ideal queue keeps p99 within the bound with these cards"
         return "target_qps", round(cal.samples_per_second * k, 3), rule
     if scenario == Scenario.SINGLE_STREAM:
         return "target_latency", round(cal.single_latency_ms * 0.6, 3), "calibrated latency x 0.6, ms"

@@ -125,3 +125,8 @@ def test_server_choice_is_what_an_ideal_queue_sustains():
     assert target <= (quick.server_qps or 0) + 1e-6  # the user.conf asks for no more than that
     best, why = choose(bench, Scenario.SERVER, [fast, row(8, 1, 420.0, 18.7)])
     assert best.batch_latency_ms == 18.7 and "cannot meet" in why
+    # no candidate meets the bound (ideal queue 0): the user.conf still asks LoadGen for a positive target
+    # (0.0 is refused as LoadGen would replace it), and its comment says the bound cannot be met
+    text = user_conf_text(bench, {Scenario.SERVER: (best, why)})
+    assert best.server_qps == 0.0 and float(text.splitlines()[-1].split("=")[1]) > 0
+    assert "not even an ideal queue keeps p99 within the bound" in text
