@@ -38,7 +38,8 @@ from harness.rundirs import disk_fault
 Echo = Callable[[str], None]
 DATASET_SEED = 2026
 MODEL_SEED = 0
-PRECISIONS = ("fp32", "int8")  # int8: harness.quantize, from the fp32 model
+PRECISIONS = ("fp32", "int8", "fp16")  # int8: harness.quantize, fp16: harness.fp16, both from the fp32 model
+TUNED_ON = {"fp16": ("onnxruntime-cuda", "onnxruntime-tensorrt")}  # precisions `tune` times on some backends only
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
         need["model"] = 4 * params
     if precision == "int8" and not layout.record_for("int8").is_file():
         need["int8 model"] = 5 * params
+    if precision == "fp16" and not layout.record_for("fp16").is_file():
+        need["fp16 model"] = 6 * params  # the fp16 file, and its FP32 emulation while the agreement is measured
     if source is None and not _json_or_empty(layout.raw / ".synthetic.json").get("count", 0) >= count:
         need["raw dataset"] = count * sample
     if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:

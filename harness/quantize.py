@@ -38,7 +38,7 @@ CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet li
 CAL_SEED = 2027
 CAL_BATCH = 8
 CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
-AGREEMENT = {  # what prepare records of an int8 model's agreement with FP32 (read by tune)
+AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with FP32 (read by tune)
     "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 
@@ -169,10 +169,10 @@ def _decode_tail(graph: Any) -> list[str]:
     return list(seen)
 
 
-def _agreement(path: Path, bench: Benchmark, data: store.PreparedData) -> tuple[str, float]:
-    """How the int8 model agrees with the FP32 golden reference: top-1 agreement, or mAP against the golden
-    annotations (detection: the reference pass's detections as ground truth)."""
-    label = f"int8 {bench.quality_metric} over the prepared dataset"
+def agreement(path: Path, bench: Benchmark, data: store.PreparedData, precision: str = "int8") -> tuple[str, float]:
+    """How a reduced-precision model agrees with the FP32 golden reference: top-1 agreement, or mAP against
+    the golden annotations (detection: the reference pass's detections as ground truth)."""
+    label = f"{precision} {bench.quality_metric} over the prepared dataset"
     if bench.quality_metric == "top-1":
         assert data.golden is not None
         int8 = top1(path, bench, data, bench.default_batch, label)
@@ -221,7 +221,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
             _quantize(u8in, Path(tmp) / "int8.onnx", bench, data, indices)
         os.replace(Path(tmp) / "int8.onnx", path)
-    metric, agree = _agreement(path, bench, data)
+    metric, agree = agreement(path, bench, data)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
         **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",

@@ -371,9 +371,10 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
     if "quantization" in model:
         q = model["quantization"]
-        notes.append(f"int8 model: top-1 agreement with FP32 {q['agreement_top1_pct']:.2f}% at prepare"
+        kind = model.get("precision", "int8")
+        notes.append(f"{kind} model: top-1 agreement with FP32 {q['agreement_top1_pct']:.2f}% at prepare"
                      if "agreement_top1_pct" in q else
-                     f"int8 model: mAP against the FP32 golden detections {q['golden_map_pct']:.2f}% at prepare")
+                     f"{kind} model: mAP against the FP32 golden detections {q['golden_map_pct']:.2f}% at prepare")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
