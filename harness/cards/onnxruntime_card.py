@@ -48,6 +48,8 @@ GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs: neve
 _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+# FP32 stays FP32: the CUDA provider would otherwise let cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere and later
+CUDA_OPTIONS = {"CUDAExecutionProvider": {"use_tf32": "0"}}
 THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
 _OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
                   re.IGNORECASE)
@@ -90,7 +92,7 @@ class OnnxRuntimeCard:
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if on_gpu:
             opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
-            providers = [(provider, {id_key or "device_id": str(device)})]
+            providers = [(provider, {id_key or "device_id": str(device), **CUDA_OPTIONS.get(provider, {})})]
         elif id_key is not None:
             value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
             providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
@@ -120,7 +122,8 @@ class OnnxRuntimeCard:
             "output_dtypes": [o.type for o in self.session.get_outputs()],
             "intra_op_threads": threads, "onnxruntime": ort.__version__}
         if on_gpu:
-            details.update(gpu.card_facts(gpu_ref, device), cpu_fallback="refused (session.disable_cpu_ep_fallback=1)")
+            details.update(gpu.card_facts(gpu_ref, device), cpu_fallback="refused (session.disable_cpu_ep_fallback=1)",
+                           provider_options=self.session.get_provider_options().get(provider, {}))
             self._warm(max(1, spec.warm_batch))
         self.info = CardInfo(index=index, backend=backend, device=device_fmt.format(i=device), cpus=cpus,
                              emulated=id_key is None, details=details)
