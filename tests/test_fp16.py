@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -17,16 +19,22 @@ from harness.tune import CPU_BATCHES, GPU_BATCHES, Sweep, eligibility
 
 
 @pytest.fixture(scope="module")
-def fp16_dir(data_dir, tmp_path_factory):
+def prepared(data_dir, tmp_path_factory):
+    """The ResNet50 data dir plus its fp16 model, and what `prepare --precision fp16` printed."""
     d = linked_copy(data_dir, tmp_path_factory.mktemp("fp16") / "data")
-    assert appliance("prepare", "--data-dir", d, "--precision", "fp16", "-q") == 0
-    return d
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert appliance("prepare", "--data-dir", d, "--precision", "fp16", "-q") == 0
+    return d, out.getvalue()
 
 
-def test_prepare_prints_the_agreement_and_records_it(data_dir, tmp_path, capsys):
-    d = linked_copy(data_dir, tmp_path / "data")
-    assert appliance("prepare", "--data-dir", d, "--precision", "fp16", "-q") == 0
-    out = capsys.readouterr().out
+@pytest.fixture
+def fp16_dir(prepared):
+    return prepared[0]
+
+
+def test_prepare_prints_the_agreement_and_records_it(prepared):
+    d, out = prepared
     line = next(x for x in out.splitlines() if "top-1 agreement with FP32" in x)
     pct = float(line.split(":")[1].split("%")[0])
     assert pct >= 99.0

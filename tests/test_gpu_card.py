@@ -21,7 +21,8 @@ from harness.cards import BackendSpec
 from harness.errors import ApplianceError, DataError
 
 HAS_ORT_GPU = "CUDAExecutionProvider" in ort.get_available_providers()
-_needs_ort_gpu = pytest.mark.skipif(not HAS_ORT_GPU, reason="needs onnxruntime-gpu (ci/test runs these in its GPU venv)")
+_needs_ort_gpu = pytest.mark.skipif(not HAS_ORT_GPU,
+                                    reason="needs onnxruntime-gpu (ci/test runs these in its GPU venv)")
 
 
 def ortgpu(test):
