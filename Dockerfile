@@ -6,43 +6,22 @@
 #
 # Base: pin it for real use, e.g. FROM debian:bookworm-slim@sha256:<digest> (README, "Container image").
 # Build arguments:
-#   VARIANT=cpu|gpu  gpu installs onnxruntime-gpu (same version as the lock) instead of onnxruntime;
-#                    UNTESTED here (no GPU on the build machine) and the CUDA runtime is not included.
+#   VARIANT=cpu|gpu  gpu installs requirements-gpu.lock: onnxruntime-gpu, NVIDIA's CUDA 13.0 runtime, cuBLAS,
+#                    cuFFT, cuRAND, NVRTC and cuDNN 9 wheels and nvidia-ml-py, so that
+#                    `docker run --gpus all IMAGE` needs only the host's NVIDIA driver (580 or newer) and
+#                    container toolkit; its default backend is onnxruntime-cuda (APPLIANCE_BACKEND).
 #   GIT_COMMIT, VERSION  recorded in the OCI labels and in every run's manifest.json (GIT_COMMIT is
 #                    also baked into the package, harness/_build_info.py, as the manifest's appliance.commit).
 # Build secret (optional): pip_cert, a CA bundle for pip behind a TLS-intercepting proxy; it is
 # mounted for the pip steps only and never stored in the image.
+#
+# Stages: runtime (Python), build (+ compiler and the locks), venv-cpu / venv-gpu (the packages),
+# data (every benchmark prepared with the CPU venv: the same bytes for both variants, so a second
+# variant's build takes it from the layer cache), then the image: runtime + one venv + the data.
 
-FROM debian:bookworm-slim AS builder
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-# g++ and the Python headers build the package's two C++ extensions (LoadGen intake, batch copy)
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
-      python3-dev=3.11.2-1+b1 g++=4:12.2.0-3 \
- && rm -rf /var/lib/apt/lists/*
 ARG VARIANT=cpu
-COPY requirements.lock /src/requirements.lock
-RUN --mount=type=secret,id=pip_cert \
-    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && case "$VARIANT" in \
-      cpu) ;; \
-      gpu) sed -i 's/^onnxruntime==/onnxruntime-gpu==/' /src/requirements.lock ;; \
-      *) echo "VARIANT must be cpu or gpu, not $VARIANT" >&2; exit 2 ;; \
-    esac \
- && python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements.lock
-COPY pyproject.toml setup.py README.md /src/
-# the package with its data: simulated-card profiles (harness/cards/profiles) and the paper servers'
-# card maps (harness/topology/maps); setup.py writes GIT_COMMIT into harness/_build_info.py
-COPY harness /src/harness
-ARG GIT_COMMIT=unknown
-RUN --mount=type=secret,id=pip_cert \
-    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && GIT_COMMIT="$GIT_COMMIT" /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
- && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
-           /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
 
-FROM debian:bookworm-slim
+FROM debian:bookworm-slim AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3=3.11.2-1+b1 \
@@ -50,22 +29,71 @@ RUN apt-get update \
  && useradd --no-log-init --uid 10001 --user-group --create-home --home-dir /home/appliance appliance \
  && mkdir -p /results /data /opt/appliance/data \
  && chown appliance:appliance /results /data
-COPY --from=builder /opt/venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH \
-    APPLIANCE_DATA_DIR=/opt/appliance/data \
-    APPLIANCE_RESULTS_DIR=/results \
-    PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+
+FROM runtime AS build
+# g++ and the Python headers build the package's two C++ extensions (LoadGen intake, batch copy)
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv=3.11.2-1+b1 \
+      python3-dev=3.11.2-1+b1 g++=4:12.2.0-3 \
+ && rm -rf /var/lib/apt/lists/*
+COPY requirements.lock requirements-gpu.lock /src/
+COPY pyproject.toml setup.py README.md /src/
+# the package with its data: simulated-card profiles (harness/cards/profiles) and the paper servers'
+# card maps (harness/topology/maps); setup.py writes GIT_COMMIT into harness/_build_info.py
+COPY harness /src/harness
+
+FROM build AS venv-cpu
+ARG GIT_COMMIT=unknown
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements.lock \
+ && GIT_COMMIT="$GIT_COMMIT" /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
+ && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
+           /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
+
+FROM build AS venv-gpu
+ARG GIT_COMMIT=unknown
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements-gpu.lock \
+ && GIT_COMMIT="$GIT_COMMIT" /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
+ && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
+           /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
+
 # Every benchmark's seeded model, synthetic dataset, uint8 shards and golden labels, built
-# deterministically (fixed seeds). The raw synthetic JPEGs are dropped once preprocessed (val_map.txt
-# and the seed marker stay, so `appliance prepare` still sees the data as up to date); the baked data
-# belongs to root and is read-only for the user that runs the benchmarks.
+# deterministically (fixed seeds) on the CPU. The raw synthetic JPEGs are dropped once preprocessed
+# (val_map.txt and the seed marker stay, so `appliance prepare` still sees the data as up to date); the
+# baked data belongs to root and is read-only for the user that runs the benchmarks.
+FROM runtime AS data
+COPY --from=venv-cpu /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH APPLIANCE_DATA_DIR=/opt/appliance/data PYTHONDONTWRITEBYTECODE=1
 RUN for benchmark in $(python -c 'from harness.benchmarks import NAMES; print(*NAMES)'); do \
       appliance prepare --benchmark "$benchmark" --quiet || exit 1; \
     done \
  && find /opt/appliance/data -type f \( -iname '*.jpeg' -o -iname '*.jpg' -o -iname '*.png' \) -delete \
  && chmod -R a+rX,go-w /opt/appliance
+
+# hadolint ignore=DL3006
+FROM venv-${VARIANT} AS venv
+
+FROM runtime AS image-cpu
+ENV APPLIANCE_BACKEND=onnxruntime
+
+FROM runtime AS image-gpu
+ENV APPLIANCE_BACKEND=onnxruntime-cuda
+
+# hadolint ignore=DL3006
+FROM image-${VARIANT}
+COPY --from=venv /opt/venv /opt/venv
+COPY --from=data /opt/appliance/data /opt/appliance/data
 ARG VARIANT=cpu
+ENV PATH=/opt/venv/bin:$PATH \
+    APPLIANCE_DATA_DIR=/opt/appliance/data \
+    APPLIANCE_RESULTS_DIR=/results \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
 ARG VERSION=0.1.0
 ARG GIT_COMMIT=unknown
 LABEL org.opencontainers.image.title="mlperf-appliance" \

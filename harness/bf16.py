@@ -30,14 +30,14 @@ from harness.errors import ApplianceError, DataError
 from harness.fsutil import sha256_file, tmp_prefix
 from harness.model_record import ModelRecord
 from harness.models import registry
-from harness.prepare import dataset_pass, existing_record, stored_path
+from harness.prepare import TUNED_ON, dataset_pass, existing_record, stored_path
 from harness.quantize import AGREEMENT, agreement, uint8_input
 
 Echo = Callable[[str], None]
 PRECISION = "bf16"
 HINT = "bf16"               # OpenVINO's INFERENCE_PRECISION_HINT for it
 CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of the instructions OpenVINO's bf16 kernels use
-BACKENDS = ("openvino",)    # the card backends with a bf16 path
+BACKENDS = TUNED_ON[PRECISION]  # the card backends with a bf16 path: openvino
 
 
 def missing(flags: set[str] | frozenset[str], capabilities: list[str] | tuple[str, ...]) -> str | None:

@@ -73,9 +73,10 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
                    "--output-layout anchor-major")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="int8: also quantise the model (onnxruntime static quantisation, QDQ, per-channel int8 "
-                   "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32. "
-                   "bf16: the FP32 weights computed in bfloat16 by OpenVINO (CPUs with AVX512_BF16 or AMX; "
-                   "runs on --backend openvino), and its agreement with FP32 measured on this CPU.")
+                   "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32; fp16: "
+                   "also convert it to fp16 for GPU cards (uint8 input too), agreement measured on the CPU; bf16: "
+                   "the FP32 weights computed in bfloat16 by OpenVINO (CPUs with AVX512_BF16 or AMX; runs on "
+                   "--backend openvino), and its agreement with FP32 measured on this CPU.")
 @click.option("--calibration-list", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="int8: image names to calibrate on, one per line (MLPerf's cal_image_list_option_1.txt "
                    "form) [default: a seeded list of 128 names of the prepared dataset].")
@@ -94,6 +95,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark ssd-resnet34 --source /data/coco
       appliance prepare --benchmark yolo-99 --model yolo11l-t.onnx --output-layout anchor-major
       appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
+      appliance prepare --precision fp16
       appliance prepare --precision bf16        # then: appliance run --precision bf16 --backend openvino
     """
     from harness.prepare import check_space, disk_faults_as_errors, space_needed, sweep_leftovers
@@ -129,19 +131,23 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
     record = prepare_model(layout, model_file, fetch, click.echo)
     prepare_dataset(layout, samples, source, click.echo)
     prepare_golden(layout, record, bench.default_batch, click.echo)
-    if precision == "int8":
+    if precision != "fp32":
         from harness.datasets.store import open_prepared
+
+        data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
+        models, target = layout.model_record.parent, layout.record_for(precision)
+    if precision == "int8":
         from harness.quantize import prepare_int8
 
-        data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-        prepare_int8(layout.model_record.parent, layout.record_for("int8"), bench, record, data, calibration_list,
-                     click.echo)
+        prepare_int8(models, target, bench, record, data, calibration_list, click.echo)
+    elif precision == "fp16":
+        from harness.fp16 import prepare_fp16
+
+        prepare_fp16(models, target, bench, record, data, click.echo)
     elif precision == "bf16":
         from harness.bf16 import prepare_bf16
-        from harness.datasets.store import open_prepared
 
-        data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-        prepare_bf16(layout.model_record.parent, layout.record_for("bf16"), bench, record, data, click.echo)
+        prepare_bf16(models, target, bench, record, data, click.echo)
 
 
 @cli.command()
@@ -167,10 +173,13 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
 @click.option("--backend", type=click.Choice((*BACKENDS, "auto")), default="onnxruntime", show_default=True,
+              envvar="APPLIANCE_BACKEND",
               help="Card backend: onnxruntime (CPU-emulated cards), openvino (CPU), onnxruntime-cuda / -tensorrt "
-                   "/ -openvino (one device per card, when that execution provider is installed), null (no "
-                   "inference; harness overhead), simulated (set by --cards simulate:PROFILE:N), auto (the "
-                   "`appliance tune` record's choice, else onnxruntime). The choice and why go to manifest.json.")
+                   "(NVIDIA GPUs, by CUDA ordinal; never a CPU fallback) / -openvino (one device per card, when that "
+                   "execution provider is installed), null (no inference; harness overhead), simulated (set by "
+                   "--cards simulate:PROFILE:N), auto (the `appliance tune` record's choice, else onnxruntime) "
+                   "[env APPLIANCE_BACKEND: the GPU image sets onnxruntime-cuda]. The choice and why go to "
+                   "manifest.json.")
 @click.option("--tuned", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="An `appliance tune` record: its precision (unless --precision is given), backend (unless "
                    "--backend), batch size (unless --batch-size) and user.conf (unless --user-conf) for this "
@@ -298,10 +307,12 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--scenario", "-s", "scenarios", type=click.Choice(SCENARIOS), multiple=True,
               help="Scenario to choose for; repeat for several [default: Offline and Server (Offline only for "
                    "edge benchmarks)].")
-@click.option("--batch-sizes", callback=_csv(int), default="1,2,4,8,16", show_default=True,
-              help="Batch sizes to time, comma-separated.")
+@click.option("--batch-sizes", callback=_csv(int), default=None,
+              help="Batch sizes to time, comma-separated [default: 1,2,4,8,16 on CPU backends, "
+                   "1,8,32,64,128,256,512,1024 on GPU backends].")
 @click.option("--backends", callback=_csv(str), default=None,
-              help="Backends to time, comma-separated [default: those installed of onnxruntime, openvino].")
+              help="Backends to time, comma-separated [default: those installed of onnxruntime, openvino, and "
+                   "onnxruntime-cuda where onnxruntime-gpu is installed and NVML sees a GPU].")
 @click.option("--requests", callback=_csv(int), default="1,2", show_default=True,
               help="Infer requests (batches in flight) per openvino card to time, comma-separated; other backends "
                    "are timed at 1. Example: --requests 1,2,4")
@@ -316,7 +327,7 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
                    "[default: <data-dir>/tuned/<benchmark>.json, where --backend auto finds it].")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
-def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...],
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...] | None,
          backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
          cards: str, output: Path | None, as_json: bool, quiet: bool) -> None:
     """Time each precision x backend x batch size x requests per card on this machine's cards and choose per
@@ -346,8 +357,8 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     bench = benchmarks.get(benchmark)
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
-    sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(),
-                  batch_sizes, requests)
+    sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
+                  batch_sizes or None, requests)
     path, record = run_tune(bench.name, data_dir, chosen, sweep, cards, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))

@@ -1,4 +1,4 @@
-"""The model record, <data>/models/<benchmark>[-int8|-bf16].json: which model file runs and its digests.
+"""The model record, <data>/models/<benchmark>[-int8|-fp16|-bf16].json: which model file runs and its digests.
 
 One writer (`write`: prepare and the int8 quantiser) and one reader (`read`), versioned by `format`.
 Records from before the field existed are format 1 too (same keys). `path` names the file relative to
@@ -28,13 +28,13 @@ class ModelRecord:
     synthetic: bool                # seeded weights
     seed: int | None
     official_artefact: str | None  # registry name when the digest is an official artefact's
-    precision: str                 # fp32 | int8 | bf16
+    precision: str                 # fp32 | int8 | fp16 | bf16
     params: int
     macs_per_sample: int
     stats: str                     # one line for a person
     builder_sha256: str | None = None         # seeded fp32: digest of the builder's code
-    input_dtype: str | None = None            # int8: "uint8" (reads the stored sample bytes)
-    quantization: dict[str, Any] | None = None  # int8: how it was made, its agreement with fp32
+    input_dtype: str | None = None            # int8 / fp16: "uint8" (reads the stored sample bytes)
+    quantization: dict[str, Any] | None = None  # int8 / fp16: how it was made, its agreement with fp32
     adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
     output_layout: str | None = None          # detection: the layout its output comes in (`--output-layout`)
     inference_precision: str | None = None    # bf16: what the runtime computes in (OpenVINO's precision hint)

@@ -17,10 +17,11 @@ import numpy as np
 
 from harness import benchmarks, integrity, system
 from harness.benchmarks import Benchmark
-from harness.cards import BACKENDS
+from harness.cards import BACKENDS, GPU_BACKENDS
 from harness.datasets import coco, store
 from harness.errors import ApplianceError
 from harness.fsutil import ensure_writable_dir, plain_name
+from harness.gpu import GpuRef
 from harness.loadgen_settings import Requested, preflight, read_user_conf
 from harness.prepare import Layout, model_bench, read_model_record
 from harness.qsl import REPLICATE
@@ -42,7 +43,7 @@ class RunOptions:
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
     audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
     test05: bool = False              # TEST05: LoadGen's alternate seeds
-    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
+    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | cuda:all | cuda:0,1 | <map.yaml>
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
@@ -64,6 +65,7 @@ class CardPlan:
     node_cpus: dict[int, frozenset[int]]
     allowed: frozenset[int]
     requests: int = 1          # infer requests (batches in flight) per openvino card; 1 for every other backend
+    gpus: tuple[GpuRef, ...] = ()  # GPU backends: each slot's GPU (CUDA ordinal by bus id)
 
     @property
     def simulated(self) -> bool:
@@ -175,6 +177,11 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
 
     spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
     profile = None
+    gpus: tuple[GpuRef, ...] = ()
+    if backend in GPU_BACKENDS:  # the libraries first: a missing one says more than "no GPU visible"
+        from harness.cards.onnxruntime_card import check_gpu_libraries
+
+        check_gpu_libraries(backend)
     if spec.kind == "simulate":
         from harness.cards.simulated_card import load_profile
 
@@ -188,17 +195,39 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
     else:
         if backend == "simulated":
             raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
+        if spec.kind == "cuda" and backend not in GPU_BACKENDS:
+            raise ApplianceError(f"--cards {spec.text} names NVIDIA GPUs; run them with --backend onnxruntime-cuda "
+                                 f"(or onnxruntime-tensorrt), not {backend}")
+        if backend in GPU_BACKENDS and spec.kind == "emulate":
+            raise ApplianceError(f"--backend {backend} runs on NVIDIA GPUs, not on {spec.text} CPU-emulated cards; "
+                                 f"use --cards cuda:all (or cuda:0,1)")
         if spec.kind == "map":
             cmap = load_card_map(spec.text, topology)
             how = f"card map {spec.text}"
         else:
-            cmap = plan(topology, spec.text)
-            how = f"--cards {spec.text}: L3-aligned policy (topologies/README.md)"
+            text = "cuda:all" if backend in GPU_BACKENDS and spec.kind == "auto" else spec.text
+            cmap = plan(topology, text)
+            how = f"--cards {text}: L3-aligned policy (topologies/README.md)"
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
+        if backend in GPU_BACKENDS:
+            gpus = _gpu_refs(cmap.cards, spec.text)
     if requests > 1 and backend != "openvino":
         raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
                              f"{backend} cards take no --requests: drop it or use --backend openvino")
-    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests)
+    if gpus:
+        from harness.cards.onnxruntime_card import check_gpus_start
+
+        check_gpus_start(backend, [g.ordinal for g in gpus])
+    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests, gpus)
+
+
+def _gpu_refs(cards: tuple[Any, ...], spec: str) -> tuple[GpuRef, ...]:
+    """Each card's GPU; a card map without CUDA ordinals (or with a card that is no NVIDIA GPU) is refused."""
+    bad = [c.index for c in cards if c.ordinal is None or c.pci is None]
+    if bad:
+        raise ApplianceError(f"--cards {spec}: card {bad[0]} is no visible NVIDIA GPU; make the map with "
+                             f"`appliance topology detect --cards cuda:all --format yaml -o MAP`")
+    return tuple(GpuRef(c.ordinal, c.pci, f"{c.vendor} {c.model}") for c in cards)
 
 
 def _shared_slots(topology: Topology, n: int) -> tuple[tuple[CardSlot, ...], str]:

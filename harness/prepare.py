@@ -38,7 +38,9 @@ from harness.rundirs import disk_fault
 Echo = Callable[[str], None]
 DATASET_SEED = 2026
 MODEL_SEED = 0
-PRECISIONS = ("fp32", "int8", "bf16")  # from the fp32 model: int8 harness.quantize, bf16 harness.bf16
+PRECISIONS = ("fp32", "int8", "fp16", "bf16")  # from the fp32 model: harness.quantize, harness.fp16, harness.bf16
+TUNED_ON = {"fp16": ("onnxruntime-cuda", "onnxruntime-tensorrt"),  # precisions some backends compute, and `tune`
+            "bf16": ("openvino",)}                                 # times on those only (harness.bf16.BACKENDS)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
         need["model"] = 4 * params
     if precision == "int8" and not layout.record_for("int8").is_file():
         need["int8 model"] = 5 * params
+    if precision == "fp16" and not layout.record_for("fp16").is_file():
+        need["fp16 model"] = 6 * params  # the fp16 file, and its FP32 emulation while the agreement is measured
     if precision == "bf16" and not layout.record_for("bf16").is_file():
         need["bf16 model (FP32 weights, uint8 input)"] = 4 * params
     if source is None and not _json_or_empty(layout.raw / ".synthetic.json").get("count", 0) >= count:

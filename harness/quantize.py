@@ -38,7 +38,7 @@ CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet li
 CAL_SEED = 2027
 CAL_BATCH = 8
 CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
-AGREEMENT = {  # what prepare records of an int8 model's agreement with FP32 (read by tune)
+AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with FP32 (read by tune)
     "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 

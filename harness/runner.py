@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import calibration, launch_checks, progress, rundirs, system
+from harness import calibration, gpu, launch_checks, progress, rundirs, system
 from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
@@ -90,7 +90,8 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
     qsl = SampleLibrary(bench, data, replicas, replicate)
     spec = BackendSpec(cards.backend, Path(model["path"]), bench.input_name, bench.outputs, bench.output_specs,
                        cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
-                       inference_precision=model.get("inference_precision") or "f32")
+                       inference_precision=model.get("inference_precision") or "f32", gpus=cards.gpus,
+                       warm_batch=batch)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -204,9 +205,15 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     if p.folder.is_dir():
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
-    folder = _claim(p, echo)
+    sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
+    try:  # the cards before the folder: a card that cannot load (a GPU out of memory) leaves nothing behind
+        with _interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
+            sut.load_cards()
+        folder = _claim(p, echo)
+    except BaseException:
+        sut.stop()
+        raise
     try:
-        sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
         with _interrupts_raised():
             try:
                 energy = _loadgen_test(p, sut, folder.staging, echo)
@@ -261,9 +268,7 @@ def _claim(p: RunPlan, echo: Echo) -> rundirs.RunFolder:
 
 
 def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -> dict[str, Any]:
-    """Start the cards, time them, write the run's LoadGen settings and run the test; returns the energy."""
-    with progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
-        sut.load_cards()
+    """Time the (loaded) cards, write the run's LoadGen settings and run the test; returns the energy."""
     for info in sut.cards:
         echo(f"{info.label()}: cpus {format_cpulist(info.cpus) or 'all'}")
     req = p.opts.requested
@@ -456,7 +461,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                      "backlogged_batches": stats.backlogged, "redispatched_samples": stats.redispatched,
                      "card_failures": list(stats.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
-                 "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity()},
+                 "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity(),
+                 "nvidia": gpu.host_facts()},
         "packages": system.package_versions(),
         "loadgen": {"version": loadgen_version(),
                     "seeds": {k: detail.get(f"effective_{k}") for k in

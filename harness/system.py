@@ -8,7 +8,8 @@ import platform
 import re
 from functools import cache
 
-PACKAGES = ("mlcommons-loadgen", "onnxruntime", "onnx", "numpy", "opencv-python-headless", "pycocotools",
+PACKAGES = ("mlcommons-loadgen", "onnxruntime", "onnxruntime-gpu", "nvidia-ml-py", "onnx", "numpy",
+            "opencv-python-headless", "pycocotools",
             "click", "pyyaml", "psutil", "tqdm")
 
 

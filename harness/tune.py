@@ -20,20 +20,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, bf16, integrity, progress, quantize, queueing, system, tuned
+from harness import benchmarks, bf16, gpu, integrity, progress, quantize, queueing, system, tuned
+from harness.cards import GPU_BACKENDS
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.fsutil import atomic_write_text, ensure_writable_dir
 from harness.loadgen_settings import Calibration, calibrated_setting
 from harness.plan import check_buffer_memory, plan_cards
-from harness.prepare import PRECISIONS, Layout, model_bench, read_model_record
+from harness.prepare import PRECISIONS, TUNED_ON, Layout, model_bench, read_model_record
 from harness.runner import default_max_wait_s, make_sut
 from harness.scenarios import Scenario
 
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
+CPU_BATCHES = (1, 2, 4, 8, 16)
+GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
-ONLY_ON = {bf16.PRECISION: bf16.BACKENDS}  # precisions only some backends compute; the others run on every one
 METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
           "`requests` in flight: rate over the burst, median batch latency under that load")
 
@@ -52,8 +54,21 @@ class Measured:
     server_qps: float | None = None  # what an ideal queue sustains within the Server bound (harness.queueing)
 
 
-def available_backends() -> tuple[str, ...]:
-    return tuple(b for b in CPU_BACKENDS if importlib.util.find_spec(b) is not None)
+def available_backends(default: bool = False) -> tuple[str, ...]:
+    """The backends this installation can make cards of; `default`: those `tune` times unasked (a GPU
+    backend only where NVML sees a GPU)."""
+    have = tuple(b for b in CPU_BACKENDS if importlib.util.find_spec(b) is not None)
+    if importlib.util.find_spec("onnxruntime") is None:
+        return have
+    import onnxruntime as ort
+
+    from harness.cards.onnxruntime_card import PROVIDERS
+
+    gpus = tuple(b for b in GPU_BACKENDS if PROVIDERS[b][0] in ort.get_available_providers())
+    if default:
+        facts = gpu.nvml()
+        gpus = gpus[:1] if not isinstance(facts, str) and facts.gpus else ()  # TensorRT only when asked for
+    return have + gpus
 
 
 @dataclass(frozen=True)
@@ -62,19 +77,22 @@ class Sweep:
 
     precisions: tuple[str, ...]
     backends: tuple[str, ...]
-    batches: tuple[int, ...]
+    batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
     requests: tuple[int, ...] = DEFAULT_REQUESTS
 
     def candidates(self) -> list[tuple[str, str, int, int]]:
-        return [(p, b, n, r) for p in self.precisions for b in self.backends if b in ONLY_ON.get(p, (b,))
-                for n in self.batches for r in (self.requests if b == "openvino" else (1,))]
+        """Every combination, less the precisions meant for other backends (`prepare.TUNED_ON`)."""
+        return [(p, b, n, r) for p in self.precisions for b in self.backends
+                if b in TUNED_ON.get(p, (b,))
+                for n in (self.batches or (GPU_BATCHES if b in GPU_BACKENDS else CPU_BATCHES))
+                for r in (self.requests if b == "openvino" else (1,))]
 
     def check(self) -> None:
-        """One line for a precision no backend of the sweep computes (bf16 without openvino)."""
+        """One line for a precision no backend of the sweep computes (bf16 without openvino, fp16 without a GPU)."""
         for p in self.precisions:
-            if not any(b in ONLY_ON.get(p, (b,)) for b in self.backends):
-                raise ApplianceError(f"--precisions {p} runs on --backends {','.join(ONLY_ON[p])} only; add it "
-                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, *ONLY_ON[p])))})")
+            if not any(b in TUNED_ON.get(p, (b,)) for b in self.backends):
+                raise ApplianceError(f"--precisions {p} runs on --backends {','.join(TUNED_ON[p])} only; add one "
+                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, TUNED_ON[p][0])))})")
 
 
 def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
@@ -97,7 +115,8 @@ def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[boo
     q = model.get("quantization") or {}
     metric = next((k for k in quantize.AGREEMENT if isinstance(q.get(k), int | float)), None)
     if metric is None:
-        return False, "its model record holds no agreement with FP32: rerun `appliance prepare --precision int8`"
+        return False, (f"its model record holds no agreement with FP32: rerun `appliance prepare --precision "
+                       f"{model.get('precision')}`")
     target = 100 * bench.quality_fraction
     verdict = ">=" if q[metric] >= target else "<"
     return q[metric] >= target, (f"{quantize.AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "

@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.topology.sysfs import format_cpulist
 
 QUALCOMM, AIC100 = 0x17CB, 0xA100
-NVIDIA, A100_PCIE = 0x10DE, 0x20F1
+NVIDIA, A100_PCIE, H100_SXM, H100_PCIE = 0x10DE, 0x20F1, 0x2330, 0x2331
 ACCEL_CLASS, DISPLAY_3D_CLASS = 0x120000, 0x030200
 
 
@@ -284,6 +284,21 @@ def nvidia_box() -> Machine:
     return Machine(sockets=2, cores_per_socket=8, pci=gpus + _io())
 
 
+def hgx_h100() -> Machine:
+    """An HGX-like 8-GPU server: 2 x 16 cores (SMT2, L3 per 8 cores), H100 SXM GPUs 0-3 on socket 0 and 4-7
+    on socket 1, two per host bridge, plus the NIC / NVMe / BMC of `_io`."""
+    gpus = [Pci(bus=_bus(i), node=i // 4, vendor=NVIDIA, device=H100_SXM, class_code=DISPLAY_3D_CLASS)
+            for i in range(8)]
+    return Machine(sockets=2, cores_per_socket=16, pci=gpus + _io())
+
+
+def pcie_2gpu() -> Machine:
+    """A PCIe server, 2 x 8 cores, one H100 PCIe per socket: GPU 0 on node 0, GPU 1 on node 1."""
+    gpus = [Pci(bus=_bus(i, 1), node=i, vendor=NVIDIA, device=H100_PCIE, class_code=DISPLAY_3D_CLASS)
+            for i in range(2)]
+    return Machine(sockets=2, cores_per_socket=8, pci=gpus + _io())
+
+
 def messy() -> Machine:
     """Everything sysfs does to you at once, on a 2 x 16-core machine with 4 cards."""
     return Machine(
@@ -318,7 +333,8 @@ PAPER_SYSTEMS = {
     "g292-z43-16cards": g292_z43,
 }
 
-OTHER_SYSTEMS = {"messy": messy, "nvidia-box": nvidia_box, "container": container}
+OTHER_SYSTEMS = {"messy": messy, "nvidia-box": nvidia_box, "container": container, "hgx-h100": hgx_h100,
+                 "pcie-2gpu": pcie_2gpu}
 ALL_SYSTEMS = {**PAPER_SYSTEMS, **OTHER_SYSTEMS}
 
 

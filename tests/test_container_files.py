@@ -60,15 +60,31 @@ def test_compose_file_is_valid(path, tmp_path):
 
 def test_compose_files_are_the_three_of_the_readme():
     assert [p.name for p in COMPOSE] == ["appliance.yml", "audit.yml", "gpu.yml"]
-    assert "driver: nvidia" in (ROOT / "compose/gpu.yml").read_text()
+    gpu = (ROOT / "compose/gpu.yml").read_text()
+    assert "driver: nvidia" in gpu and ("device_ids below" not in gpu or "device_ids:" in gpu)
     assert "reproduce /submission" in (ROOT / "compose/audit.yml").read_text()
+
+
+def _stages(ins):
+    """Each stage's name (or position) -> (its FROM argument, its instructions)."""
+    stages, name = {}, None
+    for word, args in ins:
+        if word == "FROM":
+            parts = args.split()
+            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else f"#{len(stages)}"
+            stages[name] = (parts[0], [])
+        elif name is not None:
+            stages[name][1].append((word, args))
+    return stages
 
 
 def test_dockerfile_facts():
     ins = _instructions()
-    froms = [args for word, args in ins if word == "FROM"]
-    assert len(froms) >= 2, "multi-stage: a builder and a runtime stage"
-    assert all(f.split()[0] == "debian:bookworm-slim" for f in froms), froms
+    stages = _stages(ins)
+    froms = [base for base, _ in stages.values()]
+    assert froms[0] == "debian:bookworm-slim", froms
+    assert all(f == "debian:bookworm-slim" or f.split("-$")[0] in {s.split("-")[0] for s in stages} for f in froms), \
+        froms
     last = max(i for i, (word, _) in enumerate(ins) if word == "FROM")
     runtime = ins[last:]
     assert json.loads(dict(runtime)["ENTRYPOINT"]) == ["appliance"]
@@ -78,11 +94,35 @@ def test_dockerfile_facts():
     assert user and user[-1] not in ("root", "0"), "runs as a non-root user"
     labels = " ".join(args for word, args in runtime if word == "LABEL")
     assert "org.opencontainers.image.version=" in labels and "org.opencontainers.image.revision=" in labels
-    runs = " ".join(args for word, args in runtime if word == "RUN")
-    assert "from harness.benchmarks import NAMES" in runs and "appliance prepare --benchmark" in runs
-    assert any(word == "COPY" and "--from=builder" in args for word, args in runtime)
-    assert "requirements.lock" in DOCKERFILE.read_text()
+    copies = [args for word, args in runtime if word == "COPY"]
+    assert any("--from=venv " in c for c in copies) and any("--from=data " in c for c in copies)
     assert any(word == "ARG" and args.startswith("VARIANT") for word, args in ins)
+
+
+def test_data_is_prepared_once_for_both_variants():
+    """The data stage (minutes of `appliance prepare`) never reads VARIANT: the GPU build takes it from the cache."""
+    stages = _stages(_instructions())
+    base, data = stages["data"]
+    assert base == "runtime" and "VARIANT" not in " ".join(args for _, args in data)
+    runs = " ".join(args for word, args in data if word == "RUN")
+    assert "from harness.benchmarks import NAMES" in runs and "appliance prepare --benchmark" in runs
+    assert any(word == "COPY" and "--from=venv-cpu" in args for word, args in data)
+    assert "requirements-gpu.lock" in " ".join(args for _, args in stages["venv-gpu"][1])
+    assert dict(stages["image-gpu"][1])["ENV"] == "APPLIANCE_BACKEND=onnxruntime-cuda"
+
+
+def test_gpu_lock_is_the_lock_with_onnxruntime_gpu_and_cuda():
+    def pins(name):
+        lines = (ROOT / name).read_text().splitlines()
+        return dict(line.split("==") for line in lines if line and not line.startswith("#"))
+
+    cpu, gpu = pins("requirements.lock"), pins("requirements-gpu.lock")
+    assert gpu.pop("onnxruntime-gpu") == cpu.pop("onnxruntime")
+    extra = {k: gpu.pop(k) for k in list(gpu) if k not in cpu}
+    assert gpu == cpu, "every other pin as in requirements.lock"
+    assert set(extra) == {"nvidia-ml-py", "nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cufft", "nvidia-curand",
+                          "nvidia-cuda-nvrtc", "nvidia-nvjitlink", "nvidia-cudnn-cu13"}
+    assert extra["nvidia-cuda-runtime"].startswith("13.") and extra["nvidia-cudnn-cu13"].startswith("9.")
 
 
 def test_benchmark_loop_of_the_dockerfile_names_every_benchmark():
@@ -95,7 +135,7 @@ def test_benchmark_loop_of_the_dockerfile_names_every_benchmark():
 
 def test_dockerignore_lets_the_build_inputs_through():
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
-    for needed in ("requirements.lock", "pyproject.toml", "setup.py", "README.md", "harness/"):
+    for needed in ("requirements.lock", "requirements-gpu.lock", "pyproject.toml", "setup.py", "README.md", "harness/"):
         assert f"!{needed}" in ignore
     # the package data travels inside harness/ and nothing after the exceptions drops it again
     rules = [line for line in ignore if line and not line.startswith("#")]
@@ -103,11 +143,12 @@ def test_dockerignore_lets_the_build_inputs_through():
 
 
 def test_builder_stage_bakes_the_commit_into_the_package():
-    ins = _instructions()
-    last = max(i for i, (word, _) in enumerate(ins) if word == "FROM")
-    builder = ins[:last]
-    assert any(word == "ARG" and args.startswith("GIT_COMMIT") for word, args in builder)
-    assert any(word == "RUN" and 'GIT_COMMIT="$GIT_COMMIT"' in args and "pip install" in args for word, args in builder)
+    stages = _stages(_instructions())
+    for venv in ("venv-cpu", "venv-gpu"):
+        builder = stages[venv][1]
+        assert any(word == "ARG" and args.startswith("GIT_COMMIT") for word, args in builder)
+        assert any(word == "RUN" and 'GIT_COMMIT="$GIT_COMMIT"' in args and "pip install" in args
+                   for word, args in builder)
 
 
 def test_image_identity_from_the_environment(monkeypatch):

@@ -40,7 +40,7 @@ from harness.cli import main as appliance
 from harness.datasets import store
 from harness.errors import ApplianceError
 from harness.loadgen_settings import Requested
-from harness.prepare import Layout, read_model_record
+from harness.prepare import TUNED_ON, Layout, read_model_record
 from harness.runner import RunOptions, run
 
 VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
@@ -111,7 +111,7 @@ def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.P
                 openvino_alone(models["fp32"], bench, data, args.batch_size, seconds, None))
 
     before = alone()
-    configs = [(b, p, r) for b in args.backends.split(",") for p in precisions if p != "bf16" or b == "openvino"
+    configs = [(b, p, r) for b in args.backends.split(",") for p in precisions if b in TUNED_ON.get(p, (b,))
                for r in ([int(x) for x in args.requests.split(",")] if b == "openvino" else [1])]
     ours = {f"{b}/{p}" + (f"/{r}req" if b == "openvino" else ""):
             appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r, args.cards)

@@ -16,8 +16,10 @@ from harness.cards.base import AsyncCard, Card
 
 if TYPE_CHECKING:
     from harness.benchmarks import OutputQuant
+    from harness.gpu import GpuRef
 
 ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
+GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs, by CUDA ordinal (harness.gpu)
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
 PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
 BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
@@ -37,6 +39,8 @@ class BackendSpec:
     processes: bool = False  # openvino: each card in a worker process of its own (runs with several cards)
     requests: int = 1  # openvino: infer requests (one stream each) per card, its depth; `appliance run --requests`
     inference_precision: str = "f32"  # what the runtime computes in: f32, or bf16 (openvino; harness.bf16)
+    gpus: tuple[GpuRef, ...] = ()  # GPU backends: card i's GPU
+    warm_batch: int = 1  # GPU backends: the run's batch size, run once at load so one that does not fit is refused
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -64,10 +68,8 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
                             spec.inference_precision)
     from harness.cards.onnxruntime_card import OnnxRuntimeCard
 
-    assert spec.model_path is not None
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
         from harness.bf16 import check_backend
 
         check_backend(spec.backend)
-    return OnnxRuntimeCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, backend=spec.backend,
-                           output_casts=spec.output_casts)
+    return OnnxRuntimeCard(spec, index, cpus)

@@ -77,7 +77,7 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[M
         "host_networking": host["networking"], "host_networking_topology": NOT_SPECIFIED,
         "host_network_card_count": host["network_cards"],
         "cooling": NOT_SPECIFIED,
-        "framework": f"onnxruntime {packages.get('onnxruntime', 'unknown')}",
+        "framework": _framework(packages),
         "operating_system": host["os"],
         "other_software_stack": ", ".join(
             [f"python {packages.get('python', platform.python_version())}"]
@@ -90,6 +90,13 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[M
     }
     values.update(overrides)
     return {k: ("0" if _is_zero(v) else v) for k, v in values.items()}
+
+
+def _framework(packages: Mapping[str, str]) -> str:
+    gpu = packages.get("onnxruntime-gpu", "not installed")
+    if gpu != "not installed":
+        return f"onnxruntime-gpu {gpu}"
+    return f"onnxruntime {packages.get('onnxruntime', 'unknown')}"
 
 
 def undetected(values: Mapping[str, Any]) -> list[str]:
@@ -122,11 +129,16 @@ def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "accelerator_frequency": "host CPU frequency (emulated card)",
             "accelerator_on-chip_memories": "host CPU caches (emulated card)",
         }
-    return {"accelerators_per_node": len(cards), "accelerator_model_name": f"{device} ({backend})",
-            **{k: NOT_SPECIFIED for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
-                                          "accelerator_host_interconnect", "accelerator_interconnect",
-                                          "accelerator_interconnect_topology", "accelerator_frequency",
-                                          "accelerator_on-chip_memories")}}
+    found = card.get("gpu") or {}
+    values = {"accelerators_per_node": len(cards),
+              "accelerator_model_name": found.get("name") or found.get("model") or f"{device} ({backend})",
+              **{k: NOT_SPECIFIED for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
+                                            "accelerator_host_interconnect", "accelerator_interconnect",
+                                            "accelerator_interconnect_topology", "accelerator_frequency",
+                                            "accelerator_on-chip_memories")}}
+    if found.get("memory_mib"):  # NVML's figure (harness.gpu.card_facts)
+        values["accelerator_memory_capacity"] = f"{found['memory_mib'] / 1024:.0f} GB"
+    return values
 
 
 def _hw_notes(cards: Sequence[Mapping[str, Any]]) -> str:
@@ -149,6 +161,12 @@ def _sw_notes(manifests: Sequence[Mapping[str, Any]], packages: Mapping[str, str
     if reduced:
         notes.append(f"precision {', '.join(reduced)} (agreement with FP32 measured at prepare, in each run's "
                      f"manifest)")
+    gpus = [c for m in manifests for c in m.get("cards", []) if c.get("gpu")]
+    if gpus:
+        g = gpus[0]
+        notes.append(f"NVIDIA driver {g.get('driver')} (CUDA {g.get('cuda_driver')}), CUDA runtime "
+                     f"{g.get('cuda_runtime')}, cuDNN {g.get('cudnn')}, onnxruntime-gpu "
+                     f"{packages.get('onnxruntime-gpu', 'unknown')} (built for CUDA {g.get('onnxruntime_cuda_build')})")
     if any(m.get("backend") == "null" for m in manifests):
         notes.append("null backend: no inference was done (harness overhead only)")
     return "; ".join(notes)

@@ -50,6 +50,7 @@ def plan(topology: Topology, cards_spec: str = "auto") -> CardMap:
                 floating=placed is None,
                 device_nodes=card.device_nodes,
                 runtime=card.runtime,
+                ordinal=card.ordinal,
             )
         )
     return CardMap(topology.packages, dict(topology.numa_nodes), topology.l3_domains, tuple(cards))

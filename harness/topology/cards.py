@@ -1,4 +1,5 @@
-"""Which PCI functions are accelerator cards, and the `--cards` spec (auto | emulate:N | simulate:PROFILE:N | map).
+"""Which PCI functions are accelerator cards, and the `--cards` spec (auto | emulate:N | simulate:PROFILE:N |
+cuda:all | cuda:0,1 | map).
 
 A card is recognised by vendor id plus PCI class (or device id where a vendor's class is shared with
 its other products); NICs, NVMe drives, bridges and the BMC's VGA never match.
@@ -6,10 +7,12 @@ its other products); NICs, NVMe drives, bridges and the BMC's VGA never match.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import gpu
 from harness.errors import ApplianceError
 from harness.topology.model import PciDevice, Topology
 
@@ -97,6 +100,7 @@ class FoundCard:
     numa_node: int | None
     device_nodes: tuple[str, ...]
     runtime: str = "none"
+    ordinal: int | None = None  # NVIDIA GPU: its CUDA device ordinal (bus-id order, after the visibility variables)
 
 
 def kind_of(dev: PciDevice) -> CardKind | None:
@@ -113,19 +117,22 @@ def default_device_nodes(vendor: str, index: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class CardSpec:
-    """`--cards`, parsed once: `auto`, `emulate:N`, `simulate:PROFILE:N`, or a saved card map (.yaml / .yml)."""
+    """`--cards`, parsed once: `auto`, `emulate:N`, `simulate:PROFILE:N`, `cuda:all` / `cuda:0,1` (NVIDIA GPUs
+    by CUDA ordinal), or a saved card map (.yaml / .yml)."""
 
     text: str
-    kind: str                 # auto | emulate | simulate | map
+    kind: str                 # auto | emulate | simulate | cuda | map
     count: int | None = None  # emulate / simulate
     profile: str | None = None  # simulate
     path: Path | None = None  # map
+    ordinals: tuple[int, ...] | None = None  # cuda: the CUDA ordinals named; None for cuda:all
 
     def __str__(self) -> str:
         return self.text
 
 
-CARD_SPEC_HELP = "use auto, emulate:N, simulate:PROFILE:N (e.g. simulate:cloud-ai-100:16) or a card map .yaml"
+CARD_SPEC_HELP = ("use auto, emulate:N, simulate:PROFILE:N (e.g. simulate:cloud-ai-100:16), cuda:all, cuda:0,1 "
+                  "or a card map .yaml")
 
 
 def parse_card_spec(text: str) -> CardSpec:
@@ -142,21 +149,58 @@ def parse_card_spec(text: str) -> CardSpec:
     match = re.fullmatch(r"simulate:(.+):(\d+)", spec, flags=re.IGNORECASE)
     if match and int(match.group(2)) >= 1:
         return CardSpec(spec, "simulate", count=int(match.group(2)), profile=match.group(1))
+    if lower == "cuda:all":
+        return CardSpec(spec, "cuda")
+    match = re.fullmatch(r"cuda:(\d+(?:,\d+)*)", lower)
+    if match:
+        ordinals = tuple(int(x) for x in match.group(1).split(","))
+        if len(set(ordinals)) == len(ordinals):
+            return CardSpec(spec, "cuda", ordinals=ordinals)
     raise ApplianceError(f"--cards {spec!r} is not understood; {CARD_SPEC_HELP}")
 
 
 def find_cards(topology: Topology, spec: str | CardSpec = "auto") -> list[FoundCard]:
-    """Cards in PCI address order for `auto`; `emulate:N` gives N cards; no card found: one per L3 domain."""
+    """Cards in PCI address order for `auto` (NVIDIA GPUs: the visible ones); `emulate:N` gives N cards;
+    `cuda:…` the visible NVIDIA GPUs it names, in CUDA ordinal order; no card found: one per L3 domain."""
     card_spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
     if card_spec.kind == "emulate":
         assert card_spec.count is not None
         return _emulated(card_spec.count)
-    if card_spec.kind != "auto":
-        raise ApplianceError(f"--cards {card_spec.text!r} is not understood here; use auto or emulate:N with N >= 1")
-    found = [FoundCard(dev.address, kind.vendor, kind.model(dev.device), dev.numa_node, dev.device_nodes, kind.runtime)
+    if card_spec.kind not in ("auto", "cuda"):
+        raise ApplianceError(f"--cards {card_spec.text!r} is not understood here; use auto, emulate:N with N >= 1, "
+                             f"cuda:all or cuda:0,1")
+    ordinals = cuda_ordinals(topology)
+    found = [FoundCard(dev.address, kind.vendor, kind.model(dev.device), dev.numa_node, dev.device_nodes, kind.runtime,
+                       ordinals.get(dev.address))
              for dev in topology.pci_devices  # already in PCI address order
-             if (kind := kind_of(dev)) is not None]
-    return found or _emulated(len(topology.cache_domains()))
+             if (kind := kind_of(dev)) is not None and (kind.vendor != "NVIDIA" or dev.address in ordinals)]
+    if card_spec.kind == "auto":
+        return found or _emulated(len(topology.cache_domains()))
+    gpus = sorted((c for c in found if c.ordinal is not None), key=lambda c: c.ordinal or 0)
+    if not gpus:
+        hidden = [f"{v}={os.environ[v]}" for v in gpu.VISIBLE_ENVS if v in os.environ]
+        raise ApplianceError(f"--cards {card_spec.text}: no NVIDIA GPU is visible ("
+                             + (f"{', '.join(hidden)} hides them all" if hidden and _nvidia(topology) else
+                                "none on PCI") + ")")
+    if card_spec.ordinals is None:
+        return gpus
+    missing = [i for i in card_spec.ordinals if i >= len(gpus)]
+    if missing:
+        shown = ", ".join(f"cuda:{c.ordinal} {c.pci}" for c in gpus)
+        raise ApplianceError(f"--cards {card_spec.text}: there is no cuda:{missing[0]}, {len(gpus)} GPU(s) are "
+                             f"visible ({shown}); name ordinals below {len(gpus)} or use cuda:all")
+    return [gpus[i] for i in card_spec.ordinals]
+
+
+def _nvidia(topology: Topology) -> list[str]:
+    return [dev.address for dev in topology.pci_devices if (k := kind_of(dev)) is not None and k.vendor == "NVIDIA"]
+
+
+def cuda_ordinals(topology: Topology) -> dict[str, int]:
+    """Bus id -> CUDA ordinal of each NVIDIA GPU this process may use (harness.gpu.visible)."""
+    env = {v: os.environ[v] for v in gpu.VISIBLE_ENVS if v in os.environ}
+    uuids = gpu.uuid_map() if any("GPU-" in value for value in env.values()) else None
+    return {pci: i for i, pci in enumerate(gpu.visible(_nvidia(topology), env, uuids))}
 
 
 def _emulated(count: int) -> list[FoundCard]:

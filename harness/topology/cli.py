@@ -43,7 +43,8 @@ def topology() -> None:
     default="auto",
     show_default=True,
     help="auto: the accelerator cards found on PCI, in PCI address order (one CPU-emulated card per L3 "
-    "domain if none); emulate:N: N CPU-emulated cards, e.g. --cards emulate:4",
+    "domain if none; NVIDIA GPUs: those CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES leave); emulate:N: N "
+    "CPU-emulated cards, e.g. --cards emulate:4; cuda:all or cuda:0,1: NVIDIA GPUs by CUDA ordinal (PCI bus id order)",
 )
 @click.option(
     "--format",
@@ -73,6 +74,7 @@ def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt:
     Examples:
       appliance topology detect
       appliance topology detect --cards emulate:8 --format json
+      appliance topology detect --cards cuda:all
       appliance topology detect --sysfs-root /tmp/host-copy --format numa-config
       appliance topology detect --hwloc-xml host1.xml --format yaml -o host1.yaml
       appliance topology detect --sysfs-root /tmp/host-copy --force

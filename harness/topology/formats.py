@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from harness import gpu
 from harness.errors import ApplianceError
 from harness.topology.cards import default_device_nodes
 from harness.topology.model import Card, CardMap, Topology
@@ -63,7 +64,8 @@ def docker_flags(card_map: CardMap) -> list[str]:
     flags = [f"--cpuset-cpus={format_cpulist(cpus)}"]
     if mems:
         flags.append(f"--cpuset-mems={format_cpulist(mems)}")
-    gpus = [str(card.index) for card in card_map.cards if card.runtime == "gpus"]
+    gpus = [str(card.index if card.ordinal is None else card.ordinal) for card in card_map.cards
+            if card.runtime == "gpus"]
     if gpus:
         flags.append(f'--gpus="device={",".join(gpus)}"')
     devices: list[str] = []
@@ -100,13 +102,15 @@ def render_table(card_map: CardMap) -> str:
         ),
         "",
     ]
-    rows = [("card", "pci", "model", "node", "L3", "cores", "cpus")]
+    gpus = any(card.ordinal is not None for card in card_map.cards)
+    rows = [("card", "pci", "model", *(("gpu",) if gpus else ()), "node", "L3", "cores", "cpus")]
     for card in card_map.cards:
         rows.append(
             (
                 str(card.index),
                 card.pci or "emulated",
                 f"{card.vendor} {card.model}",
+                *((_gpu_cell(card),) if gpus else ()),
                 "?" if card.numa_node is None else str(card.numa_node),
                 "floats" if card.floating else ",".join(map(str, card.l3)) or "-",
                 fmt(card.cores),
@@ -118,6 +122,15 @@ def render_table(card_map: CardMap) -> str:
     if any(card.floating for card in card_map.cards):
         lines += ["", "floats: the card could not get cores of its own on its node and runs on every allowed core"]
     return "\n".join(lines) + "\n"
+
+
+def _gpu_cell(card: Card) -> str:
+    """Which GPU a card is: its CUDA ordinal, and NVML's name and UUID where NVML sees it."""
+    if card.ordinal is None:
+        return "-"
+    facts = gpu.nvml()
+    found = None if isinstance(facts, str) or card.pci is None else facts.by_pci(card.pci)
+    return f"cuda:{card.ordinal}" + (f" {found.name} {found.uuid}" if found else "")
 
 
 RENDERERS: dict[str, Callable[[CardMap], str]] = {
@@ -200,4 +213,5 @@ def card_from_yaml(entry: dict[str, object], bound: CpuBound = FIXED_BOUND) -> C
         cores=tuple(sorted(cores)),
         cpus=tuple(sorted(cpus)),
         runtime="gpus" if entry["vendor"] == "NVIDIA" else "none" if entry.get("pci") is None else "device",
+        ordinal=None if entry.get("cuda") is None else int(str(entry["cuda"])),
     )

@@ -83,6 +83,7 @@ class Card:
     floating: bool = False
     device_nodes: tuple[str, ...] = ()
     runtime: str = "none"  # how a container reaches it: "device" nodes, NVIDIA "gpus", or "none"
+    ordinal: int | None = None  # NVIDIA GPU: its CUDA device ordinal (harness.topology.cards.cuda_ordinals)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class CardMap:
                     "numa_node": c.numa_node,
                     "cores": fmt(c.cores),
                     "cpus": fmt(c.cpus),
+                    **({"cuda": c.ordinal} if c.ordinal is not None else {}),
                 }
                 for c in self.cards
             ],

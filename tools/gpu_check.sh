@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The GPU check (issue "Real GPU cards", must-show 2), for the lent GPU machine: an H100, 16 cores, Python 3.12
+# with NVIDIA's CUDA 13 / cuDNN 9 wheels and a CPU-only onnxruntime 1.30, no network. It installs the wheels
+# tools/gpu_wheels.sh cut into loads, builds the C++ extensions, prints the GPU model, driver, CUDA, cuDNN and
+# onnxruntime versions and `appliance topology detect`, prepares ResNet50 at fp32 and fp16 (fp16's top-1
+# agreement with FP32, computed on the CPU), then runs ResNet50 Offline, Server, SingleStream and an accuracy
+# run at each precision on the GPU, and prints samples/s, VALID and top-1 against the CPU's golden labels.
+# A summary goes to $OUT (summary.txt, summary.json, check.log): what the device tool brings back.
+#
+#   tools/gpu_check.sh --stash                  a load of wheels (.whl/) copied to /tmp/gpu-wheels, nothing else
+#   tools/gpu_check.sh                          the last load, then the whole check
+#   tools/gpu_check.sh --backend onnxruntime    the rehearsal on a machine without a GPU: CPU-emulated cards,
+#                                               the interpreter's own packages (PYTHON=.venv/bin/python)
+# Environment: SAMPLES (prepared images, default 500), DURATION_MS (per performance run, default 5000),
+# BATCH (Offline / Server batch size, default the benchmark's), DATA (data dir, default /tmp/gpu-check-data).
+# Sized for a few minutes on 16 cores: prepare about a minute, eight runs of DURATION_MS plus loading.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+backend=${BACKEND:-onnxruntime-cuda}
+stash=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stash) stash=1 ;;
+    --backend) backend=$2; shift ;;
+    *) echo "tools/gpu_check.sh: unknown argument $1 (use --stash or --backend NAME)" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=${OUT:-/tmp/gpu-check-out}
+wheels=/tmp/gpu-wheels
+data=${DATA:-/tmp/gpu-check-data}
+samples=${SAMPLES:-500}
+duration=${DURATION_MS:-5000}
+py=${PYTHON:-python3}
+mkdir -p "$out" "$wheels"
+exec > >(tee -a "$out/check.log") 2>&1
+start=$SECONDS
+say() { printf '\n== gpu_check [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
+
+# 1. Wheels: each call's load joins the others in /tmp (the machine keeps /tmp while it stays warm).
+if compgen -G ".whl/*" >/dev/null; then cp .whl/* "$wheels/"; fi
+if [ "$stash" = 1 ]; then ls -la "$wheels"; exit 0; fi
+if compgen -G "$wheels/*.part-*" >/dev/null; then
+  say "joining onnxruntime-gpu and installing the wheels into /tmp/site"
+  first=$(ls "$wheels"/*.part-* | head -1)
+  whl="$wheels/$(basename "${first%.part-*}")"
+  cat "$wheels"/*.part-* >"$whl" && rm "$wheels"/*.part-*
+  (cd "$wheels" && sha256sum -c SHA256SUMS)
+fi
+if compgen -G "$wheels/*.whl" >/dev/null; then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl
+  # preload_dlls looks for NVIDIA's wheels beside onnxruntime: point it at the machine's own
+  nv=$("$py" -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
+  if [ -n "$nv" ] && [ ! -e /tmp/site/nvidia ]; then ln -s "$nv" /tmp/site/nvidia; fi
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+appliance() { "$py" -m harness.cli "$@"; }
+
+# 2. The C++ extensions, for this interpreter.
+if ! "$py" -c 'import harness._copy, harness._intake' 2>/dev/null; then
+  say "building the C++ extensions (harness/_intake.cpp, _copy.cpp)"
+  "$py" -c 'from setuptools import setup; setup()' build_ext --inplace -q >"$out/build_ext.log" 2>&1 \
+    || { tail -20 "$out/build_ext.log"; exit 1; }
+fi
+
+# 3. The GPU and its software, from NVML and the libraries themselves (no CUDA context).
+say "GPU, driver, CUDA, cuDNN, onnxruntime"
+"$py" - "$backend" <<'PY' | tee "$out/versions.json"
+import json, sys
+import onnxruntime as ort
+from harness import gpu
+from harness.cards.onnxruntime_card import GPU_BACKENDS, check_gpu_libraries, cuda_build
+facts = gpu.read_nvml()
+info = {"onnxruntime": ort.__version__, "onnxruntime_providers": ort.get_available_providers(),
+        "onnxruntime_cuda_build": cuda_build(), "nvidia": gpu.host_facts()}
+if sys.argv[1] in GPU_BACKENDS:
+    check_gpu_libraries(sys.argv[1])  # preloads CUDA / cuDNN, or says in one line what is missing
+    info.update(gpu.libraries())
+print(json.dumps(info, indent=2))
+PY
+cards=auto
+[ "$backend" = onnxruntime ] || cards=cuda:all
+say "appliance topology detect --cards $cards"
+appliance topology detect --cards "$cards" | tee "$out/topology.txt"
+
+# 4. ResNet50 at fp32 and fp16 (fp16's agreement with FP32 measured on the CPU).
+say "prepare resnet50 ($samples images), fp32 and fp16"
+appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
+appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision fp16 -q | tee "$out/fp16.txt"
+
+# 5. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
+results=/tmp/gpu-check-results
+rm -rf "$results"
+for precision in fp32 fp16; do
+  for scenario in Offline Server SingleStream; do
+    say "$precision $scenario"
+    appliance run --data-dir "$data" --results "$results" --backend "$backend" --cards "$cards" \
+      --precision "$precision" -s "$scenario" --duration-ms "$duration" ${BATCH:+--batch-size $BATCH} --json -q \
+      >"$out/run-$precision-$scenario.json"
+  done
+  say "$precision accuracy"
+  appliance run --data-dir "$data" --results "$results" --backend "$backend" --cards "$cards" \
+    --precision "$precision" --mode accuracy ${BATCH:+--batch-size $BATCH} --json -q >"$out/run-$precision-accuracy.json"
+done
+
+# 6. The summary: one row per run, with the manifest's card and GPU.
+say "summary"
+"$py" - "$out" "$backend" <<'PY'
+import json, pathlib, sys
+out, backend = pathlib.Path(sys.argv[1]), sys.argv[2]
+rows, runs = [], []
+for f in sorted(out.glob("run-*.json")):
+    (o,) = json.loads(f.read_text())
+    m = json.loads((pathlib.Path(o["path"]) / "manifest.json").read_text())
+    card = m["cards"][0]
+    row = {"precision": m["precision"], "scenario": o["scenario"], "mode": o["mode"], "path": o["path"],
+           "provider": card.get("providers_in_session", ["?"])[0], "device": card["device"],
+           "gpu": (card.get("gpu") or {}).get("name") or (card.get("gpu") or {}).get("model") or "-",
+           "batch": m["batch_size"]}
+    if o["perf"]:
+        row.update(metric=o["perf"]["metric"], unit=o["perf"]["unit"], valid=o["perf"]["valid"])
+    else:
+        row.update(top1=m["result"].get("top1"), golden=m["result"].get("golden_top1"), accuracy=o["accuracy"])
+    runs.append({**row, "manifest_card": card})
+    rows.append(row)
+lines = [f"backend {backend}"]
+for r in rows:
+    what = (f"{r['metric']:.2f} {r['unit']} {'VALID' if r['valid'] else 'INVALID'}" if "metric" in r else
+            f"{r['accuracy']}")
+    lines.append(f"{r['precision']:5s} {r['scenario']:12s} {r['mode']:11s} batch {r['batch']:4d}  {r['provider']:24s} "
+                 f"{r['device']:8s} {r['gpu']:24s} {what}")
+text = "\n".join(lines)
+print(text)
+(out / "summary.txt").write_text(text + "\n")
+(out / "summary.json").write_text(json.dumps(runs, indent=2) + "\n")
+PY
+for f in "$out"/run-*.json; do rm -f "$f"; done  # summarised; the device tool brings back at most 8 files
+say "done"
