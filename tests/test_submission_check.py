@@ -59,7 +59,7 @@ def test_short_runs_are_real_problems(short_tree, capsys):
         assert any(f"{scenario}/performance/run_1/" in p and "effective_min_duration_ms 300 < 600000" in p
                    for p in problems), scenario
     assert not any("synthetic" in p for p in problems)
-    assert "accuracy run covers 48 samples, the official dataset has 50000" in out
+    assert "accuracy run covers 48 samples (effective_accuracy_sample_count), the official dataset has 50000" in out
     assert out.splitlines()[-1].startswith("FAIL (")
 
 
