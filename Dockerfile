@@ -5,11 +5,12 @@
 #   docker run --rm -v "$PWD/results:/results" mlperf-appliance
 #
 # Base: pin it for real use, e.g. FROM debian:bookworm-slim@sha256:<digest> (README, "Container image").
-# Build arguments:
-#   VARIANT=cpu|gpu  gpu installs requirements-gpu.lock: onnxruntime-gpu, NVIDIA's CUDA 13.0 runtime, cuBLAS,
+# Targets: image-cpu (the default, last stage) and image-gpu (`--target image-gpu`): the GPU variant
+#                    installs requirements-gpu.lock: onnxruntime-gpu, NVIDIA's CUDA 13.0 runtime, cuBLAS,
 #                    cuFFT, cuRAND, NVRTC and cuDNN 9 wheels and nvidia-ml-py, so that
 #                    `docker run --gpus all IMAGE` needs only the host's NVIDIA driver (580 or newer) and
 #                    container toolkit; its default backend is onnxruntime-cuda (APPLIANCE_BACKEND).
+# Build arguments:
 #   GIT_COMMIT, VERSION  recorded in the OCI labels and in every run's manifest.json (GIT_COMMIT is
 #                    also baked into the package, harness/_build_info.py, as the manifest's appliance.commit).
 # Build secret (optional): pip_cert, a CA bundle for pip behind a TLS-intercepting proxy; it is
@@ -17,9 +18,8 @@
 #
 # Stages: runtime (Python), build (+ compiler and the locks), venv-cpu / venv-gpu (the packages),
 # data (every benchmark prepared with the CPU venv: the same bytes for both variants, so a second
-# variant's build takes it from the layer cache), then the image: runtime + one venv + the data.
-
-ARG VARIANT=cpu
+# variant's build takes it from the layer cache), image (runtime + the data, the labels, the user),
+# then image-gpu and image-cpu: the image + one venv.
 
 FROM debian:bookworm-slim AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -75,20 +75,10 @@ RUN for benchmark in $(python -c 'from harness.benchmarks import NAMES; print(*N
  && find /opt/appliance/data -type f \( -iname '*.jpeg' -o -iname '*.jpg' -o -iname '*.png' \) -delete \
  && chmod -R a+rX,go-w /opt/appliance
 
-# hadolint ignore=DL3006
-FROM venv-${VARIANT} AS venv
-
-FROM runtime AS image-cpu
-ENV APPLIANCE_BACKEND=onnxruntime
-
-FROM runtime AS image-gpu
-ENV APPLIANCE_BACKEND=onnxruntime-cuda
-
-# hadolint ignore=DL3006
-FROM image-${VARIANT}
-COPY --from=venv /opt/venv /opt/venv
+# The image, less what the variants differ in (the venv, the default backend). Stage names are fixed
+# (no `FROM stage-${ARG}`: buildah 1.28, Debian bookworm's, does not resolve those to stages).
+FROM runtime AS image
 COPY --from=data /opt/appliance/data /opt/appliance/data
-ARG VARIANT=cpu
 ENV PATH=/opt/venv/bin:$PATH \
     APPLIANCE_DATA_DIR=/opt/appliance/data \
     APPLIANCE_RESULTS_DIR=/results \
@@ -103,10 +93,21 @@ LABEL org.opencontainers.image.title="mlperf-appliance" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="docker.io/library/debian:bookworm-slim"
 ENV APPLIANCE_IMAGE_VERSION=$VERSION \
-    APPLIANCE_IMAGE_REVISION=$GIT_COMMIT \
-    APPLIANCE_IMAGE_VARIANT=$VARIANT
+    APPLIANCE_IMAGE_REVISION=$GIT_COMMIT
 VOLUME ["/results", "/data"]
 WORKDIR /home/appliance
 USER appliance
 ENTRYPOINT ["appliance"]
 CMD ["run"]
+
+# The GPU variant (`--target image-gpu`): onnxruntime-gpu with NVIDIA's CUDA and cuDNN wheels
+FROM image AS image-gpu
+COPY --from=venv-gpu /opt/venv /opt/venv
+ENV APPLIANCE_BACKEND=onnxruntime-cuda \
+    APPLIANCE_IMAGE_VARIANT=gpu
+
+# The CPU variant: the last stage, what a plain `docker build .` makes
+FROM image AS image-cpu
+COPY --from=venv-cpu /opt/venv /opt/venv
+ENV APPLIANCE_BACKEND=onnxruntime \
+    APPLIANCE_IMAGE_VARIANT=cpu
