@@ -175,11 +175,12 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
               help="An `appliance tune` record: its precision (unless --precision is given), backend (unless "
                    "--backend), batch size (unless --batch-size) and user.conf (unless --user-conf) for this "
                    "scenario [--backend auto reads <data-dir>/tuned/<benchmark>.json when there is one].")
-@click.option("--cards", default="auto", show_default=True,
+@click.option("--cards", default=None,
               help="Cards and their cores: auto (detected cards, else one CPU-emulated card per L3 domain), "
                    "emulate:N (N CPU-emulated cards), simulate:PROFILE:N (N SIMULATED cards modelled on "
                    "a packaged profile such as cloud-ai-100, or a profile .yaml), "
-                   "or a card map YAML from `appliance topology detect`.")
+                   "or a card map YAML from `appliance topology detect` [default: the tuned record's layout "
+                   "with --tuned / --backend auto, else auto].")
 @click.option("--replicate", type=click.Choice(("node", "card", "none")), default="node", show_default=True,
               help="Sample buffer replicas: one per NUMA node, one per card, or one shared; each filled by a "
                    "thread pinned to its node's (card's) CPUs.")
@@ -211,7 +212,7 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
-        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
+        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str | None,
         replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str | None,
         batch_size: int | None, requests: int | None, system_name: str | None, as_json: bool, quiet: bool,
         tuned: Path | None) -> None:
@@ -310,7 +311,11 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
                    "benchmark's accuracy target as prepare recorded it (fp32 always; int8 if its agreement with "
                    "FP32 reaches e.g. 99% for resnet50); --precision int8 is --precisions int8 [default: fp32 and "
                    "every other precision prepared]. Example: --precisions fp32,int8")
-@click.option("--cards", default="auto", show_default=True, help="Cards, as for `appliance run --cards`.")
+@click.option("--cards", "layouts", callback=_csv(str), default="auto", show_default=True,
+              help="Card layouts to time, comma-separated, each as for `appliance run --cards`; the choice per "
+                   "scenario names its layout, which `run --tuned` / `--backend auto` use unless --cards is given. "
+                   "Example: --cards emulate:1,emulate:4,emulate:16 (on a many-core CPU Server wants several "
+                   "cards of several cores)")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The record to write; the user.conf goes beside it as <name>.user.conf "
                    "[default: <data-dir>/tuned/<benchmark>.json, where --backend auto finds it].")
@@ -318,15 +323,15 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...],
          backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
-         cards: str, output: Path | None, as_json: bool, quiet: bool) -> None:
-    """Time each precision x backend x batch size x requests per card on this machine's cards and choose per
-    scenario.
+         layouts: tuple[str, ...], output: Path | None, as_json: bool, quiet: bool) -> None:
+    """Time each card layout x precision x backend x batch size x requests per card on this machine and choose
+    per scenario.
 
     The run's own cards, warmed up as a performance run does, then each kept full for a short burst
     with `requests` batches in flight (its rate, and a batch's latency under that load): seconds per
     configuration, not LoadGen runs. Writes a LoadGen user.conf (target_qps / target_latency per
-    scenario) and a JSON record of precision, backend, batch size and requests per scenario (among the
-    precisions that meet the accuracy target), which `appliance run --tuned FILE` (or `--backend auto`)
+    scenario) and a JSON record of precision, backend, card layout, batch size and requests per scenario
+    (among the precisions that meet the accuracy target), which `appliance run --tuned FILE` (or `--backend auto`)
     uses and names in manifest.json.
 
     \b
@@ -335,6 +340,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
       appliance tune -s Offline -s SingleStream --batch-sizes 1,4,8 --backends onnxruntime,openvino
       appliance tune --backends openvino --requests 1,2,4 && appliance run --backend auto
       appliance tune --precisions fp32,int8 && appliance run --backend auto
+      appliance tune --backends openvino --cards emulate:1,emulate:4,emulate:8 -s Server
       appliance run --backend auto --precision fp32     # the best fp32 candidate of the same record
     """
     import json as _json
@@ -347,8 +353,8 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
     sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(),
-                  batch_sizes, requests)
-    path, record = run_tune(bench.name, data_dir, chosen, sweep, cards, output)
+                  batch_sizes, requests, tuple(dict.fromkeys(layouts)))
+    path, record = run_tune(bench.name, data_dir, chosen, sweep, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
     else:

@@ -39,7 +39,8 @@ class RunOptions:
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
     audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
     test05: bool = False              # TEST05: LoadGen's alternate seeds
-    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | <map.yaml>
+    cards: str | None = None          # auto | emulate:N | simulate:PROFILE:N | <map.yaml>; None: the tuned
+                                      # record's layout with --tuned / --backend auto, else auto (tuned.resolve)
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
@@ -78,7 +79,7 @@ class CardPlan:
 class RunPlan:
     """Everything a run needs decided before it starts."""
 
-    opts: RunOptions             # with the tuned record applied (precision concrete)
+    opts: RunOptions             # with the tuned record applied (precision and cards concrete)
     choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
     bench: Benchmark
     model: dict[str, Any]        # the prepared model's record
@@ -108,6 +109,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts
+    assert opts.cards is not None  # tuned.resolve made it concrete
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
     assert opts.precision is not None  # tuned.resolve made it concrete
