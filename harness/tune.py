@@ -7,10 +7,11 @@ each card kept full: a burst of 4 x requests batches with `requests` batches in 
 (`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
 under that load; requests 1 is timed the same way (batches back to back). Each card layout (`--cards
 auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs several cards of several
-cores each (more batches in flight for the ideal queue), Offline often one card on all cores. A precision may be chosen only
-if its model meets the benchmark's accuracy target as its prepare recorded it (`eligibility`); the others
-are measured and shown with the reason. The choice per scenario goes to a record (harness.tuned) that
-`appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen user.conf.
+cores each (more batches in flight for the ideal queue), Offline often one card on all cores. A precision
+may be chosen only if its model meets the benchmark's accuracy target as its prepare recorded it
+(`eligibility`); the others are measured and shown with the reason. The choice per scenario goes to a
+record (harness.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen
+user.conf.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ from helpers import appliance
 
 
 def _manifest(results, scenario="Offline"):
-    runs = sorted(results.glob(f"*/resnet50/{scenario}/performance/run_*/manifest.json"))
+    """The newest run's manifest (runs of different card counts go to different system folders)."""
+    runs = sorted(results.glob(f"*/resnet50/{scenario}/performance/run_*/manifest.json"),
+                  key=lambda p: p.stat().st_mtime)
     return json.loads(runs[-1].read_text())
 
 

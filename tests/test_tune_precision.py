@@ -59,7 +59,8 @@ def test_tune_chooses_an_eligible_precision_and_run_uses_it(int8_data_dir, tmp_p
     assert {p: set(per) for p, per in record["by_precision"].items()} == {"fp32": {"Offline", "Server"},
                                                                           "int8": {"Offline", "Server"}}
     conf = (path.parent / record["user_conf"]).read_text()
-    assert f"# Offline: onnxruntime, batch 2, 1 infer request(s) per card, --cards auto (1 card(s)): {offline['precision']} (" in conf
+    assert (f"# Offline: onnxruntime, batch 2, 1 infer request(s) per card, --cards auto (1 card(s)): "
+            f"{offline['precision']} (") in conf
 
     # --backend auto finds the record and runs the chosen precision's model
     results = tmp_path / "r"

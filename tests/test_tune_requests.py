@@ -51,7 +51,8 @@ def test_tune_times_requests_per_card_and_run_uses_the_choice(data_dir, tmp_path
     assert (offline["batch_size"], offline["requests"]) == (best["batch_size"], best["requests"])
     assert record["chosen"]["Server"]["requests"] in (1, 2)
     conf = (record_path.parent / record["user_conf"]).read_text()
-    assert f"# Offline: openvino, batch 2, {offline['requests']} infer request(s) per card, --cards auto (1 card(s)):" in conf
+    assert (f"# Offline: openvino, batch 2, {offline['requests']} infer request(s) per card, --cards auto "
+            f"(1 card(s)):") in conf
 
     # the table shows the requests column, one row per candidate
     assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "--backends", "onnxruntime,openvino",
