@@ -207,6 +207,11 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
                    "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
                    "--requests 2")
+@click.option("--keep-warm", is_flag=True,
+              help="Keep the cards' CPUs awake while LoadGen runs: a lowest-priority (SCHED_IDLE) spinner on each, "
+                   "preempted whenever a card thread wants the CPU; for Server below full load, where CPUs idle "
+                   "between queries and wake late. Costs power; off by default (tools/bench_idle_wakeup.py "
+                   "measures it).")
 @click.option("--system", "system_name", default=None,
               help="System name used in the results path [default: derived from the CPU and the cards].")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
@@ -214,8 +219,8 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str | None,
         replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str | None,
-        batch_size: int | None, requests: int | None, system_name: str | None, as_json: bool, quiet: bool,
-        tuned: Path | None) -> None:
+        batch_size: int | None, requests: int | None, keep_warm: bool, system_name: str | None, as_json: bool,
+        quiet: bool, tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -260,7 +265,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
                       card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned,
-                      requests=requests)
+                      requests=requests, keep_warm=keep_warm)
     if mode in TESTS:
         from harness.compliance import run_compliance
 

@@ -49,6 +49,7 @@ class RunOptions:
                                       # record's with --tuned / --backend auto, else fp32 (tuned.resolve)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
     requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
+    keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.keep_warm)
 
 
 @dataclass(frozen=True)

@@ -227,10 +227,10 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     candidates = sweep.candidates()
     rows: list[Measured] = []
     with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for layout, precision, backend, batch, r in candidates:
-            bar.set_postfix_str(f"--cards {layout} {precision} {backend} batch {batch} requests {r}", refresh=True)
+        for cards, precision, backend, batch, r in candidates:
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
             rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch, r,
-                                 layout))
+                                 cards))
             bar.update()  # the rows are printed once, in the summary table
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}

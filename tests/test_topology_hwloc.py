@@ -1,4 +1,4 @@
-"""Must-show (2): packages, NUMA nodes and L3 domains equal hwloc's, on every fixture and live."""
+"""Must-show (2): packages, NUMA nodes, L3 domains and PCI functions equal hwloc's, on every fixture and live."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from sysfs_fixtures import ALL_SYSTEMS, PAPER_SYSTEMS, build, shared_trees
 
 from harness.errors import ApplianceError
-from harness.topology import detect, plan
-from harness.topology import hwloc_xml
+from harness.topology import detect, hwloc_xml, plan
 from harness.topology.hwloc_xml import differences, parse_bitmap, read_hwloc_xml
 
 LSTOPO = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
