@@ -41,7 +41,7 @@ step() {
   shift 2
   echo "=== $name (at most ${limit}s): $*"
   start=$(date +%s%N)
-  timeout --kill-after=10 "$limit" "$@"
+  timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@"  # bash: the exported functions below too
   rc=$?
   printf '%s\t%s\t%d.%d\n' "$name" "$rc" $(( ($(date +%s%N) - start) / 1000000000 )) \
     $(( ($(date +%s%N) - start) / 100000000 % 10 )) | tee -a "$OUT/steps.tsv"
@@ -57,6 +57,8 @@ json_step() {
   return $rc
 }
 appliance() { "$PY" -c "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))" "$@"; }
+export -f appliance
+export PY SITE HWLOC WHEELS
 
 machine() {
   echo "date: $(date -u +%FT%TZ); commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -73,15 +75,16 @@ machine() {
 }
 machine | tee "$OUT/machine.txt"
 
-install() {
+install_wheels() {
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl
   rm -rf "$HWLOC" && mkdir -p "$HWLOC"
   for f in "$WHEELS"/*.deb; do dpkg -x "$f" "$HWLOC" || return 1; done
   "$PY" -c "import openvino, mlperf_loadgen, pycocotools, onnxruntime, numba, cv2; print('openvino', openvino.__version__, 'onnxruntime', onnxruntime.__version__)"
 }
-step install 120 install || { echo "cannot install the wheels: stopping"; exit 1; }
+export -f install_wheels
+step install 120 install_wheels || { echo "cannot install the wheels: stopping"; exit 1; }
 
-build() {
+build_ext() {
   command -v g++ >/dev/null || { echo "no g++ on this machine"; return 1; }
   local inc suffix
   inc=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
@@ -93,7 +96,8 @@ build() {
   done
   "$PY" -c "from harness import _intake, _copy; print('extensions built:', _intake.__file__, _copy.__file__)"
 }
-step build 120 build || { echo "cannot build the C++ extensions: stopping"; exit 1; }
+export -f build_ext
+step build 120 build_ext || { echo "cannot build the C++ extensions: stopping"; exit 1; }
 
 step topology 60 env LD_LIBRARY_PATH="$HWLOC/usr/lib/x86_64-linux-gnu" \
   "$PY" tools/topology_vs_lstopo.py --lstopo "$HWLOC/usr/bin/lstopo-no-graphics" --json "$OUT/topology.json"
