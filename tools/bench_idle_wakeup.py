@@ -106,8 +106,9 @@ def main() -> int:
     cpus = tuple(sorted(parse_cpulist(args.cpus))) if args.cpus else system.available_cpus()
     pauses = [float(p) for p in args.pauses_ms.split(",") if p]
     qps = [float(q) for q in args.qps.split(",") if q] if args.cards else []
-    figures: dict[str, object] = {"cpu": system.cpu_model(), "cpus": len(system.available_cpus()),
-                                  "precision": args.precision, "alone_cpus": list(cpus), "rounds": []}
+    rounds: list[dict[str, object]] = []
+    figures = {"cpu": system.cpu_model(), "cpus": len(system.available_cpus()), "precision": args.precision,
+               "alone_cpus": list(cpus), "rounds": rounds}
     for r in range(args.rounds):
         entry: dict[str, object] = {}
         for warm in (False, True):
@@ -120,7 +121,7 @@ def main() -> int:
                 os.sched_setaffinity(0, allowed)
             entry[f"harness_{key}"] = {f"{q:g}_qps": through_harness(args.data_dir, args.precision, args.cards, q,
                                                                      args.duration_ms, warm) for q in qps}
-        figures["rounds"].append(entry)  # type: ignore[attr-defined]
+        rounds.append(entry)
         if not args.json:
             print(f"round {r + 1}: {json.dumps(entry)}", flush=True)
     if args.json:
