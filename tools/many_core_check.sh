@@ -43,12 +43,12 @@ esac
 step() {
   local name=$1 limit=$2 start rc
   shift 2
-  echo "=== $name (at most ${limit}s): $*"
+  echo "=== $name (at most ${limit}s): $*" >&2  # stderr: a json_step's stdout is its file
   start=$(date +%s%N)
   timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@"  # bash: the exported functions below too
   rc=$?
   printf '%s\t%s\t%d.%d\n' "$name" "$rc" $(( ($(date +%s%N) - start) / 1000000000 )) \
-    $(( ($(date +%s%N) - start) / 100000000 % 10 )) | tee -a "$STEPS"
+    $(( ($(date +%s%N) - start) / 100000000 % 10 )) | tee -a "$STEPS" >&2
   return $rc
 }
 # json_step NAME SECONDS FILE COMMAND...: a step whose stdout is JSON for FILE (also shown in the log)
