@@ -184,11 +184,12 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
               help="An `appliance tune` record: its precision (unless --precision is given), backend (unless "
                    "--backend), batch size (unless --batch-size) and user.conf (unless --user-conf) for this "
                    "scenario [--backend auto reads <data-dir>/tuned/<benchmark>.json when there is one].")
-@click.option("--cards", default="auto", show_default=True,
+@click.option("--cards", default=None,
               help="Cards and their cores: auto (detected cards, else one CPU-emulated card per L3 domain), "
                    "emulate:N (N CPU-emulated cards), simulate:PROFILE:N (N SIMULATED cards modelled on "
                    "a packaged profile such as cloud-ai-100, or a profile .yaml), "
-                   "or a card map YAML from `appliance topology detect`.")
+                   "or a card map YAML from `appliance topology detect` [default: the tuned record's layout "
+                   "with --tuned / --backend auto, else auto].")
 @click.option("--replicate", type=click.Choice(("node", "card", "none")), default="node", show_default=True,
               help="Sample buffer replicas: one per NUMA node, one per card, or one shared; each filled by a "
                    "thread pinned to its node's (card's) CPUs.")
@@ -215,15 +216,20 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
                    "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
                    "--requests 2")
+@click.option("--keep-warm", is_flag=True,
+              help="Keep the cards' CPUs awake while LoadGen runs: a lowest-priority (SCHED_IDLE) spinner on each, "
+                   "preempted whenever a card thread wants the CPU; for Server below full load, where CPUs idle "
+                   "between queries and wake late. Costs power; off by default (tools/bench_idle_wakeup.py "
+                   "measures it).")
 @click.option("--system", "system_name", default=None,
               help="System name used in the results path [default: derived from the CPU and the cards].")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
-        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str,
+        count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str | None,
         replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str | None,
-        batch_size: int | None, requests: int | None, system_name: str | None, as_json: bool, quiet: bool,
-        tuned: Path | None) -> None:
+        batch_size: int | None, requests: int | None, keep_warm: bool, system_name: str | None, as_json: bool,
+        quiet: bool, tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -268,7 +274,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
                       card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned,
-                      requests=requests)
+                      requests=requests, keep_warm=keep_warm)
     if mode in TESTS:
         from harness.compliance import run_compliance
 
@@ -321,7 +327,11 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
                    "benchmark's accuracy target as prepare recorded it (fp32 always; int8 if its agreement with "
                    "FP32 reaches e.g. 99% for resnet50); --precision int8 is --precisions int8 [default: fp32 and "
                    "every other precision prepared]. Example: --precisions fp32,int8")
-@click.option("--cards", default="auto", show_default=True, help="Cards, as for `appliance run --cards`.")
+@click.option("--cards", "layouts", callback=_csv(str), default="auto", show_default=True,
+              help="Card layouts to time, comma-separated, each as for `appliance run --cards`; the choice per "
+                   "scenario names its layout, which `run --tuned` / `--backend auto` use unless --cards is given. "
+                   "Example: --cards emulate:1,emulate:4,emulate:16 (on a many-core CPU Server wants several "
+                   "cards of several cores)")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The record to write; the user.conf goes beside it as <name>.user.conf "
                    "[default: <data-dir>/tuned/<benchmark>.json, where --backend auto finds it].")
@@ -329,15 +339,15 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...] | None,
          backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
-         cards: str, output: Path | None, as_json: bool, quiet: bool) -> None:
-    """Time each precision x backend x batch size x requests per card on this machine's cards and choose per
-    scenario.
+         layouts: tuple[str, ...], output: Path | None, as_json: bool, quiet: bool) -> None:
+    """Time each card layout x precision x backend x batch size x requests per card on this machine and choose
+    per scenario.
 
     The run's own cards, warmed up as a performance run does, then each kept full for a short burst
     with `requests` batches in flight (its rate, and a batch's latency under that load): seconds per
     configuration, not LoadGen runs. Writes a LoadGen user.conf (target_qps / target_latency per
-    scenario) and a JSON record of precision, backend, batch size and requests per scenario (among the
-    precisions that meet the accuracy target), which `appliance run --tuned FILE` (or `--backend auto`)
+    scenario) and a JSON record of precision, backend, card layout, batch size and requests per scenario
+    (among the precisions that meet the accuracy target), which `appliance run --tuned FILE` (or `--backend auto`)
     uses and names in manifest.json.
 
     \b
@@ -346,6 +356,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
       appliance tune -s Offline -s SingleStream --batch-sizes 1,4,8 --backends onnxruntime,openvino
       appliance tune --backends openvino --requests 1,2,4 && appliance run --backend auto
       appliance tune --precisions fp32,int8 && appliance run --backend auto
+      appliance tune --backends openvino --cards emulate:1,emulate:4,emulate:8 -s Server
       appliance run --backend auto --precision fp32     # the best fp32 candidate of the same record
     """
     import json as _json
@@ -358,8 +369,8 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
     sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
-                  batch_sizes or None, requests)
-    path, record = run_tune(bench.name, data_dir, chosen, sweep, cards, output)
+                  batch_sizes or None, requests, tuple(dict.fromkeys(layouts)))
+    path, record = run_tune(bench.name, data_dir, chosen, sweep, output)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
     else:

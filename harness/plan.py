@@ -43,7 +43,9 @@ class RunOptions:
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
     audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
     test05: bool = False              # TEST05: LoadGen's alternate seeds
-    cards: str = "auto"               # auto | emulate:N | simulate:PROFILE:N | cuda:all | cuda:0,1 | <map.yaml>
+    cards: str | None = None          # auto | emulate:N | simulate:PROFILE:N | cuda:all | cuda:0,1 | <map.yaml>;
+                                      # None: the tuned record's layout with --tuned / --backend auto, else
+                                      # auto (tuned.resolve)
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
@@ -52,6 +54,7 @@ class RunOptions:
                                       # record's with --tuned / --backend auto, else fp32 (tuned.resolve)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
     requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
+    keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.keep_warm)
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class CardPlan:
 class RunPlan:
     """Everything a run needs decided before it starts."""
 
-    opts: RunOptions             # with the tuned record applied (precision concrete)
+    opts: RunOptions             # with the tuned record applied (precision and cards concrete)
     choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
     bench: Benchmark
     model: dict[str, Any]        # the prepared model's record
@@ -115,6 +118,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
+    assert opts.cards is not None  # tuned.resolve made it concrete
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
     assert opts.precision is not None  # tuned.resolve made it concrete

@@ -248,8 +248,8 @@ def _host_notes(manifest: dict[str, Any]) -> list[str]:
 
 
 def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """The recorded --cards, --replicate, --card-outputs and --requests, adapted to this host where the
-    recorded map file is absent."""
+    """The recorded --cards, --replicate, --card-outputs, --requests and --keep-warm, adapted to this host where
+    the recorded map file is absent."""
     card_map = manifest.get("card_map")
     spec = card_map.get("spec") if isinstance(card_map, dict) else None
     out: dict[str, Any] = {}
@@ -267,6 +267,9 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
         out["card_outputs"] = manifest["card_outputs"]
     if isinstance(manifest.get("requests_per_card"), int) and manifest["requests_per_card"] > 1:
         out["requests"] = manifest["requests_per_card"]
+    dispatch = manifest.get("dispatch")
+    if isinstance(dispatch, dict) and dispatch.get("keep_warm") is True:
+        out["keep_warm"] = True
     return out
 
 
@@ -361,7 +364,8 @@ class Recorded:
     manifest: dict[str, Any] | None
     backend: str
     batch: int | None
-    placement: dict[str, Any]   # the recorded --precision / --cards / --replicate / --card-outputs / --requests
+    placement: dict[str, Any]   # the recorded --precision / --cards / --replicate / --card-outputs / --requests /
+                                # --keep-warm
     unfair: list[str]           # why the comparison cannot be fair: synthetic here, real in the tree
 
     def rerun(self, row: Row, requested: Requested, artefacts: Artefacts, work: Path, *, batch: bool) -> RunOutcome:

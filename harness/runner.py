@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import calibration, gpu, launch_checks, progress, rundirs, system
+from harness import calibration, gpu, keep_warm, launch_checks, progress, rundirs, system
 from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
@@ -288,7 +288,11 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
         echo(calibration.describe_estimate(calibration.estimate_seconds(settings, p.scenario, rate),
                                            settings.min_duration_ms, rate))
     expected = p.data.count if p.mode == Mode.ACCURACY else None
-    with _working_dir(staging):  # LoadGen looks for audit.config in the working directory only
+    warm = keep_warm.spinning(c for s in p.cards.slots for c in s.cpus) if p.opts.keep_warm \
+        else contextlib.nullcontext(())
+    with _working_dir(staging), warm as cpus:  # LoadGen looks for audit.config in the working directory only
+        if cpus:
+            echo(f"--keep-warm: a SCHED_IDLE spinner on each of CPUs {format_cpulist(cpus)}")
         return _run_loadgen(sut, sut.qsl, settings, staging, expected)
 
 
@@ -458,7 +462,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
                      "server_max_wait_us": round(stats.batching.max_wait_s * 1e6, 1)
                      if stats.batching is not None and stats.batching.server else None,
-                     "backlogged_batches": stats.backlogged, "redispatched_samples": stats.redispatched,
+                     "keep_warm": opts.keep_warm, "backlogged_batches": stats.backlogged,
+                     "redispatched_samples": stats.redispatched,
                      "card_failures": list(stats.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
                  "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity(),

@@ -1,14 +1,17 @@
-"""`appliance tune`: a short sweep of precisions x backends x batch sizes x infer requests per card, timed
-through the SUT.
+"""`appliance tune`: a short sweep of card layouts x precisions x backends x batch sizes x infer requests per
+card, timed through the SUT.
 
 Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
 card) started and warmed up as every performance run is (best of two single samples), then timed with
 each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
 (`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
-under that load; requests 1 is timed the same way (batches back to back). A precision may be chosen only
-if its model meets the benchmark's accuracy target as its prepare recorded it (`eligibility`); the others
-are measured and shown with the reason. The choice per scenario goes to a record (harness.tuned) that
-`appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen user.conf.
+under that load; requests 1 is timed the same way (batches back to back). Each card layout (`--cards
+auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs several cards of several
+cores each (more batches in flight for the ideal queue), Offline often one card on all cores. A precision
+may be chosen only if its model meets the benchmark's accuracy target as its prepare recorded it
+(`eligibility`); the others are measured and shown with the reason. The choice per scenario goes to a
+record (harness.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen
+user.conf.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from harness.plan import check_buffer_memory, plan_cards
 from harness.prepare import PRECISIONS, TUNED_ON, Layout, model_bench, read_model_record
 from harness.runner import default_max_wait_s, make_sut
 from harness.scenarios import Scenario
+from harness.topology.cards import parse_card_spec
+from harness.topology.model import Topology
 
 CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
 CPU_BATCHES = (1, 2, 4, 8, 16)
@@ -50,8 +55,9 @@ class Measured:
     single_latency_ms: float      # one sample on one card
     batch_latency_ms: float       # a full batch with the card's other requests in flight, on the slowest card
     multistream_latency_ms: float
-    cards: int = 1
+    cards: int = 1                # how many cards the layout made
     server_qps: float | None = None  # what an ideal queue sustains within the Server bound (harness.queueing)
+    layout: str = "auto"          # the --cards spec timed (auto | emulate:N | simulate:P:N | map.yaml)
 
 
 def available_backends(default: bool = False) -> tuple[str, ...]:
@@ -73,22 +79,27 @@ def available_backends(default: bool = False) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Sweep:
-    """What to time: every precision x backend x batch size x requests per card (openvino; the others at 1)."""
+    """What to time: every card layout x precision x backend x batch size x requests per card (openvino; the
+    others at 1)."""
 
     precisions: tuple[str, ...]
     backends: tuple[str, ...]
     batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
     requests: tuple[int, ...] = DEFAULT_REQUESTS
+    layouts: tuple[str, ...] = ("auto",)  # --cards specs
 
-    def candidates(self) -> list[tuple[str, str, int, int]]:
+    def candidates(self) -> list[tuple[str, str, str, int, int]]:
         """Every combination, less the precisions meant for other backends (`prepare.TUNED_ON`)."""
-        return [(p, b, n, r) for p in self.precisions for b in self.backends
+        return [(c, p, b, n, r) for c in self.layouts for p in self.precisions for b in self.backends
                 if b in TUNED_ON.get(p, (b,))
                 for n in (self.batches or (GPU_BATCHES if b in GPU_BACKENDS else CPU_BATCHES))
                 for r in (self.requests if b == "openvino" else (1,))]
 
     def check(self) -> None:
-        """One line for a precision no backend of the sweep computes (bf16 without openvino, fp16 without a GPU)."""
+        """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
+        (bf16 without openvino, fp16 without a GPU); before anything is measured."""
+        for layout in self.layouts:
+            parse_card_spec(layout)
         for p in self.precisions:
             if not any(b in TUNED_ON.get(p, (b,)) for b in self.backends):
                 raise ApplianceError(f"--precisions {p} runs on --backends {','.join(TUNED_ON[p])} only; add one "
@@ -124,10 +135,10 @@ def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[boo
 
 
 def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
-             batch: int, requests: int, cards: str) -> Measured:
+             batch: int, requests: int, layout: str) -> Measured:
     from harness.topology import detect
 
-    sut = make_sut(bench, data, plan_cards(cards, backend, bench.name, detect(), requests), model,
+    sut = make_sut(bench, data, plan_cards(layout, backend, bench.name, detect(), requests), model,
                    batch, Scenario.OFFLINE)
     sut.load_cards()
     try:
@@ -142,16 +153,14 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
                     multistream_latency_ms=round(1000 * min(t_b for _, t_b in warm) * math.ceil(8 / batch), 3),
-                    cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate))
+                    cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate),
+                    layout=layout)
 
 
 def _check_memory(bench: benchmarks.Benchmark, models: dict[str, dict[str, Any]],
-                  candidates: list[tuple[str, str, int, int]], cards: str) -> None:
+                  candidates: list[tuple[str, str, str, int, int]], topology: Topology) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
-    from harness.topology import detect
-
-    topology = detect()
-    for precision, backend, batch, requests in candidates:
+    for cards, precision, backend, batch, requests in candidates:
         card_plan = plan_cards(cards, backend, bench.name, topology, requests)
         check_buffer_memory(model_bench(bench, models[precision]), card_plan, models[precision], batch,
                             "--batch-sizes")
@@ -171,7 +180,7 @@ def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]
     """The candidate for `scenario`, and why in one line."""
     if scenario == Scenario.OFFLINE:
         best = max(rows, key=lambda m: m.samples_per_second)
-        return best, f"highest throughput ({best.samples_per_second:g} samples/s)"
+        return best, f"highest throughput ({best.samples_per_second:g} samples/s, --cards {best.layout})"
     if scenario == Scenario.SERVER:
         bound = bench.server_latency_ms
         if bound is None:  # tune() refuses Server for edge benchmarks before measuring
@@ -180,16 +189,17 @@ def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]
         if best.server_qps:
             return best, (f"most Server QPS an ideal queue sustains within the {bound} ms bound "
                           f"({best.server_qps:g} of {best.samples_per_second:g} samples/s; a batch takes "
-                          f"{best.batch_latency_ms:g} ms under load, {best.cards * best.requests} in flight)")
+                          f"{best.batch_latency_ms:g} ms under load, {best.cards} card(s) x {best.requests} in "
+                          f"flight, --cards {best.layout})")
         best = min(rows, key=lambda m: m.batch_latency_ms)
         return best, (f"no candidate keeps p99 within the {bound} ms bound even in an ideal queue: the shortest batch "
-                      f"({best.batch_latency_ms:g} ms); Server cannot meet its bound here")
+                      f"({best.batch_latency_ms:g} ms, --cards {best.layout}); Server cannot meet its bound here")
     if scenario == Scenario.SINGLE_STREAM:
         best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size, m.requests))
         best = Measured(**{**asdict(best), "batch_size": 1})  # one sample per query: the batch is 1
-        return best, f"lowest single-sample latency ({best.single_latency_ms:g} ms)"
+        return best, f"lowest single-sample latency ({best.single_latency_ms:g} ms, --cards {best.layout})"
     best = min(rows, key=lambda m: m.multistream_latency_ms)
-    return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms)"
+    return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms, --cards {best.layout})"
 
 
 def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
@@ -199,17 +209,18 @@ def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Mea
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms,
                                                                     server_qps=m.server_qps), None)
-        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card: {why}; "
+        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card, --cards "
+                  f"{m.layout} ({m.cards} card(s)): {why}; "
                   f"{rule}",  # `why` starts with the precision
                   f"{bench.name}.{scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"
 
 
 def _choice(m: Measured, why: str) -> tuned.Choice:
-    return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why)
+    return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why, m.layout)
 
 
-def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep, cards: str,
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
          output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
@@ -221,6 +232,12 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
     sweep.check()
+    from harness.topology import detect
+
+    topology = detect()
+    for cards in sweep.layouts:  # a layout this machine cannot place: one line before anything is timed
+        for backend in sweep.backends:
+            plan_cards(cards, backend, bench.name, topology, max(sweep.requests) if backend == "openvino" else 1)
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
     if any(m.get("inference_precision") for m in models.values()):
@@ -234,13 +251,13 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     for model in models.values():
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     candidates = sweep.candidates()
-    _check_memory(bench, models, candidates, cards)  # before anything is made
+    _check_memory(bench, models, candidates, topology)  # before anything is made
     path = output or tuned.default_path(data_dir, bench.name)
     ensure_writable_dir(path.parent, "tuned record folder")
     rows: list[Measured] = []
     with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for precision, backend, batch, r in candidates:
-            bar.set_postfix_str(f"{precision} {backend} batch {batch} requests {r}", refresh=True)
+        for cards, precision, backend, batch, r in candidates:
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
             rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch, r,
                                  cards))
             bar.update()  # the rows are printed once, in the summary table
@@ -252,7 +269,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, chosen))
     record = tuned.TunedRecord(
-        benchmark=bench.name, cards=cards,
+        benchmark=bench.name, layouts=list(sweep.layouts),
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
         method=METHOD, user_conf=conf.name,
@@ -266,13 +283,14 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
 
 def summary(record: dict[str, Any]) -> str:
     lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'precision':>9s} {'samples/s':>10s} {'batch ms':>9s} "
-             f"{'single ms':>9s}"]
+             f"{'single ms':>9s} {'ideal QPS':>9s} cards"]
     lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['precision']:>9s} "
-              f"{m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f}"
+              f"{m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f} "
+              f"{m['server_qps'] if m['server_qps'] is not None else '-':>9} {m['layout']} ({m['cards']})"
               for m in record["measured"]]
     lines.append("")
     lines += [f"{p:12s} {'eligible' if e['eligible'] else 'NOT ELIGIBLE'}: {e['why']}"
               for p, e in record["precisions"].items()]
-    lines += [f"{s:12s} -> {c['precision']}, {c['backend']}, batch {c['batch_size']}, requests {c['requests']}: "
-              f"{c['why']}" for s, c in record["chosen"].items()]
+    lines += [f"{s:12s} -> {c['precision']}, {c['backend']}, --cards {c['cards']}, batch {c['batch_size']}, "
+              f"requests {c['requests']}: {c['why']}" for s, c in record["chosen"].items()]
     return "\n".join(lines)

@@ -1,5 +1,5 @@
-"""The record `appliance tune` writes and `appliance run` reads: precision, backend, batch size and infer
-requests per card per scenario.
+"""The record `appliance tune` writes and `appliance run` reads: precision, backend, card layout, batch size
+and infer requests per card per scenario.
 
 Kept apart from harness.tune (the sweep) so the runner can read a record without importing the sweep.
 A record is machine-specific, so its default place is the data dir: <data>/tuned/<benchmark>.json (one
@@ -18,9 +18,9 @@ from harness.errors import DataError
 from harness.fsutil import atomic_write_json, plain_name, sha256_file
 from harness.records import load_json, required_fields, versioned
 
-# 3: one record per benchmark over precisions (`precision` per candidate and choice, `precisions`,
-# `by_precision`); 2 had one record per precision, 1 no `requests`: rerun `appliance tune`
-FORMAT = 3
+# 4: card layouts tuned (`layouts`; `layout` per candidate, `cards` per choice); 3 timed one layout,
+# 2 had one record per precision, 1 no `requests`: rerun `appliance tune`
+FORMAT = 4
 FALLBACK = "onnxruntime"  # --backend auto without a record
 
 
@@ -33,6 +33,7 @@ class Choice:
     batch_size: int
     requests: int  # infer requests per card (openvino; 1 for the others)
     why: str
+    cards: str     # the card layout, a --cards spec (auto | emulate:N | simulate:P:N | map.yaml)
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,13 @@ class TunedRecord:
     """<data>/tuned/<benchmark>.json: one writer (`write`, from harness.tune), one reader (`read`)."""
 
     benchmark: str
-    cards: str
+    layouts: list[str]                   # the --cards specs timed
     created_utc: str
     host: dict[str, Any]
     method: str
     user_conf: str                       # file name, beside the record: the speeds of `chosen`
     precisions: dict[str, Precision]     # per precision tuned
-    measured: list[dict[str, Any]]       # harness.tune.Measured, per precision x backend x batch x requests
+    measured: list[dict[str, Any]]       # harness.tune.Measured, per layout x precision x backend x batch x requests
     chosen: dict[str, Choice]            # per scenario, among the eligible precisions
     by_precision: dict[str, dict[str, Choice]]  # per precision, per scenario: its best (`run --precision`)
 
@@ -73,7 +74,7 @@ def write(path: Path, record: TunedRecord) -> None:
 
 def _choice(c: dict[str, Any]) -> Choice:
     batch, requests = _count(c["batch_size"], "batch_size"), _count(c["requests"], "requests")
-    return Choice(str(c["precision"]), str(c["backend"]), batch, requests, str(c["why"]))
+    return Choice(str(c["precision"]), str(c["backend"]), batch, requests, str(c["why"]), str(c["cards"]))
 
 
 def _count(value: object, key: str) -> int:
@@ -107,6 +108,8 @@ def read(path: Path) -> TunedRecord:
             _count(m.get("batch_size"), "measured batch_size")
             _count(m.get("requests", 1), "measured requests")
         plain_name(str(data["user_conf"]), f"{path}: user_conf")  # a file beside the record, nowhere else
+        if not isinstance(data["layouts"], list) or not all(isinstance(c, str) for c in data["layouts"]):
+            raise TypeError("layouts is not a list of --cards specs")
         return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen, "by_precision": by_precision,
                               "precisions": precisions})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -134,11 +137,12 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
     """RunOptions with backend "auto" or a --tuned record applied (precision always concrete), and the
     manifest's `backend_choice`.
 
-    auto: the record's precision, backend, batch and requests for this scenario (--tuned, else the
-    default place), else onnxruntime. A --precision given takes the best candidate the record measured
-    at that precision for this scenario. An explicit backend with --tuned takes the batch and requests
-    of the best candidate measured for that backend (at the precision), and not the record's user.conf
-    (its speeds are the chosen candidate's). An explicit --batch-size / --requests wins over the record.
+    auto: the record's precision, backend, card layout, batch and requests for this scenario (--tuned,
+    else the default place), else onnxruntime on --cards auto. A --precision given takes the best
+    candidate the record measured at that precision for this scenario. An explicit backend with --tuned
+    takes the layout, batch and requests of the best candidate measured for that backend (at the
+    precision), and not the record's user.conf (its speeds are the chosen candidate's). An explicit
+    --cards / --batch-size / --requests wins over the record (`opts.cards` None: not given).
     """
     req = opts.requested
     path = opts.tuned or (default_path(opts.data_dir, opts.benchmark) if opts.backend == "auto" else None)
@@ -148,8 +152,9 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         why = ("--backend (or its default)" if path is None else
                f"--backend auto: no tuned record at {path}, so {FALLBACK}")
         backend = opts.backend if path is None else FALLBACK
-        return dataclasses.replace(opts, backend=backend, precision=precision), {
-            "backend": backend, "precision": precision, "requests": given, "why": why, "tuned": None}
+        cards = opts.cards or "auto"
+        return dataclasses.replace(opts, backend=backend, precision=precision, cards=cards), {
+            "backend": backend, "precision": precision, "requests": given, "cards": cards, "why": why, "tuned": None}
     record = read(path)
     if record.benchmark != benchmarks.get(opts.benchmark).name:
         raise DataError(f"{path} was tuned for {record.benchmark}, not {opts.benchmark}; rerun `appliance tune` "
@@ -170,24 +175,31 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
     info: dict[str, str | None] = {"file": str(path.resolve()), "sha256": sha256_file(path)}
     batch: int | None
     if opts.backend == "auto":
-        backend, batch, requests = pick.backend, pick.batch_size, pick.requests
+        backend, batch, requests, cards = pick.backend, pick.batch_size, pick.requests, pick.cards
         user_conf: Path | None = path.parent / record.user_conf if pick == chosen else None
     else:
         backend, user_conf = opts.backend, None
         rows = [m for m in record.measured if m.get("backend") == backend and m.get("precision") == pick.precision]
         best = max(rows, key=lambda m: m["samples_per_second"]) if rows else {}
         batch, requests = best.get("batch_size"), int(best.get("requests", 1))
+        cards = str(best.get("layout", "auto"))
         source = "--precision given" if opts.precision is not None else f"the record's {req.scenario} choice"
-        why = (f"--backend {backend}; {pick.precision} ({source}), batch and requests from {path}" if rows else
-               f"--backend {backend} at {pick.precision} ({source}): not measured in {path}, default batch")
+        why = (f"--backend {backend}; {pick.precision} ({source}), card layout, batch and requests from {path}"
+               if rows else f"--backend {backend} at {pick.precision} ({source}): not measured in {path}, "
+               f"default batch, --cards auto")
     if opts.batch_size is not None:
         batch, why = opts.batch_size, why + "; --batch-size given"
     if opts.requests is not None:
         requests, why = opts.requests, why + "; --requests given"
+    if opts.cards is not None:
+        cards, why = opts.cards, why + f"; --cards {opts.cards} given (the record's: {cards})"
+    else:
+        why += f"; --cards {cards} from the record"
     if req.user_conf is not None:
         user_conf = None
     info["user_conf"] = None if user_conf is None else str(user_conf)
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
     return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
-                                requested=new_req),
-            {"backend": backend, "precision": pick.precision, "requests": requests, "why": why, "tuned": info})
+                                cards=cards, requested=new_req),
+            {"backend": backend, "precision": pick.precision, "requests": requests, "cards": cards, "why": why,
+             "tuned": info})

@@ -20,13 +20,13 @@ MODEL = model_record.ModelRecord(
     stats="25.56M parameters", builder_sha256="ef" * 32)
 
 TUNED = tuned.TunedRecord(
-    benchmark="resnet50", cards="auto", created_utc="2026-11-23T22:00:00+00:00",
+    benchmark="resnet50", layouts=["auto"], created_utc="2026-11-23T22:00:00+00:00",
     host={"cpu_model": "test", "available_cpus": [0, 1]}, method="test", user_conf="resnet50.user.conf",
     precisions={"fp32": tuned.Precision("ab" * 32, True, "the FP32 reference model")},
     measured=[{"precision": "fp32", "backend": "onnxruntime", "batch_size": 2, "requests": 1,
                "samples_per_second": 10.0}],
-    chosen={"Offline": tuned.Choice("fp32", "onnxruntime", 2, 1, "fastest")},
-    by_precision={"fp32": {"Offline": tuned.Choice("fp32", "onnxruntime", 2, 1, "fastest")}})
+    chosen={"Offline": tuned.Choice("fp32", "onnxruntime", 2, 1, "fastest", "auto")},
+    by_precision={"fp32": {"Offline": tuned.Choice("fp32", "onnxruntime", 2, 1, "fastest", "auto")}})
 
 
 def test_model_record_round_trips(tmp_path: Path) -> None:
@@ -70,14 +70,17 @@ def test_tune_record_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "resnet50.json"
     tuned.write(path, TUNED)
     assert json.loads(path.read_text())["chosen"]["Offline"] == {"precision": "fp32", "backend": "onnxruntime",
-                                                                 "batch_size": 2, "requests": 1, "why": "fastest"}
+                                                                 "batch_size": 2, "requests": 1, "why": "fastest",
+                                                                 "cards": "auto"}
     assert tuned.read(path) == TUNED
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"format": 1}, "format-1 tune record; this appliance reads format 3"),
-    ({"format": 2}, "format-2 tune record; this appliance reads format 3"),
-    ({"format": 4}, "format-4 tune record; this appliance reads format 3"),
+    ({"format": 1}, "format-1 tune record; this appliance reads format 4"),
+    ({"format": 2}, "format-2 tune record; this appliance reads format 4"),
+    ({"format": 3}, "format-3 tune record; this appliance reads format 4"),
+    ({"format": 5}, "format-5 tune record; this appliance reads format 4"),
+    ({"layouts": "auto"}, "malformed tune record"),
     ({"precisions": {"fp32": {"eligible": True}}}, "malformed tune record"),
     ({"chosen": {"Offline": {"backend": "onnxruntime"}}}, "malformed tune record"),
     ({"measured": "fast"}, "malformed tune record"),

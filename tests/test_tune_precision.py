@@ -41,7 +41,7 @@ def test_tune_chooses_an_eligible_precision_and_run_uses_it(int8_data_dir, tmp_p
     assert appliance("tune", "--data-dir", data, *SWEEP, "--json") == 0
     path = data / "tuned" / "resnet50.json"
     record = json.loads(capsys.readouterr().out)
-    assert record == json.loads(path.read_text()) and record["format"] == 3
+    assert record == json.loads(path.read_text()) and record["format"] == 4
     rows = record["measured"]
     assert [(m["precision"], m["backend"], m["batch_size"]) for m in rows] == \
         [("fp32", "onnxruntime", 2), ("int8", "onnxruntime", 2)]
@@ -59,7 +59,8 @@ def test_tune_chooses_an_eligible_precision_and_run_uses_it(int8_data_dir, tmp_p
     assert {p: set(per) for p, per in record["by_precision"].items()} == {"fp32": {"Offline", "Server"},
                                                                           "int8": {"Offline", "Server"}}
     conf = (path.parent / record["user_conf"]).read_text()
-    assert f"# Offline: onnxruntime, batch 2, 1 infer request(s) per card: {offline['precision']} (" in conf
+    assert (f"# Offline: onnxruntime, batch 2, 1 infer request(s) per card, --cards auto (1 card(s)): "
+            f"{offline['precision']} (") in conf
 
     # --backend auto finds the record and runs the chosen precision's model
     results = tmp_path / "r"
@@ -141,7 +142,7 @@ def test_format_2_tuned_record_refused_in_one_line(data_dir, tmp_path, capsys):
     results = tmp_path / "r"
     assert appliance("run", "--data-dir", data_dir, "--results", results, "--tuned", old, "-q") == 2
     line = _one_line(capsys)
-    assert "format-2 tune record; this appliance reads format 3" in line and "rerun `appliance tune`" in line
+    assert "format-2 tune record; this appliance reads format 4" in line and "rerun `appliance tune`" in line
     assert not results.exists() or not list(results.rglob("run_*"))
 
 

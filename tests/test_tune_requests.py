@@ -42,7 +42,7 @@ def test_tune_times_requests_per_card_and_run_uses_the_choice(data_dir, tmp_path
                      "--batch-sizes", 2, "--requests", "1,2", "--precisions", "fp32", "-o", record_path,
                      "--json") == 0
     record = json.loads(capsys.readouterr().out)
-    assert record == json.loads(record_path.read_text()) and record["format"] == 3
+    assert record == json.loads(record_path.read_text()) and record["format"] == 4
     rows = record["measured"]
     assert [(m["backend"], m["batch_size"], m["requests"]) for m in rows] == [("openvino", 2, 1), ("openvino", 2, 2)]
     assert all(m["samples_per_second"] > 0 and m["batch_latency_ms"] > 0 for m in rows)
@@ -51,7 +51,8 @@ def test_tune_times_requests_per_card_and_run_uses_the_choice(data_dir, tmp_path
     assert (offline["batch_size"], offline["requests"]) == (best["batch_size"], best["requests"])
     assert record["chosen"]["Server"]["requests"] in (1, 2)
     conf = (record_path.parent / record["user_conf"]).read_text()
-    assert f"# Offline: openvino, batch 2, {offline['requests']} infer request(s) per card:" in conf
+    assert (f"# Offline: openvino, batch 2, {offline['requests']} infer request(s) per card, --cards auto "
+            f"(1 card(s)):") in conf
 
     # the table shows the requests column, one row per candidate
     assert appliance("tune", "--data-dir", data_dir, "-s", "Offline", "--backends", "onnxruntime,openvino",

@@ -16,7 +16,12 @@ kept full, its batch latency under that load and its batches in flight): the Ser
 candidate's latency allows any harness, for the tuned Server choice and for the best candidate.
 
     python tools/bench_cpu_server.py --data-dir data --precision int8 --duration-ms 20000 --searches 3
+    python tools/bench_cpu_server.py --precision bf16 --cards emulate:1,emulate:4,emulate:8 --json
     python tools/bench_cpu_server.py --tuned data/tuned/resnet50.json --precision int8 --json
+
+`--cards` is the list of card layouts tune chooses from (on a many-core CPU Server wants several cards
+of several cores); the runs use the layout the record chose per scenario. tools/bench_cpu_scaling.py
+runs the same Offline and Server measurements per layout.
 """
 
 from __future__ import annotations
@@ -34,13 +39,56 @@ from harness import benchmarks, system, tuned
 from harness.cli import main as appliance
 from harness.datasets import store
 from harness.errors import ApplianceError
-from harness.prepare import Layout
+from harness.prepare import PRECISIONS, Layout
+
+
+def physical_cores() -> int:
+    """The physical cores this process may use: each card needs one of its own."""
+    from harness.topology import detect
+
+    cpus = set(system.available_cpus())
+    return sum(1 for c in detect().cores if set(c.cpus) & cpus)
+
+
+def cpu_line() -> str:
+    """The CPU model, its vector extensions, physical cores and CPUs this process may use: beside every figure."""
+    return (f"{system.cpu_model()} ({' '.join(vector_extensions())}), {physical_cores()} cores, "
+            f"{len(system.available_cpus())} CPUs")
+
+
+def prepare_steps(data_dir: Path, precision: str, samples: int = 256) -> list[list[str]]:
+    """The `appliance prepare` commands still missing for ResNet50 at `precision` in `data_dir`."""
+    layout = Layout(data_dir, benchmarks.get("resnet50"))
+    steps = []
+    if not (layout.preprocessed / store.MANIFEST).is_file():
+        steps.append(["prepare", "--data-dir", str(data_dir), "--samples", str(samples), "-q"])
+    if precision != "fp32" and not layout.record_for(precision).is_file():
+        steps.append(["prepare", "--data-dir", str(data_dir), "--samples", str(samples), "--precision", precision,
+                      "-q"])
+    return steps
+
+
+def run_steps(steps: list[list[str]]) -> bool:
+    """Each `appliance` command in turn; False at the first that fails (it said why in one line)."""
+    return all(appliance(step) == 0 for step in steps)
+
+
+def search_server(at, offline: float, ideal_qps: float, steps: int, retries: int, searches: int) -> list:
+    """`searches` bisections of the highest VALID Server target QPS (`at(scenario, qps) -> (metric, valid)`),
+    each starting at what the ideal queue allows; returns [(qps, tried)] per search."""
+    probe = retrying(lambda q: at("Server", q), retries)
+    start = min(0.95, max(0.05, ideal_qps / offline))
+    return [server_max(probe, offline, steps, start) for _ in range(searches)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=Path("data"), help="prepared data, e.g. data")
-    ap.add_argument("--precision", choices=("fp32", "int8"), default="int8", help="which prepared model, e.g. int8")
+    ap.add_argument("--precision", choices=PRECISIONS, default="int8",
+                    help="which prepared model, e.g. int8 (bf16: openvino on a CPU with AVX512_BF16 or AMX)")
+    ap.add_argument("--cards", default="auto",
+                    help="tune: card layouts to choose from, e.g. emulate:1,emulate:4,emulate:8")
+    ap.add_argument("--backends", default=None, help="tune: backends to time, e.g. openvino (default: installed)")
     ap.add_argument("--tuned", type=Path, default=None,
                     help="an `appliance tune` record to use as it is (default: tune now), e.g. "
                          "data/tuned/resnet50.json")
@@ -54,19 +102,14 @@ def main() -> int:
     args = ap.parse_args()
 
     bench = benchmarks.get("resnet50")
-    layout = Layout(args.data_dir, bench)
-    steps = []
-    if not (layout.preprocessed / store.MANIFEST).is_file():
-        steps.append(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "-q"])
-    if args.precision == "int8" and not layout.record_for(args.precision).is_file():
-        steps.append(["prepare", "--data-dir", str(args.data_dir), "--samples", "256", "--precision", "int8", "-q"])
+    steps = prepare_steps(args.data_dir, args.precision)
     record_path = args.tuned or tuned.default_path(args.data_dir, bench.name)
     if args.tuned is None:
         steps.append(["tune", "--data-dir", str(args.data_dir), "--precisions", args.precision, "--batch-sizes",
-                      args.batch_sizes, "--requests", args.requests, "-o", str(record_path), "-q"])
-    for step in steps:
-        if appliance(step) != 0:  # it said why in one line
-            return 1
+                      args.batch_sizes, "--requests", args.requests, "--cards", args.cards, "-o", str(record_path),
+                      "-q", *(["--backends", args.backends] if args.backends else [])])
+    if not run_steps(steps):
+        return 1
     record = tuned.read(record_path)
 
     def at(scenario: str, qps: float | None) -> tuple[float, bool]:
@@ -82,19 +125,17 @@ def main() -> int:
     mine = record.by_precision[args.precision]  # what the runs use: --precision is given
     rows = [m for m in record.measured if m["precision"] == args.precision]
     server = mine["Server"]
-    row = next(m for m in rows if (m["backend"], m["batch_size"], m.get("requests", 1)) ==
-               (server.backend, server.batch_size, server.requests))
+    row = next(m for m in rows if (m["backend"], m["batch_size"], m["requests"], m["layout"]) ==
+               (server.backend, server.batch_size, server.requests, server.cards))
     ideal_chosen = ideal_qps(row)
     best_row = max(rows, key=ideal_qps)
     ideal_best = ideal_qps(best_row)
     offline, offline_valid = at("Offline", None)
-    probe = retrying(lambda q: at("Server", q), args.server_retries)
-    start = min(0.95, max(0.05, ideal_chosen / offline))
-    found = [server_max(probe, offline, args.server_steps, start) for _ in range(args.searches)]
+    found = search_server(at, offline, ideal_chosen, args.server_steps, args.server_retries, args.searches)
     ratios = [q / offline for q, _ in found]
-    choices = {s: f"{c.precision}, {c.backend}, batch {c.batch_size}, {c.requests} request(s) per card"
-               for s, c in mine.items()}
-    cpu = f"{system.cpu_model()} ({' '.join(vector_extensions())}), {len(system.available_cpus())} CPUs"
+    choices = {s: f"{c.precision}, {c.backend}, --cards {c.cards}, batch {c.batch_size}, {c.requests} request(s) "
+                  f"per card" for s, c in mine.items()}
+    cpu = cpu_line()
     figures = {"precision": args.precision, "duration_ms": args.duration_ms, "tuned": str(record_path),
                "choices": choices, "offline_sps": round(offline, 1), "offline_valid": offline_valid,
                "server_max_valid_qps": [round(q, 1) for q, _ in found], "server_tried": [t for _, t in found],
@@ -102,7 +143,9 @@ def main() -> int:
                "median": round(statistics.median(ratios), 3), "cpu": cpu,
                "ideal_queue_over_offline": {"tuned_server_choice": round(ideal_chosen / offline, 3),
                                             "best_candidate": round(ideal_best / offline, 3),
-                                            "best": {k: best_row[k] for k in ("backend", "batch_size", "requests")}}}
+                                            "best": {k: best_row[k] for k in ("backend", "batch_size", "requests",
+                                                                              "layout")}},
+               "ideal_queue_qps": {"tuned_server_choice": ideal_chosen, "best_candidate": ideal_best}}
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
@@ -112,8 +155,8 @@ def main() -> int:
     for (q, tried), r in zip(found, ratios, strict=True):
         print(f"Server max valid {q:.1f} QPS = {r:.3f} of Offline   tried {tried}")
     print(f"an ideal queue: {ideal_chosen / offline:.3f} of Offline with the tuned Server choice, "
-          f"{ideal_best / offline:.3f} with the best candidate measured ({best_row['backend']}, batch "
-          f"{best_row['batch_size']}, {best_row.get('requests', 1)} request(s))")
+          f"{ideal_best / offline:.3f} with the best candidate measured ({best_row['backend']}, --cards "
+          f"{best_row['layout']}, batch {best_row['batch_size']}, {best_row['requests']} request(s))")
     print(f"server / offline ({args.precision}): lowest {min(ratios):.3f}, median {statistics.median(ratios):.3f} "
           f"of {len(ratios)} search(es); CPU {cpu}")
     return 0

@@ -103,8 +103,9 @@ def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: st
 
 
 def harness_run(data_dir: Path, scenario: str, target_qps: float | None, duration_ms: int, batch: int | None,
-                cards: str = "auto", backend: str = "null", **options) -> tuple[float, bool]:
-    """A real ResNet50 performance run (`options`: more RunOptions fields, e.g. precision, tuned)."""
+                cards: str | None = None, backend: str = "null", **options) -> tuple[float, bool]:
+    """A real ResNet50 performance run (`options`: more RunOptions fields, e.g. precision, tuned); `cards`
+    None: the tuned record's layout with `tuned`, else auto."""
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested(scenario, "performance", duration_ms=duration_ms,
                                                        target_qps=target_qps),

@@ -42,3 +42,5 @@ _.letterbox_geometry  # datasets/coco.py: tools/check_letterbox.py, tools/bench_
 _.verify_prepared  # integrity.py: tools/bench_integrity.py, README's integrity section
 _.params_for  # nms.py: tools/bench_nms.py, tests/test_nms.py
 _.postprocess  # nms.py: tools/bench_nms.py (timed per image), tests/test_nms.py (the kernels' entry point)
+_.lstopo_xml  # topology/hwloc_xml.py: tools/topology_vs_lstopo.py, tests/test_topology_hwloc.py
+_.differences  # topology/hwloc_xml.py: tools/topology_vs_lstopo.py, tests/test_topology_hwloc.py

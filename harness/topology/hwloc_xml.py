@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.errors import ApplianceError
 from harness.topology.model import Core, PciDevice, Topology
-from harness.topology.sysfs import FIXED_MAX_CPU
+from harness.topology.sysfs import FIXED_MAX_CPU, format_cpulist
 
 MAX_XML_BYTES = 64 << 20  # lstopo's XML of a large machine with its PCI tree is a few MB
 
@@ -130,3 +130,50 @@ def _with_nodes(devices: list[PciDevice], nodes: dict[int, frozenset[int]]) -> l
                 dev = replace(dev, numa_node=owners[0])
         result.append(dev)
     return result
+
+
+def lstopo_xml(out: Path, lstopo: str, fsroot: Path | None = None) -> Path:
+    """hwloc's view of the machine (or of the sysfs copy below `fsroot`) as XML in `out`; --disallowed keeps
+    CPUs outside the cpuset, as our description does, --whole-io every PCI function."""
+    import subprocess
+
+    env = dict(os.environ)
+    if fsroot is not None:
+        env.update(HWLOC_FSROOT=str(fsroot), HWLOC_COMPONENTS="linux,stop")
+    subprocess.run([lstopo, "--of", "xml", "--disallowed", "--whole-io", "-f", str(out)], env=env, check=True,
+                   capture_output=True)
+    return out
+
+
+_BRIDGES = (0x0604, 0x0609)  # PCI-to-PCI bridges: hwloc makes them Bridge objects, not PCI devices
+
+
+def differences(ours: Topology, theirs: Topology) -> list[str]:
+    """Where two descriptions of one machine disagree (empty: none): online CPUs, packages, NUMA nodes,
+    L3 domains, and each PCI function's class, ids, NUMA node and local CPUs."""
+    out = [f"{what}: ours {a}, hwloc {b}" for what, a, b in (
+        ("online CPUs", format_cpulist(ours.online), format_cpulist(theirs.online)),
+        ("packages", _cpu_sets(ours.packages), _cpu_sets(theirs.packages)),
+        ("NUMA nodes", _nodes(ours), _nodes(theirs)),
+        ("L3 domains", _cpu_sets(ours.l3_domains), _cpu_sets(theirs.l3_domains))) if a != b]
+    mine = {d.address: d for d in ours.pci_devices if d.class_code not in _BRIDGES}
+    hwloc = {d.address: d for d in theirs.pci_devices}
+    fields = ("class_code", "vendor", "device", "numa_node", "local_cpus")
+    for address in sorted(mine.keys() | hwloc.keys()):
+        a, b = mine.get(address), hwloc.get(address)
+        if a is None or b is None:
+            out.append(f"PCI {address}: only in {'hwloc' if a is None else 'ours'}")
+            continue
+        wrong = [f"{f} ours {getattr(a, f)!r}, hwloc {getattr(b, f)!r}" for f in fields
+                 if getattr(a, f) != getattr(b, f)]
+        if wrong:
+            out.append(f"PCI {address}: " + "; ".join(wrong))
+    return out
+
+
+def _cpu_sets(sets: tuple[frozenset[int], ...]) -> str:
+    return "[" + ", ".join(sorted(format_cpulist(s) for s in sets)) + "]"
+
+
+def _nodes(t: Topology) -> str:
+    return "{" + ", ".join(f"{n}: {format_cpulist(cpus)}" for n, cpus in sorted(t.numa_nodes.items())) + "}"
