@@ -244,7 +244,8 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
         kept = claimed.abandon(f"{test} stopped: {exc}", keep=any(staging.rglob("mlperf_log_detail.txt")))
         if kept is None:
             raise
-        raise type(exc)(str(exc).replace(str(staging), str(kept))) from None  # name the folder as kept
+        exc.args = (str(exc).replace(str(staging), str(kept)),)  # name the folder as kept; the exit code stays
+        raise exc from None
     except BaseException:
         claimed.abandon("failed", keep=False)
         raise

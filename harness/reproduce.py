@@ -25,7 +25,7 @@ from typing import Any
 
 from harness import benchmarks, integrity, system
 from harness.datasets import store
-from harness.errors import ApplianceError
+from harness.errors import ApplianceError, Interrupted, stopped_by
 from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, staged_dir
 from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import PRECISIONS, Layout, read_model_record
@@ -301,22 +301,26 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
     targets = find_targets(tree)
     rows: list[Row] = []
     artefacts = Artefacts(data_dir)
+    jobs = [(t, kind, job) for t in targets
+            for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy))
+            if (t.folder / kind).is_dir()]
     with staged_dir(out) as work:
-        for t in targets:
-            for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy)):
-                if not (t.folder / kind).is_dir():
-                    continue
-                row = Row(t.benchmark, t.scenario, kind)
-                echo(f"re-running {t.benchmark} {t.scenario} {kind} ...")  # its verdict is printed once, at the end
-                try:
-                    job(row, t, artefacts, work, tolerance, duration_ms)
-                except ApplianceError as exc:
-                    row.verdict = UNREPRODUCIBLE
-                    row.reasons.append(f"re-run not possible: {exc}")
-                except Exception as exc:  # one row's failure never loses the others' results
-                    row.verdict = UNREPRODUCIBLE
-                    row.reasons.append(f"re-run failed ({type(exc).__name__}: {exc})")
-                rows.append(row)
+        for k, (t, kind, job) in enumerate(jobs, 1):
+            row = Row(t.benchmark, t.scenario, kind)
+            echo(f"re-running {t.benchmark} {t.scenario} {kind} ...")  # its verdict is printed once, at the end
+            try:
+                job(row, t, artefacts, work, tolerance, duration_ms)
+            except (Interrupted, KeyboardInterrupt) as exc:  # the whole reproduce stops, not just this row
+                raise Interrupted(f"reproduce {stopped_by(exc)} during {t.benchmark} {t.scenario} {kind} (row {k} of "
+                                  f"{len(jobs)}); no report was written and its re-runs were removed",
+                                  exc) from None
+            except ApplianceError as exc:
+                row.verdict = UNREPRODUCIBLE
+                row.reasons.append(f"re-run not possible: {exc}")
+            except Exception as exc:  # one row's failure never loses the others' results
+                row.verdict = UNREPRODUCIBLE
+                row.reasons.append(f"re-run failed ({type(exc).__name__}: {exc})")
+            rows.append(row)
         for r in rows:  # name the new logs where they will be once the report folder is renamed
             r.notes = [n.replace(str(work), str(out)) for n in r.notes]
         verdict = (PASS if rows and all(r.verdict == PASS for r in rows)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.errors import ApplianceError
-from harness.fsutil import atomic_write_text
+from harness.fsutil import atomic_write_text, make_dirs
 from harness.topology.sysfs import Sysfs
 
 Echo = Callable[[str], None]
@@ -97,7 +97,7 @@ def fixed(final: Path) -> RunFolder:
 
 def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print) -> RunFolder:
     """Claim the next free NAME in `parent` for this process, after keeping what dead processes left."""
-    parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(parent)
     recover(parent, echo)
     pid = os.getpid()
     n = max(_taken(parent, stem), default=0) + 1
@@ -108,6 +108,9 @@ def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print)
             os.symlink(str(pid), owner)
         except FileExistsError:
             n += 1
+            continue
+        except FileNotFoundError:  # a failed command beside us removed the folder it made, empty: make it again
+            make_dirs(parent)
             continue
         if any((parent / f"{name}{s}").exists() for s in ("", INCOMPLETE)):  # made by a version without claims
             os.unlink(owner)

@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -32,7 +31,7 @@ from harness.cards import BackendSpec, make_card
 from harness.cards.base import AsyncCard, Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
-from harness.errors import ApplianceError, Interrupted
+from harness.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
 from harness.fsutil import atomic_write_text, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
@@ -184,10 +183,6 @@ def _working_dir(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def run(opts: RunOptions, echo: Echo = print) -> RunOutcome:
     """Run one benchmark / scenario / mode and return what the summary table shows."""
     return execute(resolve(opts), echo)
@@ -203,7 +198,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     folder = _claim(p, echo)
     try:
         sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate)
-        with _interrupts_raised():
+        with interrupts_raised():
             try:
                 energy = _loadgen_test(p, sut, folder.staging, echo)
             finally:
@@ -294,28 +289,14 @@ def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.Te
     return settings
 
 
-@contextlib.contextmanager
-def _interrupts_raised() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
-    starts background jobs with it ignored, and Python then never raises KeyboardInterrupt."""
-    previous = {sig: signal.signal(sig, handler) for sig, handler in
-                ((signal.SIGTERM, _sigterm_as_interrupt), (signal.SIGINT, signal.default_int_handler))} \
-        if threading.current_thread() is threading.main_thread() else {}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseException:
     """Keep what LoadGen logged as NAME.incomplete (a run that logged nothing leaves nothing behind);
     returns the exception to raise in `exc`'s place: one line saying why and what was kept."""
     logged = (folder.staging / "mlperf_log_detail.txt").is_file()
     if isinstance(exc, KeyboardInterrupt):
-        kept = folder.abandon("interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished", keep=logged)
-        return Interrupted("run interrupted; " + (f"logs so far kept in {kept}" if kept else
-                                                  "LoadGen had not started, so nothing was kept"))
+        kept = folder.abandon(f"{stopped_by(exc)} by the user before LoadGen finished", keep=logged)
+        return Interrupted(f"run {stopped_by(exc)}; " + (f"logs so far kept in {kept}" if kept else
+                                                  "LoadGen had not started, so nothing was kept"), exc)
     fault = rundirs.disk_fault(exc)
     if fault is not None:
         kept = folder.abandon(f"stopped by a fault of the machine: {fault}", keep=True)
