@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, benchmarks
+from harness import __version__, benchmarks, leftovers
 from harness.errors import ApplianceError, DataError
-from harness.fsutil import atomic_write_json, public_mode
+from harness.fsutil import atomic_write_json, make_dirs, public_mode, tmp_prefix
 from harness.scenarios import SCENARIOS, Scenario
 from harness.submission import system_json
 from harness.submission.readers import read_manifest
@@ -194,8 +194,9 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     manifests = [_manifest(p) for pair in chosen.values() for p in pair]
     sys_json = system_json.build(division, submitter, system_name, manifests,
                                  sorted({s for _, s in found}), overrides)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
+    make_dirs(out.parent)
+    leftovers.sweep([out.parent], echo)  # the half-built trees of killed builds
+    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(out.name), suffix=".tmp", dir=out.parent))
     try:
         public_mode(tmp, directory=True)
         sub = tmp / division / submitter
