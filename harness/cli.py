@@ -369,7 +369,7 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
     """
     import json as _json
 
-    from harness.reproduce import PASS, parse_tolerance
+    from harness.reproduce import PASSES, parse_tolerance
     from harness.reproduce import reproduce as reproduce_tree
 
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
@@ -379,11 +379,12 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
     else:
         for r in rows:
             click.echo(f"{r.verdict:17} {r.benchmark} {r.scenario} {r.kind}: {r.recorded} -> {r.reproduced}")
-            for line in ([f"user.conf: {r.user_conf}"] if r.kind == Mode.PERFORMANCE else []) + \
+            for line in ([f"caveat: {r.caveat}"] if r.caveat else []) + \
+                    ([f"user.conf: {r.user_conf}"] if r.kind == Mode.PERFORMANCE else []) + \
                     [f"reason: {n}" for n in r.reasons] + r.notes:
                 click.echo(f"{'':17} - {line}")
         click.echo(f"report: {output / 'reproduce_report.md'}")
-    if not rows or any(r.verdict != PASS for r in rows):
+    if not rows or any(r.verdict not in PASSES for r in rows):
         raise click.exceptions.Exit(1)
 
 

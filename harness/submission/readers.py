@@ -40,6 +40,13 @@ def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BY
     return data.decode("utf-8", errors="replace")
 
 
+def json_kind(data: Any) -> str:
+    """What a parsed JSON value is, in JSON's words: `null`, an array, a string, a number, ..."""
+    if data is None:
+        return "null"
+    return {bool: "a boolean", list: "an array", str: "a string", dict: "an object"}.get(type(data), "a number")
+
+
 def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any] | None:
     """A JSON file that must hold an object."""
     size = _size(path)
@@ -58,7 +65,7 @@ def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any]
         problem(f"{where}: not valid JSON ({str(exc).splitlines()[0][:120]})")
         return None
     if not isinstance(data, dict):
-        problem(f"{where}: holds a JSON {type(data).__name__}, not an object")
+        problem(f"{where}: holds {json_kind(data)}, not a JSON object")
         return None
     return data
 
