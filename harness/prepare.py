@@ -309,7 +309,11 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
     listing = bench.dataset.read(raw, samples)
     names = listing.names
     index_sha = sha256_file(raw / bench.dataset.index_file)
-    old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
+    try:
+        old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
+    except DataError as exc:  # damaged: prepared again, which is what its message would tell the user to do
+        echo(f"dataset: {exc}; preprocessing it again")
+        old = None
     if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(names) \
             and old.source.resolve() == raw.resolve() and old.manifest.get("sample_shape") == list(bench.input_shape):
         echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")

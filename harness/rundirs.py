@@ -192,10 +192,12 @@ def check_free_space(folder: Path, need: int, what: str) -> None:
                              f"free some space or choose another --results folder")
 
 
-def disk_fault(exc: BaseException) -> str | None:
-    """One line for an error of the machine (full disk, I/O error), None for anything else."""
+def disk_fault(exc: BaseException, name_file: bool = True) -> str | None:
+    """One line for an error of the machine (full disk, I/O error), None for anything else; `name_file`:
+    with the file it was writing (not when that was a temporary the caller has removed)."""
     if isinstance(exc, OSError) and exc.errno in DISK_FAULTS:
-        where = f" writing {exc.filename}" if exc.filename else ""
+        target = exc.filename2 or exc.filename  # a copy's or rename's destination, else the file
+        where = f" writing {target}" if target and name_file else ""
         return f"{DISK_FAULTS[exc.errno]} ({errno.errorcode[exc.errno]}){where}"
     return None
 

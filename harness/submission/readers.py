@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.records import json_kind
+
 MAX_LOG_BYTES = 50 * 1024 * 1024   # the official checker's limit for any file in a tree (FILE_SIZE_LIMIT_MB)
 MAX_TEXT_BYTES = 1024 * 1024       # accuracy.txt, verify_*.txt, user.conf: read at most this much
 
@@ -38,13 +40,6 @@ def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BY
         problem(unreadable(exc, where))
         return None
     return data.decode("utf-8", errors="replace")
-
-
-def json_kind(data: Any) -> str:
-    """What a parsed JSON value is, in JSON's words: `null`, an array, a string, a number, ..."""
-    if data is None:
-        return "null"
-    return {bool: "a boolean", list: "an array", str: "a string", dict: "an object"}.get(type(data), "a number")
 
 
 def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any] | None:
