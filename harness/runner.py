@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import calibration, launch_checks, progress, rundirs, system
+from harness import calibration, launch_checks, leftovers, progress, rundirs, system
 from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
@@ -192,6 +193,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     """Claim a run folder, run LoadGen on the plan's cards, keep the logs: finished, or marked incomplete."""
     launch_checks.check(lambda m: print(m, file=sys.stderr), p.topology)  # in a container: docker run flags?
     _announce(p, echo)
+    leftovers.sweep([Path(tempfile.gettempdir())], echo, only=leftovers.PROBES)  # of killed runs' calibrations
     if p.folder.is_dir():
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
