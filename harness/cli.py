@@ -94,7 +94,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --benchmark yolo-99 --model yolo11l-t.onnx --output-layout anchor-major
       appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
     """
-    from harness.prepare import check_space, disk_faults_as_errors, space_needed, sweep_leftovers
+    from harness.prepare import check_space, disk_faults_as_errors, read_source, space_needed, sweep_leftovers
 
     progress.set_quiet(quiet)
     if model_file is not None and fetch:
@@ -104,6 +104,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     bench = benchmarks.get(benchmark)
     if output_layout is not None:
         bench = bench.with_output_layout(output_layout)
+    if source is not None:
+        read_source(bench, source, samples)  # the inputs before the expensive work (the model build)
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
     sweep_leftovers(layout, click.echo)
     check_space(layout, space_needed(layout, samples, source, precision, model_file, fetch))

@@ -43,6 +43,7 @@ from harness.loadgen_settings import (
     loadgen_version,
     test_settings,
 )
+from harness.neighbours import Neighbours
 from harness.plan import CardPlan, RunOptions, RunPlan, resolve
 from harness.qsl import SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
@@ -65,6 +66,7 @@ class RunOutcome:
     submission_length: bool
     synthetic: bool
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()  # what makes the result doubtful: other runs on its cores
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -198,18 +200,20 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
     folder = _claim(p, echo)
+    cores = {c for slot in p.cards.slots for c in slot.cpus} or set(p.cards.allowed)
     try:
-        sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate)
-        with interrupts_raised():
-            try:
-                energy = _loadgen_test(p, sut, folder.staging, echo)
-            finally:
-                sut.stop()
-        if sut.failure:
-            raise CardFailure(sut.failure)
-        for why in sut.card_failures:
-            echo(f"warning: {why}; its samples ran on the other cards")
-        return _finish(p, sut, folder, energy)
+        with Neighbours(cores, f"{p.bench.name} {p.scenario} {p.mode}") as neighbours:
+            sut = make_sut(p.bench, p.data, p.cards, Path(p.model["path"]), p.batch, p.scenario, p.opts.replicate)
+            with interrupts_raised():
+                try:
+                    energy = _loadgen_test(p, sut, folder.staging, echo)
+                finally:
+                    sut.stop()
+            if sut.failure:
+                raise CardFailure(sut.failure)
+            for why in sut.card_failures:
+                echo(f"warning: {why}; its samples ran on the other cards")
+            return _finish(p, sut, folder, energy, neighbours)
     except BaseException as exc:
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
@@ -311,7 +315,8 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
     return exc
 
 
-def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any]) -> RunOutcome:
+def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any],
+            neighbours: Neighbours) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
     staging, req, cards = folder.staging, p.opts.requested, p.cards
     if cards.profile is not None:
@@ -332,10 +337,13 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
         accuracy_text, result = _score(p, staging)
-    run_manifest.write(staging, _manifest(p, sut, detail, staging, result, notes, energy))
+    shared = neighbours.warning()
+    manifest = _manifest(p, sut, detail, staging, result, notes, energy)
+    manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
+    run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
-                      synthetic, tuple(notes))
+                      synthetic, tuple(notes), (shared,) if shared else ())
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:

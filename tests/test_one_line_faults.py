@@ -97,3 +97,41 @@ def test_a_run_refused_for_disk_space_leaves_no_folders(mount, data_dir: Path) -
     disk = mount("disk", "size=2m")
     assert appliance(*RUN, "--data-dir", data_dir, "--results", disk / "results") == 2
     assert list(disk.iterdir()) == []
+
+
+def test_an_empty_source_is_refused_before_the_model_is_built(tmp_path: Path, capsys) -> None:
+    """Item 11: an empty --source folder was found only after the model build (129 s); now at once, and the
+    data folder is not made."""
+    (tmp_path / "src").mkdir()
+    assert appliance("prepare", "--data-dir", tmp_path / "data", "--source", tmp_path / "src", "-q") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"appliance: error: {tmp_path / 'src' / 'val_map.txt'} not found: an ImageNet folder holds "
+                    f"the JPEG files and val_map.txt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_report_names_manifests_that_are_there_but_null(offline_runs: Path, tmp_path: Path, capsys) -> None:
+    """Item 11: `report` said `no finished runs (manifest.json + mlperf_log_detail.txt)`, as if missing."""
+    import shutil
+
+    runs = shutil.copytree(offline_runs, tmp_path / "runs")
+    for manifest in runs.rglob("manifest.json"):
+        manifest.write_text("null\n")
+    assert appliance("report", runs, "-o", tmp_path / "r.html") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"appliance: error: no finished runs under {runs}: ")
+    assert "box/resnet50/Offline/performance/run_1/manifest.json: holds null, not a JSON object" in line, line
+
+
+def test_check_names_a_detail_log_with_no_seeds(offline_runs: Path, tmp_path: Path, capsys) -> None:
+    """Item 11: a `null` detail log made `submission check` blame the RNG seeds (as if of another round)."""
+    tree = tmp_path / "tree"
+    assert appliance("submission", "build", "--submitter", "Org", "--system", "e1", offline_runs, "-o", tree) == 0
+    (log,) = tree.rglob("performance/run_1/mlperf_log_detail.txt")
+    log.write_text("null\n")
+    capsys.readouterr()
+    assert appliance("submission", "check", tree) != 0
+    out = capsys.readouterr().out
+    assert f"cannot tell the round: 1 performance log(s) and none names its seeds: {log.relative_to(tree)}: no RNG " \
+           f"seeds in it" in out, out
+    assert "those of no round" not in out

@@ -295,3 +295,29 @@ def test_probe_folders_of_killed_runs_are_removed(tmp_path: Path, data_dir: Path
     assert appliance(*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300") == 0
     assert not probe.exists()
     assert f"removed {probe} (0.0 MB), left by a process that is gone (PID {gone})" in capsys.readouterr().out
+
+
+def test_runs_on_the_same_cores_warn_of_each_other(tmp_path: Path, data_dir: Path, capsys,
+                                                   run_registry: Path) -> None:
+    """Issue 26 item 11: two runs at once on one machine's cores were both VALID with no word that they shared
+    them. Each now names the other in its manifest (`shared_cores`) and the later one's summary warns; the
+    registry is empty once both are done."""
+    import json
+
+    first = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
+                              str(tmp_path / "a"), "--duration-ms", "15000"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "a").rglob(".run_1.staging-*/mlperf_log_detail.txt")):
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.1)
+    assert appliance(*RUN, "--data-dir", data_dir, "--results", tmp_path / "b", "--duration-ms", "300") == 0
+    out = capsys.readouterr().out
+    assert f"warning: other appliance run(s) worked on this run's cores at the same time: PID {first.pid} " \
+           f"(resnet50 Offline performance) on cores" in out, out
+    (second,) = (tmp_path / "b").rglob("run_1/manifest.json")
+    assert [s.split(" (")[0] for s in json.loads(second.read_text())["shared_cores"]] == [f"PID {first.pid}"]
+    assert first.wait(300) == 0, first.communicate()
+    (earlier,) = (tmp_path / "a").rglob("run_1/manifest.json")
+    assert [s.split(" (")[0] for s in json.loads(earlier.read_text())["shared_cores"]] == [f"PID {os.getpid()}"]
+    assert list(run_registry.iterdir()) == []
