@@ -396,6 +396,7 @@ class Recorded:
         outcome = run(RunOptions(self.bench.name, requested, artefacts.data_dir, work / "runs", backend=self.backend,
                                  batch_size=self.batch if batch else None, **self.placement), echo=lambda m: None)
         row.notes.append(f"new logs: {outcome.path}")
+        row.notes += [f"warning: {w}" for w in outcome.warnings]  # e.g. other runs on its cores meanwhile
         return outcome
 
 
