@@ -29,7 +29,7 @@ from typing import Any
 from harness import benchmarks, integrity, system
 from harness.datasets import store
 from harness.errors import ApplianceError, Interrupted, stopped_by
-from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, staged_dir
+from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file, staged_dir
 from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import PRECISIONS, Layout, read_model_record
 from harness.results import FALLBACK, METRICS
@@ -310,6 +310,7 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
     if out.exists():
         raise ApplianceError(f"{out} exists; choose another --output folder (reports are never overwritten)")
     targets = find_targets(tree)
+    ensure_writable_dir(out.parent, "the report's folder")  # before any re-run, not after them
     rows: list[Row] = []
     artefacts = Artefacts(data_dir)
     jobs = [(t, kind, job) for t in targets

@@ -135,3 +135,13 @@ def test_check_names_a_detail_log_with_no_seeds(offline_runs: Path, tmp_path: Pa
     assert f"cannot tell the round: 1 performance log(s) and none names its seeds: {log.relative_to(tree)}: no RNG " \
            f"seeds in it" in out, out
     assert "those of no round" not in out
+
+
+def test_reproduce_into_a_read_only_folder_is_refused_before_any_rerun(mount, offline_runs: Path, data_dir: Path,
+                                                                       capsys) -> None:
+    """Its report could not be written only after every re-run (an internal error naming a temporary)."""
+    disk = mount("disk", "ro,size=1m")
+    assert appliance("reproduce", offline_runs, "--data-dir", data_dir, "-o", disk / "audit") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"appliance: error: the report's folder {disk} is not writable (Read-only file system); "
+                    f"choose another with the option or fix its permissions")
