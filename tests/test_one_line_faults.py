@@ -139,7 +139,7 @@ def test_check_names_a_detail_log_with_no_seeds(offline_runs: Path, tmp_path: Pa
 
 def test_reproduce_into_a_read_only_folder_is_refused_before_any_rerun(mount, offline_runs: Path, data_dir: Path,
                                                                        capsys) -> None:
-    """Its report could not be written only after every re-run (an internal error naming a temporary)."""
+    """It was `internal error: OSError: [Errno 30] Read-only file system` naming a temporary."""
     disk = mount("disk", "ro,size=1m")
     assert appliance("reproduce", offline_runs, "--data-dir", data_dir, "-o", disk / "audit") == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
