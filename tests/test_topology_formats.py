@@ -109,7 +109,7 @@ def test_output_file_is_written_whole(trees: Path, tmp_path: Path, capsys) -> No
     [
         (["--sysfs-root", "{tmp}"], "is not a filesystem root"),
         (["--hwloc-xml", "{tmp}/bad.xml"], "cannot read hwloc XML"),
-        (["--sysfs-root", "{tree}", "--cards", "emulate:999"], "physical cores are available"),
+        (["--sysfs-root", "{tree}", "--cards", "emulate:200"], "physical cores are available"),
     ],
 )
 def test_cli_errors_are_one_line_exit_2_and_write_nothing(args, message, trees, tmp_path, capsys) -> None:
