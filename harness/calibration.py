@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import mlperf_loadgen as lg
 
 from harness.errors import ApplianceError
+from harness.fsutil import tmp_prefix
+from harness.leftovers import PROBES
 from harness.loadgen_settings import Calibration
 from harness.results import read_detail
 
@@ -101,7 +103,7 @@ def _probe(sut: SystemUnderTest, samples: int) -> float:
     lg_qsl = lg.ConstructQSL(qsl.total_sample_count, qsl.performance_sample_count,
                              qsl.load, qsl.unload)
     try:
-        with tempfile.TemporaryDirectory(prefix="appliance-probe-") as tmp, contextlib.chdir(tmp):
+        with tempfile.TemporaryDirectory(prefix=tmp_prefix(PROBES), suffix=".tmp") as tmp, contextlib.chdir(tmp):
             log_out.outdir = tmp
             log_out.copy_summary_to_stdout = False
             log_settings.log_output = log_out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -16,8 +17,8 @@ from harness import __version__, benchmarks, progress
 from harness.benchmarks import CARD_OUTPUTS
 from harness.cards import BACKENDS
 from harness.compliance import TESTS
-from harness.errors import ApplianceError, Interrupted
-from harness.fsutil import ensure_writable_dir
+from harness.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
+from harness.fsutil import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.loadgen_settings import Requested
 from harness.prepare import PRECISIONS, Layout
 from harness.scenarios import MODES, SCENARIOS, Mode, Scenario
@@ -98,7 +99,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --precision fp16
       appliance prepare --precision bf16        # then: appliance run --precision bf16 --backend openvino
     """
-    from harness.prepare import check_space, disk_faults_as_errors, space_needed, sweep_leftovers
+    from harness.prepare import check_space, disk_faults_as_errors, read_source, space_needed, sweep_leftovers
 
     progress.set_quiet(quiet)
     if model_file is not None and fetch:
@@ -112,6 +113,8 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     bench = benchmarks.get(benchmark)
     if output_layout is not None:
         bench = bench.with_output_layout(output_layout)
+    if source is not None:
+        read_source(bench, source, samples)  # the inputs before the expensive work (the model build)
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
     sweep_leftovers(layout, click.echo)
     check_space(layout, space_needed(layout, samples, source, precision, model_file, fetch))
@@ -406,7 +409,7 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
     """
     import json as _json
 
-    from harness.reproduce import PASS, parse_tolerance
+    from harness.reproduce import PASSES, parse_tolerance
     from harness.reproduce import reproduce as reproduce_tree
 
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
@@ -416,11 +419,12 @@ def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration
     else:
         for r in rows:
             click.echo(f"{r.verdict:17} {r.benchmark} {r.scenario} {r.kind}: {r.recorded} -> {r.reproduced}")
-            for line in ([f"user.conf: {r.user_conf}"] if r.kind == Mode.PERFORMANCE else []) + \
+            for line in ([f"caveat: {r.caveat}"] if r.caveat else []) + \
+                    ([f"user.conf: {r.user_conf}"] if r.kind == Mode.PERFORMANCE else []) + \
                     [f"reason: {n}" for n in r.reasons] + r.notes:
                 click.echo(f"{'':17} - {line}")
         click.echo(f"report: {output / 'reproduce_report.md'}")
-    if not rows or any(r.verdict != PASS for r in rows):
+    if not rows or any(r.verdict not in PASSES for r in rows):
         raise click.exceptions.Exit(1)
 
 
@@ -450,18 +454,31 @@ def _register_subcommands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug."""
+    """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug. Ctrl-C and
+    SIGTERM stop every command the same way: one line, exit 130 (SIGINT) or 143 (SIGTERM). A command that
+    fails leaves none of the folders it made empty behind."""
     _register_subcommands()
+    forget_made()
+    code = _main(argv)
+    if code != 0:
+        remove_made_if_empty()
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     try:
-        code = cli.main(args=argv, prog_name="appliance", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("appliance: interrupted", err=True)
-        return 130
+        with interrupts_raised():
+            code = cli.main(args=argv, prog_name="appliance", standalone_mode=False)
+    except click.exceptions.Abort as exc:  # click's form of a KeyboardInterrupt (or Terminated) in a command
+        cause = exc.__cause__ if isinstance(exc.__cause__, KeyboardInterrupt) else KeyboardInterrupt()
+        click.echo(f"appliance: {stopped_by(cause)}", err=True)
+        return interrupt_exit_code(cause)
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except Interrupted as exc:
         click.echo(f"appliance: {exc}", err=True)
+        remove_made_if_empty()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(exc.exit_code)  # LoadGen's thread cannot be stopped; leave without waiting for it
@@ -470,9 +487,18 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         click.echo(f"appliance: error: {exc}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("appliance: interrupted", err=True)
-        return 130
+    except KeyboardInterrupt as exc:
+        click.echo(f"appliance: {stopped_by(exc)}", err=True)
+        return interrupt_exit_code(exc)
+    except OSError as exc:
+        if _DEBUG:
+            traceback.print_exc()
+        line = _file_fault(exc)
+        if line is None:
+            click.echo(f"appliance: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
+            return 1
+        click.echo(f"appliance: error: {line}", err=True)
+        return 2
     except Exception as exc:
         if _DEBUG:
             traceback.print_exc()
@@ -480,6 +506,20 @@ def main(argv: list[str] | None = None) -> int:
             click.echo(f"appliance: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
         return 1
     return code if isinstance(code, int) else 0
+
+
+def _file_fault(exc: OSError) -> str | None:
+    """One line for a writer stopped by the machine (full or read-only file system, failing disk) or by a
+    folder's permissions, naming where; None for any other OSError (a bug: an internal error)."""
+    from harness.rundirs import disk_fault
+
+    fault = disk_fault(exc)
+    if fault is not None:
+        return f"{fault}; nothing half-written was left there: free some space or choose a writable folder"
+    if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:
+        return (f"{exc.strerror} ({errno.errorcode[exc.errno]}): {exc.filename}; choose a folder you may write "
+                f"or fix its permissions")
+    return None
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import benchmarks, integrity
-from harness.errors import ApplianceError, DataError
+from harness.errors import ApplianceError, DataError, Interrupted, stopped_by
 from harness.fsutil import atomic_write_text
 from harness.loadgen_settings import OFFLINE_TARGET_PER_RATE
 from harness.results import METRICS, read_detail
@@ -244,7 +244,13 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
         kept = claimed.abandon(f"{test} stopped: {exc}", keep=any(staging.rglob("mlperf_log_detail.txt")))
         if kept is None:
             raise
-        raise type(exc)(str(exc).replace(str(staging), str(kept))) from None  # name the folder as kept
+        exc.args = (str(exc).replace(str(staging), str(kept)),)  # name the folder as kept; the exit code stays
+        raise exc from None
+    except KeyboardInterrupt as stop:  # between its runs: what they logged is kept, as for a stop within one
+        kept = claimed.abandon(f"{test} {stopped_by(stop)}", keep=any(staging.rglob("mlperf_log_detail.txt")))
+        raise Interrupted(f"{test} {stopped_by(stop)}; " + (f"its runs so far are kept in {kept}" if kept else
+                                                             "no run had logged anything, so nothing was kept"),
+                          stop) from None
     except BaseException:
         claimed.abandon("failed", keep=False)
         raise

@@ -43,6 +43,36 @@ def public_mode(path: str | os.PathLike[str], directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~umask())
 
 
+_MADE: list[Path] = []  # folders this command made, in the order made
+
+
+def make_dirs(path: Path) -> Path:
+    """`path.mkdir(parents=True, exist_ok=True)`, remembering the folders it made, so a command that then
+    fails or is interrupted removes them again if it left them empty (`remove_made_if_empty`)."""
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    path.mkdir(parents=True, exist_ok=True)
+    _MADE.extend(reversed(missing))
+    return path
+
+
+def forget_made() -> None:
+    """Start a command: the folders an earlier command of this process made are its own."""
+    _MADE.clear()
+
+
+def remove_made_if_empty() -> None:
+    """After a failed or interrupted command: remove the folders it made that it left empty, deepest first
+    (a results tree of empty folders is a leftover; one that holds anything stays)."""
+    for folder in reversed(_MADE):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    _MADE.clear()
+
+
 def tmp_prefix(name: str) -> str:
     """Prefix of every temporary file or folder the appliance makes beside `name`: hidden, with this
     process's PID, so one a killed process left is recognised (harness.leftovers) and removed."""
@@ -52,7 +82,7 @@ def tmp_prefix(name: str) -> str:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file in the same folder (mode as open() gives it);
     on any error (a full disk included) the temporary file is removed and `path` is left as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=tmp_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         public_mode(tmp)
@@ -80,7 +110,7 @@ def staged_dir(final: Path) -> Iterator[Path]:
 
     On any error (Ctrl-C included) the temporary folder is removed and `final` is left as it was.
     """
-    final.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(final.name), suffix=".tmp", dir=final.parent))
     try:
         public_mode(tmp, directory=True)
@@ -117,7 +147,7 @@ def plain_name(name: str, what: str) -> str:
 def ensure_writable_dir(path: Path, what: str) -> Path:
     """Create `path` if needed and prove it is writable, or say so in one line."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        make_dirs(path)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-probe-"):
             pass
     except OSError as exc:

@@ -52,6 +52,7 @@ class RunManifest:
     appliance: dict[str, Any] | None = None  # {version, commit, commit_from}: harness.build_info
     requests_per_card: int | None = None     # infer requests (batches in flight) per openvino card; 1 otherwise
     inference_precision: str | None = None   # what the cards compute in: fp32, or bf16 (harness.bf16)
+    shared_cores: list[str] | None = None    # other appliance runs live on this run's cores (harness.neighbours)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
@@ -61,6 +62,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int, "str": str, "list[str]": list, "dict[str, Any]": dict, "dict[str, str]": dict,
     "list[dict[str, Any]]": list, "dict[str, Any] | None": (dict, type(None)), "int | None": (int, type(None)),
     "str | None": (str, type(None)),
+    "list[str] | None": (list, type(None)),
 }
 
 

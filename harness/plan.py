@@ -27,7 +27,7 @@ from harness.prepare import Layout, model_bench, read_model_record
 from harness.qsl import REPLICATE
 from harness.scenarios import Mode, Scenario
 from harness.sut import CardSlot
-from harness.topology.cards import CardSpec, parse_card_spec
+from harness.topology.cards import CardSpec, check_card_count, parse_card_spec
 from harness.topology.model import Topology
 
 
@@ -215,6 +215,7 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
         if backend in GPU_BACKENDS:
             gpus = _gpu_refs(cmap.cards, spec.text)
+        check_card_count(len(slots), how)
     if requests > 1 and backend != "openvino":
         raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
                              f"{backend} cards take no --requests: drop it or use --backend openvino")

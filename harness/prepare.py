@@ -292,13 +292,20 @@ def existing_record(path: Path) -> dict[str, Any] | None:
     return {**record.to_json(), "path": str(located(path.parent.parent, record.path, "models"))}
 
 
+def read_source(bench: Benchmark, source: Path, samples: int | None) -> Listing:
+    """The listing of a real dataset folder: `prepare` reads it before building the model, so a wrong or
+    empty --source is one line at once, not after minutes of work."""
+    if not source.is_dir():
+        raise DataError(f"--source {source} is not a folder")
+    return bench.dataset.read(source.resolve(), samples)
+
+
 def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, echo: Echo) -> dict[str, Any]:
     """Preprocess the raw dataset (synthetic unless `source`) into shards; skip if already done."""
     bench = layout.bench
     if source is not None:
         raw, synthetic = source.resolve(), False
-        if not raw.is_dir():
-            raise DataError(f"--source {source} is not a folder")
+        read_source(bench, source, samples)
     else:
         raw, synthetic = layout.raw, True
         count = samples = samples or bench.performance_sample_count
@@ -315,7 +322,11 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
     listing = bench.dataset.read(raw, samples)
     names = listing.names
     index_sha = sha256_file(raw / bench.dataset.index_file)
-    old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
+    try:
+        old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
+    except DataError as exc:  # damaged: prepared again, which is what its message would tell the user to do
+        echo(f"dataset: {exc}; preprocessing it again")
+        old = None
     if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(names) \
             and old.source.resolve() == raw.resolve() and old.manifest.get("sample_shape") == list(bench.input_shape):
         echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")

@@ -15,6 +15,13 @@ from typing import Any
 from harness.errors import DataError
 
 
+def json_kind(data: Any) -> str:
+    """What a parsed JSON value is, in JSON's words: `null`, an array, a string, a number, ..."""
+    if data is None:
+        return "null"
+    return {bool: "a boolean", list: "an array", str: "a string", dict: "an object"}.get(type(data), "a number")
+
+
 def load_json(path: Path, damaged: str = "is unreadable", fix: str = "", name: str | None = None) -> object:
     """The JSON in `path`. FileNotFoundError is raised as it is (each record says what a missing one
     means); a file that cannot be read or parsed is DataError "<name> <damaged> (why)<fix>"."""
@@ -31,7 +38,7 @@ def versioned(data: object, where: Path | str, kind: str, version: int, fix: str
     """`data` as the JSON object of a `kind` of format `version` (`unversioned`: the format a record
     without the key is) with every `required` key, or DataError: one line naming what is wrong, then `fix`."""
     if not isinstance(data, dict):
-        raise DataError(f"{where} is not a {kind} (a JSON object is expected){fix}")
+        raise DataError(f"{where} is not a {kind}: it holds {json_kind(data)}, not a JSON object{fix}")
     found = data.get("format", unversioned)
     if found != version:
         raise DataError(f"{where} is a format-{found} {kind}; this appliance reads format {version}{fix}")

@@ -19,4 +19,5 @@ def summary_table(outcomes: list[RunOutcome]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = sorted({n for o in outcomes for n in o.notes})
-    return "\n".join(lines + [f"note: {n}" for n in notes])
+    warnings = sorted({w for o in outcomes for w in o.warnings})
+    return "\n".join(lines + [f"warning: {w}" for w in warnings] + [f"note: {n}" for n in notes])

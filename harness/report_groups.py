@@ -9,7 +9,6 @@ everything not drawn or not read is listed with the reason.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from harness.errors import ApplianceError
 from harness.results import read_detail
+from harness.submission.readers import read_json_object
 
 COMPLIANCE_DIR = re.compile(r"TEST0\d(_\d+)?")
 
@@ -145,17 +145,21 @@ def collect(results: Path) -> Collected:
         if _hidden(folder, results) or folder.name.endswith(".incomplete"):
             left_out.append(f"{rel}: an unfinished run (staging or incomplete folder)")
             continue
+        manifest = read_json_object(manifest_path, str(rel / "manifest.json"), left_out.append)
+        if manifest is None:  # there, but empty, `null` or not JSON: said as such, not as missing
+            continue
         try:
-            manifest = json.loads(manifest_path.read_text())
             detail = read_detail(folder / "mlperf_log_detail.txt")
             run = Run(folder, manifest, detail)
             _ = (run.benchmark, run.scenario, run.mode, run.setup)
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
-            left_out.append(f"{rel}: unreadable manifest or detail log ({type(exc).__name__})")
+        except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
+            left_out.append(f"{rel}: unreadable detail log or manifest entry ({type(exc).__name__}: {exc})")
             continue
         runs.append(run)
     if not runs:
-        raise ApplianceError(f"no finished runs (manifest.json + mlperf_log_detail.txt) under {results}")
+        raise ApplianceError(f"no finished runs under {results}: " + ("; ".join(left_out[:3]) + (
+            f"; and {len(left_out) - 3} more" if len(left_out) > 3 else "") if left_out else
+            "no folder holds a manifest.json and an mlperf_log_detail.txt"))
     runs.sort(key=lambda r: r.created)
     reference = [r for r in runs if r.test is None]
     compliance = [r for r in runs if r.test is not None]

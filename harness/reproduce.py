@@ -5,10 +5,13 @@ spelling), re-hashes the local artefacts (model file, dataset shards) against th
 tree's manifest, re-runs every benchmark/scenario with the recorded user.conf, and writes
 reproduce_report.md / .json, always, in one rename.
 
-Each row is PASS, FAIL, or NOT REPRODUCIBLE with its reasons:
+Each row is PASS, FAIL, or NOT REPRODUCIBLE with its reasons; a PASS of a tree whose run had simulated (or
+null) cards is PASS (SIMULATED), one with synthetic weights or data PASS (SYNTHETIC), with the caveat named:
 - FAIL: a local artefact's bytes differ from its record or from the tree's manifest (the file is named);
   or the re-run's metric is outside the tolerance when nothing made the comparison unfair.
-- NOT REPRODUCIBLE: the comparison cannot be fair here: synthetic local model/data vs the tree's real ones,
+- NOT REPRODUCIBLE: the tree's run manifest is damaged; a simulated run whose profile is not here (a
+  simulated run is re-run only with its simulated cards, never on this host's CPUs); the comparison cannot
+  be fair here: synthetic local model/data vs the tree's real ones,
   different hardware (the tree's systems/*.json against this host), a shortened or INVALID re-run, a
   metric of another kind, a benchmark not prepared here (with the command to prepare it), one the
   appliance does not run. A failing row never stops the others.
@@ -25,8 +28,8 @@ from typing import Any
 
 from harness import benchmarks, integrity, system
 from harness.datasets import store
-from harness.errors import ApplianceError
-from harness.fsutil import atomic_write_json, atomic_write_text, sha256_file, staged_dir
+from harness.errors import ApplianceError, Interrupted, stopped_by
+from harness.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file, staged_dir
 from harness.loadgen_settings import Requested, loadgen_version
 from harness.prepare import PRECISIONS, Layout, read_model_record
 from harness.results import FALLBACK, METRICS
@@ -36,6 +39,10 @@ from harness.submission.readers import Detail, read_detail, read_json_object, re
 from harness.submission.rounds import SCENARIO_SPELLINGS
 
 PASS, FAIL, UNREPRODUCIBLE = "PASS", "FAIL", "NOT REPRODUCIBLE"
+# a pass that reproduced no real hardware: the tree's run had simulated (or null) cards, or synthetic
+# weights / data; `caveat` says which. Each counts as a pass for the exit code: the verdict word says what it is
+PASS_SIMULATED, PASS_SYNTHETIC = "PASS (SIMULATED)", "PASS (SYNTHETIC)"
+PASSES = (PASS, PASS_SIMULATED, PASS_SYNTHETIC)
 Echo = Callable[[str], None]
 
 
@@ -50,6 +57,7 @@ class Row:
     notes: list[str] = field(default_factory=list)     # what was done and seen
     reasons: list[str] = field(default_factory=list)   # why NOT REPRODUCIBLE / FAIL
     user_conf: str = "-"
+    caveat: str = ""  # for PASS (SIMULATED) / PASS (SYNTHETIC): what was not reproduced
 
 
 @dataclass(frozen=True)
@@ -255,8 +263,11 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
     out: dict[str, Any] = {}
     if isinstance(spec, str) and spec:
         parts = spec.split(":")
-        path = parts[1] if parts[0] == "simulate" and len(parts) == 3 else spec
+        simulate = parts[0] == "simulate" and len(parts) == 3
+        path = parts[1] if simulate else spec
         if path.endswith((".yaml", ".yml")) and not Path(path).is_file():
+            if simulate:  # no cards instead: `_recorded` refuses a simulated run without its simulated cards
+                return out
             notes.append(f"recorded card map {path} is not on this host: cards detected here instead (auto)")
             spec = "auto"
         out["cards"] = spec
@@ -302,33 +313,44 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
     if out.exists():
         raise ApplianceError(f"{out} exists; choose another --output folder (reports are never overwritten)")
     targets = find_targets(tree)
+    ensure_writable_dir(out.parent, "the report's folder")  # before any re-run, not after them
     rows: list[Row] = []
     artefacts = Artefacts(data_dir)
+    jobs = [(t, kind, job) for t in targets
+            for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy))
+            if (t.folder / kind).is_dir()]
     with staged_dir(out) as work:
-        for t in targets:
-            for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy)):
-                if not (t.folder / kind).is_dir():
-                    continue
-                row = Row(t.benchmark, t.scenario, kind)
-                echo(f"re-running {t.benchmark} {t.scenario} {kind} ...")  # its verdict is printed once, at the end
-                try:
-                    job(row, t, artefacts, work, tolerance, duration_ms)
-                except ApplianceError as exc:
-                    row.verdict = UNREPRODUCIBLE
-                    row.reasons.append(f"re-run not possible: {exc}")
-                except Exception as exc:  # one row's failure never loses the others' results
-                    row.verdict = UNREPRODUCIBLE
-                    row.reasons.append(f"re-run failed ({type(exc).__name__}: {exc})")
-                rows.append(row)
+        for k, (t, kind, job) in enumerate(jobs, 1):
+            row = Row(t.benchmark, t.scenario, kind)
+            echo(f"re-running {t.benchmark} {t.scenario} {kind} ...")  # its verdict is printed once, at the end
+            try:
+                job(row, t, artefacts, work, tolerance, duration_ms)
+            except (Interrupted, KeyboardInterrupt) as exc:  # the whole reproduce stops, not just this row
+                raise Interrupted(f"reproduce {stopped_by(exc)} during {t.benchmark} {t.scenario} {kind} (row {k} of "
+                                  f"{len(jobs)}); no report was written and its re-runs were removed",
+                                  exc) from None
+            except ApplianceError as exc:
+                row.verdict = UNREPRODUCIBLE
+                row.reasons.append(f"re-run not possible: {exc}")
+            except Exception as exc:  # one row's failure never loses the others' results
+                row.verdict = UNREPRODUCIBLE
+                row.reasons.append(f"re-run failed ({type(exc).__name__}: {exc})")
+            rows.append(row)
         for r in rows:  # name the new logs where they will be once the report folder is renamed
             r.notes = [n.replace(str(work), str(out)) for n in r.notes]
-        verdict = (PASS if rows and all(r.verdict == PASS for r in rows)
-                   else FAIL if any(r.verdict == FAIL for r in rows) else UNREPRODUCIBLE)
+        verdict = overall(rows)
         report = {"tree": str(tree), "tolerance": tolerance, "host": system.cpu_model(),
                   "rows": [asdict(r) for r in rows], "verdict": verdict}
         atomic_write_json(work / "reproduce_report.json", report)
         atomic_write_text(work / "reproduce_report.md", _markdown(tree, tolerance, rows, verdict))
     return rows
+
+
+def overall(rows: list[Row]) -> str:
+    """The report's verdict: the weakest kind of pass when every row passed, else FAIL or NOT REPRODUCIBLE."""
+    if rows and all(r.verdict in PASSES for r in rows):
+        return next((v for v in (PASS_SIMULATED, PASS_SYNTHETIC) if any(r.verdict == v for r in rows)), PASS)
+    return FAIL if any(r.verdict == FAIL for r in rows) else UNREPRODUCIBLE
 
 
 def _bench_or_reason(row: Row, t: Target) -> benchmarks.Benchmark | None:
@@ -367,12 +389,19 @@ class Recorded:
     placement: dict[str, Any]   # the recorded --precision / --cards / --replicate / --card-outputs / --requests /
                                 # --keep-warm
     unfair: list[str]           # why the comparison cannot be fair: synthetic here, real in the tree
+    caveat: str                 # what a pass does not show: simulated cards, synthetic weights / data ("" if none)
+
+    def passed(self, row: Row) -> None:
+        """The row passed: PASS, or the kind of pass its caveat makes it."""
+        row.verdict = PASS if not self.caveat else PASS_SIMULATED if "cards" in self.caveat else PASS_SYNTHETIC
+        row.caveat = self.caveat
 
     def rerun(self, row: Row, requested: Requested, artefacts: Artefacts, work: Path, *, batch: bool) -> RunOutcome:
         """Run the target again here with the recorded options (and batch size when `batch`)."""
         outcome = run(RunOptions(self.bench.name, requested, artefacts.data_dir, work / "runs", backend=self.backend,
                                  batch_size=self.batch if batch else None, **self.placement), echo=lambda m: None)
         row.notes.append(f"new logs: {outcome.path}")
+        row.notes += [f"warning: {w}" for w in outcome.warnings]  # e.g. other runs on its cores meanwhile
         return outcome
 
 
@@ -384,6 +413,13 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     if bench is None:
         return None
     manifest = read_manifest(run_dir)
+    if manifest is None and (run_dir / "manifest.json").exists():
+        sink: list[str] = []
+        read_json_object(run_dir / "manifest.json", str(run_dir / "manifest.json"), sink.append)
+        row.reasons.append(f"the tree's run manifest is damaged ({'; '.join(sink) or 'unreadable'}): what the run "
+                           f"used (cards, backend, batch) is unknown, so it is not re-run")
+        return None
+    simulated = _simulated_cards(manifest, run_dir)
     precision = manifest.get("precision") if manifest is not None else None
     precision = precision if precision in PRECISIONS else "fp32"  # older manifests: fp32, the only one then
     prepared = _prepared_or_reason(row, bench, artefacts, precision)
@@ -403,7 +439,49 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
         batch = manifest.get("batch_size") if isinstance(manifest.get("batch_size"), int) else None
         placement = {**placement, **_recorded_placement(manifest, row.notes)}
         row.notes += _host_notes(manifest)
-    return Recorded(bench, manifest, backend, batch, placement, _synthetic_reasons(manifest, record, data_manifest))
+    if simulated is not None and not str(placement.get("cards", "")).startswith("simulate:") and backend != "null":
+        row.reasons.append(f"the tree's run used {simulated} cards and {_profile_missing(manifest)}: a simulated run "
+                           f"is re-run only with the same simulated cards, never on this host's CPUs")
+        return None
+    return Recorded(bench, manifest, backend, batch, placement, _synthetic_reasons(manifest, record, data_manifest),
+                    _caveat(simulated, manifest))
+
+
+def _simulated_cards(manifest: dict[str, Any] | None, run_dir: Path) -> str | None:
+    """How the tree's run names its cards when they did no inference ("SIMULATED (cloud-ai-100)", "null (no
+    inference)"), from its manifest, else its SIMULATED.txt or user.conf header; None for real cards."""
+    if manifest is not None:
+        syn = manifest.get("synthetic")
+        cards = syn.get("cards") if isinstance(syn, dict) else None
+        if isinstance(cards, str) and cards.startswith(("SIMULATED", "null")):
+            return cards
+        if manifest.get("backend") in ("simulated", "null"):
+            return f"{manifest['backend']} (no inference)"
+    conf = run_dir / "user.conf"
+    header = conf.read_text(errors="replace")[:200] if conf.is_file() else ""
+    return "SIMULATED" if (run_dir / "SIMULATED.txt").is_file() or header.startswith("# SIMULATED") else None
+
+
+def _profile_missing(manifest: dict[str, Any] | None) -> str:
+    if manifest is None:
+        return "the tree has no manifest naming their profile"
+    card_map = manifest.get("card_map")
+    spec = card_map.get("spec") if isinstance(card_map, dict) else None
+    return f"its recorded cards ({spec!r}) are not a simulated profile found here"
+
+
+def _caveat(simulated: str | None, manifest: dict[str, Any] | None) -> str:
+    """What a pass of this row does not show, for its verdict: "" when the tree's run was real."""
+    syn = manifest.get("synthetic") if manifest is not None else None
+    syn = syn if isinstance(syn, dict) else {}
+    parts = [f"{simulated} cards"] if simulated else []
+    synthetic = [k for k in ("weights", "data") if syn.get(k)]
+    if synthetic:
+        parts.append(f"synthetic {' and '.join(synthetic)}")
+    if not parts:
+        return ""
+    return ", ".join(parts) + (": nothing was reproduced on real hardware" if simulated else
+                               ": the real model's results were not reproduced")
 
 
 def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, tolerance: float,
@@ -454,8 +532,10 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
     assert rec_metric is not None and new is not None
     deviation = new / rec_metric - 1 if rec_metric else float("inf")
     row.notes.append(f"deviation {deviation:+.1%} (tolerance ±{tolerance:.0%})")
-    row.verdict = PASS if abs(deviation) <= tolerance else FAIL
-    if row.verdict == FAIL:
+    if abs(deviation) <= tolerance:
+        rec.passed(row)
+    else:
+        row.verdict = FAIL
         row.reasons.append(f"deviation {deviation:+.1%} is outside ±{tolerance:.0%}")
 
 
@@ -484,8 +564,10 @@ def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, t
     if unfair:
         row.verdict = UNREPRODUCIBLE
         return
-    row.verdict = PASS if re.sub(r"\s", "", row.reproduced) == re.sub(r"\s", "", row.recorded) else FAIL
-    if row.verdict == FAIL:
+    if re.sub(r"\s", "", row.reproduced) == re.sub(r"\s", "", row.recorded):
+        rec.passed(row)
+    else:
+        row.verdict = FAIL
         row.reasons.append("the accuracy line differs")
 
 
@@ -497,6 +579,8 @@ def _markdown(tree: Path, tolerance: float, rows: list[Row], verdict: str) -> st
               for r in rows]
     for r in rows:
         lines += ["", f"## {r.benchmark} {r.scenario} {r.kind}: {r.verdict}"]
+        if r.caveat:
+            lines.append(f"- **caveat**: {r.caveat}")
         if r.kind == Mode.PERFORMANCE:
             lines.append(f"- user.conf: {r.user_conf}")
         lines += [f"- **reason**: {n}" for n in r.reasons] + [f"- {n}" for n in r.notes]

@@ -1,8 +1,11 @@
 """Numbered result folders (`run_N`, `accuracy_N`, `TEST01_N`) claimed atomically across processes.
 
 Several `appliance run`s, compliance tests and `reproduce` may write one results tree at once. A
-number is claimed by creating the symlink `.NAME.owner -> PID` (creating a link is atomic and fails
-when the name exists, and its target names the owner from the first instant); the run then writes
+number is claimed by creating the symlink `.NAME.owner -> PID:BOOT_ID:START` (creating a link is atomic
+and fails when the name exists, and its target names the owner from the first instant: its PID, the
+kernel's boot id and the process's start time in clock ticks, /proc/PID/stat field 22, so a PID used again
+by another process, after a reboot or in the next container where the appliance is PID 1 again, is not
+taken for the owner; a claim of an older version, `-> PID`, is judged by its PID alone); the run then writes
 into `.NAME.staging-PID` beside it and renames that to NAME (or NAME.incomplete) when it ends. A
 staging folder whose process is gone (SIGKILL, out of memory) is found by the next claim in the
 same folder and kept as NAME.incomplete, with INCOMPLETE.txt and a printed line saying so.
@@ -21,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.errors import ApplianceError
-from harness.fsutil import atomic_write_text
+from harness.fsutil import atomic_write_text, make_dirs
 from harness.topology.sysfs import Sysfs
 
 Echo = Callable[[str], None]
@@ -34,6 +37,33 @@ DISK_FAULTS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk 
 def numbered(stem: str, n: int, bare_first: bool) -> str:
     """`run_3`; with bare_first the first is the stem itself: `accuracy`, `accuracy_2`."""
     return stem if bare_first and n == 1 else f"{stem}_{n}"
+
+
+def start_ticks(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None if unknown."""
+    stat = Sysfs().text(f"proc/{pid}/stat")
+    fields = stat.rsplit(")", 1)[-1].split() if stat is not None else []
+    return fields[19] if len(fields) > 19 else None  # fields[0] is field 3, the state
+
+
+def identity(pid: int | None = None) -> str:
+    """The owner a claim names: `PID:BOOT_ID:START`, or the PID alone where /proc does not tell the rest."""
+    pid = os.getpid() if pid is None else pid
+    boot, start = Sysfs().text("proc/sys/kernel/random/boot_id"), start_ticks(pid)
+    return f"{pid}:{boot}:{start}" if boot and start else str(pid)
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process a claim names (`identity`) still runs: the same PID, boot and start time."""
+    pid, _, rest = owner.partition(":")
+    if not pid_alive(int(pid)):
+        return False
+    boot, _, start = rest.partition(":")
+    return not rest or (boot == Sysfs().text("proc/sys/kernel/random/boot_id") and start == start_ticks(int(pid)))
+
+
+def _owner_pid(owner: str) -> int:
+    return int(owner.partition(":")[0])
 
 
 def pid_alive(pid: int) -> bool:
@@ -97,7 +127,7 @@ def fixed(final: Path) -> RunFolder:
 
 def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print) -> RunFolder:
     """Claim the next free NAME in `parent` for this process, after keeping what dead processes left."""
-    parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(parent)
     recover(parent, echo)
     pid = os.getpid()
     n = max(_taken(parent, stem), default=0) + 1
@@ -105,9 +135,12 @@ def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print)
         name = numbered(stem, n, bare_first)
         owner = parent / f".{name}.owner"
         try:
-            os.symlink(str(pid), owner)
+            os.symlink(identity(pid), owner)
         except FileExistsError:
             n += 1
+            continue
+        except FileNotFoundError:  # a failed command beside us removed the folder it made, empty: make it again
+            make_dirs(parent)
             continue
         if any((parent / f"{name}{s}").exists() for s in ("", INCOMPLETE)):  # made by a version without claims
             os.unlink(owner)
@@ -150,7 +183,7 @@ def recover(parent: Path, echo: Echo = print) -> list[Path]:
         path = parent / entry
         if m["pid"] is not None:
             pid = int(m["pid"])
-            if pid_alive(pid):
+            if owner_alive(_staging_owner(parent / f".{m['name']}.owner", pid)):
                 continue
             target = parent / (m["name"] + INCOMPLETE)
             try:
@@ -167,14 +200,25 @@ def recover(parent: Path, echo: Echo = print) -> list[Path]:
             _drop_claim(parent / f".{m['name']}.owner", pid)
         elif entry.endswith(".owner"):
             with contextlib.suppress(OSError, ValueError):
-                if not pid_alive(int(os.readlink(path))) and not any(parent.glob(f".{m['name']}.staging-*")):
-                    _drop_claim(path, int(os.readlink(path)))
+                who = os.readlink(path)
+                if not owner_alive(who) and not any(parent.glob(f".{m['name']}.staging-*")):
+                    _drop_claim(path, _owner_pid(who))
     return kept
+
+
+def _staging_owner(owner: Path, pid: int) -> str:
+    """The identity that claimed a staging folder of `pid`: its claim's link when that names the same PID
+    (a compliance test's inner run has none), else the PID alone."""
+    try:
+        who = os.readlink(owner)
+        return who if _owner_pid(who) == pid else str(pid)
+    except (OSError, ValueError):
+        return str(pid)
 
 
 def _drop_claim(owner: Path, pid: int) -> None:
     with contextlib.suppress(OSError, ValueError):
-        if int(os.readlink(owner)) == pid:
+        if _owner_pid(os.readlink(owner)) == pid:
             os.unlink(owner)
 
 
@@ -189,10 +233,12 @@ def check_free_space(folder: Path, need: int, what: str) -> None:
                              f"free some space or choose another --results folder")
 
 
-def disk_fault(exc: BaseException) -> str | None:
-    """One line for an error of the machine (full disk, I/O error), None for anything else."""
+def disk_fault(exc: BaseException, name_file: bool = True) -> str | None:
+    """One line for an error of the machine (full disk, I/O error), None for anything else; `name_file`:
+    with the file it was writing (not when that was a temporary the caller has removed)."""
     if isinstance(exc, OSError) and exc.errno in DISK_FAULTS:
-        where = f" writing {exc.filename}" if exc.filename else ""
+        target = exc.filename2 or exc.filename  # a copy's or rename's destination, else the file
+        where = f" writing {target}" if target and name_file else ""
         return f"{DISK_FAULTS[exc.errno]} ({errno.errorcode[exc.errno]}){where}"
     return None
 

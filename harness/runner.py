@@ -12,8 +12,8 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness import calibration, gpu, keep_warm, launch_checks, progress, rundirs, system
+from harness import calibration, gpu, keep_warm, launch_checks, leftovers, progress, rundirs, system
 from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
@@ -32,7 +32,7 @@ from harness.cards import BackendSpec, make_card
 from harness.cards.base import AsyncCard, Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
-from harness.errors import ApplianceError, Interrupted
+from harness.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
 from harness.fsutil import atomic_write_text, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
@@ -45,6 +45,7 @@ from harness.loadgen_settings import (
     loadgen_version,
     test_settings,
 )
+from harness.neighbours import Neighbours
 from harness.plan import CardPlan, RunOptions, RunPlan, resolve
 from harness.qsl import SampleLibrary, plan_replicas
 from harness.results import PerfResult, perf_result, read_detail
@@ -67,6 +68,7 @@ class RunOutcome:
     submission_length: bool
     synthetic: bool
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()  # what makes the result doubtful: other runs on its cores
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -189,10 +191,6 @@ def _working_dir(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def run(opts: RunOptions, echo: Echo = print) -> RunOutcome:
     """Run one benchmark / scenario / mode and return what the summary table shows."""
     return execute(resolve(opts), echo)
@@ -202,28 +200,31 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     """Claim a run folder, run LoadGen on the plan's cards, keep the logs: finished, or marked incomplete."""
     launch_checks.check(lambda m: print(m, file=sys.stderr), p.topology)  # in a container: docker run flags?
     _announce(p, echo)
+    leftovers.sweep([Path(tempfile.gettempdir())], echo, only=leftovers.PROBES)  # of killed runs' calibrations
     if p.folder.is_dir():
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
     sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
     try:  # the cards before the folder: a card that cannot load (a GPU out of memory) leaves nothing behind
-        with _interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
+        with interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
             sut.load_cards()
         folder = _claim(p, echo)
     except BaseException:
         sut.stop()
         raise
+    cores = {c for slot in p.cards.slots for c in slot.cpus} or set(p.cards.allowed)
     try:
-        with _interrupts_raised():
-            try:
-                energy = _loadgen_test(p, sut, folder.staging, echo)
-            finally:
-                sut.stop()
-        if sut.failure:
-            raise CardFailure(sut.failure)
-        for why in sut.card_failures:
-            echo(f"warning: {why}; its samples ran on the other cards")
-        return _finish(p, sut, folder, energy)
+        with Neighbours(cores, f"{p.bench.name} {p.scenario} {p.mode}") as neighbours:
+            with interrupts_raised():
+                try:
+                    energy = _loadgen_test(p, sut, folder.staging, echo)
+                finally:
+                    sut.stop()
+            if sut.failure:
+                raise CardFailure(sut.failure)
+            for why in sut.card_failures:
+                echo(f"warning: {why}; its samples ran on the other cards")
+            return _finish(p, sut, folder, energy, neighbours)
     except BaseException as exc:
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
@@ -314,28 +315,14 @@ def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.Te
     return settings
 
 
-@contextlib.contextmanager
-def _interrupts_raised() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (docker stop) both end the run cleanly. SIGINT is set explicitly: a shell
-    starts background jobs with it ignored, and Python then never raises KeyboardInterrupt."""
-    previous = {sig: signal.signal(sig, handler) for sig, handler in
-                ((signal.SIGTERM, _sigterm_as_interrupt), (signal.SIGINT, signal.default_int_handler))} \
-        if threading.current_thread() is threading.main_thread() else {}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseException:
     """Keep what LoadGen logged as NAME.incomplete (a run that logged nothing leaves nothing behind);
     returns the exception to raise in `exc`'s place: one line saying why and what was kept."""
     logged = (folder.staging / "mlperf_log_detail.txt").is_file()
     if isinstance(exc, KeyboardInterrupt):
-        kept = folder.abandon("interrupted by the user (Ctrl-C / SIGTERM) before LoadGen finished", keep=logged)
-        return Interrupted("run interrupted; " + (f"logs so far kept in {kept}" if kept else
-                                                  "LoadGen had not started, so nothing was kept"))
+        kept = folder.abandon(f"{stopped_by(exc)} by the user before LoadGen finished", keep=logged)
+        return Interrupted(f"run {stopped_by(exc)}; " + (f"logs so far kept in {kept}" if kept else
+                                                  "LoadGen had not started, so nothing was kept"), exc)
     fault = rundirs.disk_fault(exc)
     if fault is not None:
         kept = folder.abandon(f"stopped by a fault of the machine: {fault}", keep=True)
@@ -351,7 +338,8 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
     return exc
 
 
-def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any]) -> RunOutcome:
+def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any],
+            neighbours: Neighbours) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
     staging, req, cards = folder.staging, p.opts.requested, p.cards
     if cards.profile is not None:
@@ -374,10 +362,13 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
         accuracy_text, result = _score(p, staging)
-    run_manifest.write(staging, _manifest(p, sut, detail, staging, result, notes, energy))
+    shared = neighbours.warning()
+    manifest = _manifest(p, sut, detail, staging, result, notes, energy)
+    manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
+    run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
-                      synthetic, tuple(notes))
+                      synthetic, tuple(notes), (shared,) if shared else ())
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:

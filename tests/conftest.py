@@ -9,12 +9,14 @@ ci/test runs everything."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from helpers import DETECTION_SAMPLES, SAMPLES, appliance, linked_copy
 
 from harness.datasets import imagenet
+from harness.neighbours import REGISTRY_ENV
 
 PREPARED_DATA = ("det_data_dir", "int8_data_dir")
 
@@ -23,6 +25,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(name in PREPARED_DATA for name in getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This session's runs see each other on the machine's cores (harness.neighbours), not another session's
+    run beside it on a shared machine, whose warning would land in this session's summaries."""
+    folder = tmp_path_factory.mktemp("run-registry")
+    os.environ[REGISTRY_ENV] = str(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

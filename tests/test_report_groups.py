@@ -77,7 +77,7 @@ def test_groups_setups_and_leftovers(mixed):
 
     left = "\n".join(got.left_out)
     assert ".run_2.staging-123: an unfinished run" in left
-    assert "run_3: unreadable manifest or detail log (JSONDecodeError)" in left
+    assert "run_3/manifest.json: not valid JSON (Expecting property name" in left
     assert "1 compliance run(s)" in left
 
 
@@ -102,7 +102,7 @@ def test_report_draws_a_latency_plot_per_scenario_and_says_what_it_left_out(mixe
     assert page.count("<h3>") == 3 and "<h3>resnet50 Offline</h3>" in page
     assert "TEST01 accuracy FAIL, TEST01 performance PASS" in page
     left = page.split('<h2 id="left-out">')[1].split("</ul>")[0]
-    for text in ("unfinished run", "unreadable manifest", "no scaling curve for resnet50 on none (null)",
+    for text in ("unfinished run", "manifest.json: not valid JSON", "no scaling curve for resnet50 on none (null)",
                  "earlier run(s) of a card setup"):
         assert text in left, text
     # every run is one row: 7 reference runs, none of the compliance runs

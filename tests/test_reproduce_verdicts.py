@@ -71,3 +71,38 @@ def test_real_shaped_tree_is_not_reproducible_with_reasons(data_dir, tmp_path, c
     assert report["verdict"] == "NOT REPRODUCIBLE"
     md = (out / "reproduce_report.md").read_text()
     assert f"user.conf: {conf}" in md and "**reason**: CPU: the tree's" in md
+
+
+def test_a_damaged_run_manifest_is_not_rerun(data_dir, tmp_path, capsys):
+    """Issue 26 item 5: a run manifest of `null` (or `[]`) says nothing of the cards, backend and batch the run
+    used: the row is NOT REPRODUCIBLE saying so, and nothing is re-run (it re-ran a simulated run on a CPU
+    card at its recorded target: 40 minutes)."""
+    tree = _tree(tmp_path, data_dir)
+    (perf_manifest,) = tree.rglob("performance/run_1/manifest.json")
+    perf_manifest.write_text("null\n")
+    (acc_manifest,) = tree.rglob("accuracy/manifest.json")
+    acc_manifest.write_text("[]\n")
+    out = tmp_path / "audit"
+    assert appliance("reproduce", tree, "--data-dir", data_dir, "-o", out) == 1
+    rows = {r["kind"]: r for r in _report(out)["rows"]}
+    assert rows["performance"]["verdict"] == rows["accuracy"]["verdict"] == "NOT REPRODUCIBLE"
+    assert rows["performance"]["reasons"] == [
+        f"the tree's run manifest is damaged ({perf_manifest}: holds null, not a JSON object): what the run used "
+        f"(cards, backend, batch) is unknown, so it is not re-run"]
+    assert "holds an array, not a JSON object" in rows["accuracy"]["reasons"][0]
+    assert not (out / "runs").exists()
+    assert "damaged" in capsys.readouterr().out
+
+
+def test_a_simulated_run_is_never_rerun_on_this_hosts_cpus(data_dir, tmp_path, capsys):
+    """The simulated profile the tree's run used is not on this host: NOT REPRODUCIBLE, no re-run (the cards
+    fell back to `auto`: a CPU card at the simulated card's target)."""
+    tree = _tree(tmp_path, data_dir)
+    (tmp_path / "steady.yaml").unlink()
+    out = tmp_path / "audit"
+    assert appliance("reproduce", tree, "--data-dir", data_dir, "-o", out) == 1
+    for row in _report(out)["rows"]:
+        assert row["verdict"] == "NOT REPRODUCIBLE" and row["reproduced"] == "-", row
+        assert "a simulated run is re-run only with the same simulated cards, never on this host's CPUs" in \
+            row["reasons"][0]
+    assert not (out / "runs").exists()

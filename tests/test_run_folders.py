@@ -114,14 +114,15 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_ctrl_c_before_loadgen_keeps_nothing_and_says_so(tmp_path: Path, data_dir: Path) -> None:
-    """SIGINT while the cards warm up (before LoadGen starts): exit 130, `nothing was kept`, no folder."""
+    """SIGINT while the cards warm up (before LoadGen starts): exit 130, `nothing was kept`, no folder, not even
+    the empty folders the run made for its results."""
     proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_WARM_UP, *RUN, "--data-dir", str(data_dir),
                            "--results", str(tmp_path), "--duration-ms", "300"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 130, proc.stderr
     assert "nothing was kept" in proc.stderr and "incomplete" not in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert list(tmp_path.rglob("performance")) and not list(tmp_path.rglob("run_*")) and _hidden(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []  # and no empty results tree (issue 26 item 10: it stayed)
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
@@ -212,3 +213,111 @@ def test_disk_fault_in_a_compliance_test_keeps_it_incomplete(tmp_path: Path, dat
     assert len(err) == 1 and "ENOSPC" in err[0] and str(kept / "reference" / "run_1.incomplete") in err[0], err
     assert (kept / "INCOMPLETE.txt").is_file() and (kept / "reference" / "run_1.incomplete").is_dir()
     assert not list(tmp_path.rglob("TEST04")) and _hidden(tmp_path) == []
+
+
+def _left_by(parent: Path, owner: str, pid: int) -> None:
+    """What a killed process leaves: its claim naming `owner` and a staging folder with a detail log."""
+    parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(owner, parent / ".run_1.owner")
+    (parent / f".run_1.staging-{pid}").mkdir()
+    (parent / f".run_1.staging-{pid}" / "mlperf_log_detail.txt").write_text(":::MLLOG {}\n")
+
+
+def test_a_claim_whose_pid_runs_again_is_recovered(tmp_path: Path) -> None:
+    """Issue 26 item 9: in the image the appliance is PID 1, so a killed container left `.run_1.staging-1`
+    that no later container recovered (PID 1 is always alive). The claim names boot id and start time too:
+    PID 1 started at another time is another process."""
+    assert rundirs.pid_alive(1)
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    _left_by(tmp_path, f"1:{boot}:0", 1)  # PID 1 of a container started at tick 0 of this boot: not this one
+    lines: list[str] = []
+    folder = rundirs.claim(tmp_path, "run", echo=lines.append)
+    assert folder.final.name == "run_2"
+    kept = tmp_path / "run_1.incomplete"
+    assert lines == [f"found an unfinished run left by a process that is gone (PID 1): kept as {kept}"]
+    assert (tmp_path / "run_1.incomplete" / "mlperf_log_detail.txt").is_file()
+    assert not (tmp_path / ".run_1.owner").exists() and not (tmp_path / ".run_1.staging-1").exists()
+
+
+def test_claims_name_their_owner_and_old_claims_are_judged_by_pid(tmp_path: Path) -> None:
+    """A live claim (this process, as `claim` names it) stays claimed; an older version's `-> PID` claim is
+    judged by its PID alone, as before."""
+    mine = rundirs.claim(tmp_path / "a", "run", echo=print)
+    pid, boot, start = os.readlink(tmp_path / "a" / ".run_1.owner").split(":")
+    assert int(pid) == os.getpid() and boot == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert start == Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    assert rundirs.recover(tmp_path / "a") == [] and mine.staging.is_dir()
+    _left_by(tmp_path / "b", "1", 1)  # an old claim of PID 1, which runs: kept as it is
+    assert rundirs.recover(tmp_path / "b") == [] and (tmp_path / "b" / ".run_1.staging-1").is_dir()
+
+
+def _in_new_pid_namespace(*args: str) -> subprocess.Popen[str]:
+    """The CLI as PID 1 of a new PID namespace, as in the image (`ENTRYPOINT ["appliance"]`); root only."""
+    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode != 0:
+        pytest.skip("cannot make a PID namespace here (needs root and unshare)")
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "harness.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_run_killed_as_pid_1_is_recovered_by_the_next_pid_1(tmp_path: Path, data_dir: Path) -> None:
+    """Issue 26 item 9, as it happens: a container's appliance (PID 1) is killed mid-run; the next container's
+    appliance, PID 1 again and alive, keeps the run as run_1.incomplete (it never did)."""
+    results = tmp_path / "results"
+    args = [*RUN, "--data-dir", str(data_dir), "--results", str(results)]
+    first = _in_new_pid_namespace(*args, "--duration-ms", "60000")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(results.rglob(".run_1.staging-1/mlperf_log_detail.txt")):
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.2)
+    (child,) = Path(f"/proc/{first.pid}/task/{first.pid}/children").read_text().split()
+    os.kill(int(child), signal.SIGKILL)  # the namespace's PID 1: the container is killed
+    first.communicate(timeout=60)
+    assert list(results.rglob(".run_1.staging-1"))
+    second = _in_new_pid_namespace(*args, "--duration-ms", "300")
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    assert "found an unfinished run left by a process that is gone (PID 1)" in out
+    (perf,) = results.rglob("performance")
+    assert sorted(p.name for p in perf.iterdir()) == ["run_1.incomplete", "run_2"]
+    assert _hidden(results) == []
+
+
+def test_probe_folders_of_killed_runs_are_removed(tmp_path: Path, data_dir: Path, capsys) -> None:
+    """Issue 26 item 10: a run killed while it calibrates leaves its probe folder in the temporary folder;
+    the next run removes it (and names it) when its process is gone."""
+    import tempfile
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    probe = Path(tempfile.gettempdir()) / f".appliance-probe.{gone}.k1ll3d00.tmp"
+    probe.mkdir()
+    (probe / "mlperf_log_detail.txt").write_text("x" * 1000)
+    assert appliance(*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300") == 0
+    assert not probe.exists()
+    assert f"removed {probe} (0.0 MB), left by a process that is gone (PID {gone})" in capsys.readouterr().out
+
+
+def test_runs_on_the_same_cores_warn_of_each_other(tmp_path: Path, data_dir: Path, capsys,
+                                                   run_registry: Path) -> None:
+    """Issue 26 item 11: two runs at once on one machine's cores were both VALID with no word that they shared
+    them. Each now names the other in its manifest (`shared_cores`) and the later one's summary warns; the
+    registry is empty once both are done."""
+    import json
+
+    first = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
+                              str(tmp_path / "a"), "--duration-ms", "15000"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "a").rglob(".run_1.staging-*/mlperf_log_detail.txt")):
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.1)
+    assert appliance(*RUN, "--data-dir", data_dir, "--results", tmp_path / "b", "--duration-ms", "300") == 0
+    out = capsys.readouterr().out
+    assert f"warning: other appliance run(s) worked on this run's cores at the same time: PID {first.pid} " \
+           f"(resnet50 Offline performance) on cores" in out, out
+    (second,) = (tmp_path / "b").rglob("run_1/manifest.json")
+    assert [s.split(" (")[0] for s in json.loads(second.read_text())["shared_cores"]] == [f"PID {first.pid}"]
+    assert first.wait(300) == 0, first.communicate()
+    (earlier,) = (tmp_path / "a").rglob("run_1/manifest.json")
+    assert [s.split(" (")[0] for s in json.loads(earlier.read_text())["shared_cores"]] == [f"PID {os.getpid()}"]
+    assert list(run_registry.iterdir()) == []

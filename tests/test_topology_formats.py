@@ -53,7 +53,7 @@ def test_no_cards_means_one_emulated_card_per_l3_domain(tmp_path: Path) -> None:
 def test_more_cards_than_cores_and_bad_spec(trees: Path) -> None:
     topo = detect(build("r282-z93-8cards", trees))
     with pytest.raises(ApplianceError, match="only 32 physical cores"):
-        plan(topo, "emulate:999")
+        plan(topo, "emulate:200")  # within the card bound (256), beyond the cores
     with pytest.raises(ApplianceError, match="emulate:N"):
         plan(topo, "many")
 
@@ -109,7 +109,7 @@ def test_output_file_is_written_whole(trees: Path, tmp_path: Path, capsys) -> No
     [
         (["--sysfs-root", "{tmp}"], "is not a filesystem root"),
         (["--hwloc-xml", "{tmp}/bad.xml"], "cannot read hwloc XML"),
-        (["--sysfs-root", "{tree}", "--cards", "emulate:999"], "physical cores are available"),
+        (["--sysfs-root", "{tree}", "--cards", "emulate:200"], "physical cores are available"),
     ],
 )
 def test_cli_errors_are_one_line_exit_2_and_write_nothing(args, message, trees, tmp_path, capsys) -> None:

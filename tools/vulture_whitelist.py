@@ -33,6 +33,7 @@ _.quantization  # manifest.Manifest and model_record.ModelRecord
 _.sample_buffers  # manifest.Manifest: read by reproduce.py
 _.appliance  # manifest.Manifest: the harness version and commit
 _.requests_per_card  # manifest.Manifest: read by reproduce.py (the recorded --requests) and the tests
+_.shared_cores  # manifest.Manifest: other appliance runs on the same cores (harness.neighbours), read by the tests
 _.official_artefact  # model_record.ModelRecord: read by runner.py and submission/tree.py
 _.builder_sha256  # model_record.ModelRecord: read by prepare.py (rebuild when the builder changed)
 _.adopted_from  # model_record.ModelRecord: provenance of a --model FILE rewritten for the appliance

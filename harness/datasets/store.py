@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.errors import DataError
 from harness.fsutil import sha256_file
+from harness.records import json_kind
 
 MANIFEST = "manifest.json"
 SHARD_SIZE = 1024
@@ -93,10 +94,13 @@ class PreparedData:
 def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
+    rerun = f"; rerun `{prepare_hint}`" if prepare_hint else ""
     if not mpath.is_file():
         raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
     try:
         manifest = json.loads(mpath.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError(f"{mpath} holds {json_kind(manifest)}, not a JSON object")
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
         shards = []
@@ -112,10 +116,13 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
                 raise ValueError(f"{manifest[key]['file']} is missing")
         if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
             golden = np.load(root / manifest["golden"]["file"], allow_pickle=False)
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise DataError(f"prepared data in {root} is damaged ({exc}); rerun `{prepare_hint}`") from None
-    if sum(s.shape[0] for s in shards) != manifest["count"] or len(labels) != manifest["count"]:
-        raise DataError(f"prepared data in {root} is incomplete; rerun `{prepare_hint}`")
+        complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = (f"{exc} is missing" if isinstance(exc, KeyError) else  # a number or `null` where a list is
+               f"an entry of the wrong JSON kind: {exc}" if isinstance(exc, TypeError | AttributeError) else exc)
+        raise DataError(f"prepared data in {root} is damaged ({why})" + rerun) from None
+    if not complete:
+        raise DataError(f"prepared data in {root} is incomplete" + rerun)
     return PreparedData(root, manifest, shards, labels, golden)
 
 

@@ -136,9 +136,13 @@ def _detect_round(root: Path, divisions: list[Path], rep: Report) -> str | None:
     """The one round whose seeds the tree's performance logs carry; a problem line when none or several."""
     found: Counter[str] = Counter()
     unknown = 0
+    seedless: list[str] = []  # logs that name no seeds at all: empty, damaged, not LoadGen's
     for log in _perf_logs(divisions):
-        detail = read_detail(log, "", lambda _: None)
-        if detail is None:
+        sink: list[str] = []
+        detail = read_detail(log, _rel(rep, log), sink.append)
+        if detail is None or not any(detail.has(f"effective_{k}") for k in rounds.SEED_KEYS):
+            seedless.append(sink[0] if sink else f"{_rel(rep, log)}: no RNG seeds in it (no LoadGen :::MLLOG "
+                                                                 f"records of them: empty or damaged?)")
             continue
         version = rounds.round_of_seeds({k: detail.raw(f"effective_{k}") for k in rounds.SEED_KEYS})
         if version is None:
@@ -148,7 +152,8 @@ def _detect_round(root: Path, divisions: list[Path], rep: Report) -> str | None:
     known = ", ".join(ROUNDS)
     if not found:
         why = (f"the RNG seeds of its {unknown} performance log(s) are those of no round recorded here ({known})"
-               if unknown else "it has no results/<system>/<benchmark>/<scenario>/performance/run_1/"
+               if unknown else f"{len(seedless)} performance log(s) and none names its seeds: {seedless[0]}"
+               if seedless else "it has no results/<system>/<benchmark>/<scenario>/performance/run_1/"
                "mlperf_log_detail.txt to tell the round by")
         rep.problems.append(f"{root}: cannot tell the round: {why}; force one with --version")
         rep.version = "unknown"

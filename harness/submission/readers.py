@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.records import json_kind
+
 MAX_LOG_BYTES = 50 * 1024 * 1024   # the official checker's limit for any file in a tree (FILE_SIZE_LIMIT_MB)
 MAX_TEXT_BYTES = 1024 * 1024       # accuracy.txt, verify_*.txt, user.conf: read at most this much
 
@@ -58,7 +60,7 @@ def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any]
         problem(f"{where}: not valid JSON ({str(exc).splitlines()[0][:120]})")
         return None
     if not isinstance(data, dict):
-        problem(f"{where}: holds a JSON {type(data).__name__}, not an object")
+        problem(f"{where}: holds {json_kind(data)}, not a JSON object")
         return None
     return data
 

@@ -77,7 +77,7 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[M
         "host_networking": host["networking"], "host_networking_topology": NOT_SPECIFIED,
         "host_network_card_count": host["network_cards"],
         "cooling": NOT_SPECIFIED,
-        "framework": _framework(packages),
+        "framework": _framework(cards, packages),
         "operating_system": host["os"],
         "other_software_stack": ", ".join(
             [f"python {packages.get('python', platform.python_version())}"]
@@ -90,13 +90,6 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[M
     }
     values.update(overrides)
     return {k: ("0" if _is_zero(v) else v) for k, v in values.items()}
-
-
-def _framework(packages: Mapping[str, str]) -> str:
-    gpu = packages.get("onnxruntime-gpu", "not installed")
-    if gpu != "not installed":
-        return f"onnxruntime-gpu {gpu}"
-    return f"onnxruntime {packages.get('onnxruntime', 'unknown')}"
 
 
 def undetected(values: Mapping[str, Any]) -> list[str]:
@@ -117,6 +110,13 @@ def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                       "accelerator_on-chip_memories")}}
     card = cards[0]
     backend, device = card.get("backend", "unknown"), card.get("device", "unknown")
+    what = _no_inference(card)
+    if what is not None:  # simulated or null cards: emulated too, but nothing ran on the host's cores either
+        return {"accelerators_per_node": len(cards), "accelerator_model_name": f"{what} card: no inference was done",
+                **{k: f"N/A ({what} card)" for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
+                                                "accelerator_host_interconnect", "accelerator_interconnect",
+                                                "accelerator_interconnect_topology", "accelerator_frequency",
+                                                "accelerator_on-chip_memories")}}
     if card.get("emulated", True):
         return {
             "accelerators_per_node": len(cards),
@@ -145,8 +145,28 @@ def _hw_notes(cards: Sequence[Mapping[str, Any]]) -> str:
     if not cards:
         return "N/A"
     maps = "; ".join(f"card {c.get('index')}: cpus {_cpulist(c.get('cpus', []))}" for c in cards)
-    emulated = " Cards are CPU-emulated, not accelerators." if any(c.get("emulated", True) for c in cards) else ""
+    what = next((w for c in cards if (w := _no_inference(c)) is not None), None)
+    emulated = f" Cards are {what}: no inference was done; not accelerators." if what else \
+        " Cards are CPU-emulated, not accelerators." if any(c.get("emulated", True) for c in cards) else ""
     return f"Card-to-core map: {maps}.{emulated}"
+
+
+def _no_inference(card: Mapping[str, Any]) -> str | None:
+    """What a manifest's card was when it inferred nothing ("SIMULATED (profile cloud-ai-100)", "null"),
+    else None."""
+    if card.get("simulated"):
+        return f"SIMULATED (profile {card.get('profile', 'unknown')})"
+    return "null" if card.get("backend") == "null" else None
+
+
+def _framework(cards: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) -> str:
+    what = _no_inference(cards[0]) if cards else None
+    if what is not None:
+        return f"none: {what} cards, no inference was done"
+    gpu = packages.get("onnxruntime-gpu", "not installed")
+    if gpu != "not installed":
+        return f"onnxruntime-gpu {gpu}"
+    return f"onnxruntime {packages.get('onnxruntime', 'unknown')}"
 
 
 def _sw_notes(manifests: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) -> str:
@@ -161,12 +181,15 @@ def _sw_notes(manifests: Sequence[Mapping[str, Any]], packages: Mapping[str, str
     if reduced:
         notes.append(f"precision {', '.join(reduced)} (agreement with FP32 measured at prepare, in each run's "
                      f"manifest)")
-    gpus = [c for m in manifests for c in m.get("cards", []) if c.get("gpu")]
+    cards = [c for m in manifests for c in m.get("cards", []) if isinstance(c, dict)]
+    gpus = [c for c in cards if c.get("gpu")]
     if gpus:
         g = gpus[0]
         notes.append(f"NVIDIA driver {g.get('driver')} (CUDA {g.get('cuda_driver')}), CUDA runtime "
                      f"{g.get('cuda_runtime')}, cuDNN {g.get('cudnn')}, onnxruntime-gpu "
                      f"{packages.get('onnxruntime-gpu', 'unknown')} (built for CUDA {g.get('onnxruntime_cuda_build')})")
+    if any(c.get("simulated") for c in cards):
+        notes.append("SIMULATED cards: each batch held for a profile's latency, no inference was done")
     if any(m.get("backend") == "null" for m in manifests):
         notes.append("null backend: no inference was done (harness overhead only)")
     return "; ".join(notes)

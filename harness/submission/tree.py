@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, benchmarks
+from harness import __version__, benchmarks, leftovers
 from harness.errors import ApplianceError, DataError
-from harness.fsutil import atomic_write_json, plain_name, public_mode
+from harness.fsutil import atomic_write_json, make_dirs, plain_name, public_mode, tmp_prefix
+from harness.rundirs import disk_fault
 from harness.scenarios import SCENARIOS, Scenario
 from harness.submission import system_json
 from harness.submission.readers import read_manifest
@@ -193,8 +194,13 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     manifests = [_manifest(p) for pair in chosen.values() for p in pair]
     sys_json = system_json.build(division, submitter, system_name, manifests,
                                  sorted({s for _, s in found}), overrides)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
+    try:
+        make_dirs(out.parent)
+        leftovers.sweep([out.parent], echo)  # the half-built trees of killed builds
+        tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(out.name), suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        why = disk_fault(exc, name_file=False) or exc.strerror
+        raise ApplianceError(f"cannot write the tree in {out.parent}: {why}; choose another -o folder") from None
     try:
         public_mode(tmp, directory=True)
         sub = tmp / division / submitter
@@ -215,8 +221,12 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
         if os.path.exists(out):
             raise ApplianceError(f"{out} appeared while building; nothing written there")
         os.rename(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        fault = disk_fault(exc, name_file=False)
+        if fault is not None:
+            raise ApplianceError(f"cannot write the tree in {out.parent}: {fault}; nothing was left there: free "
+                                 f"some space or choose another -o folder") from None
         raise
     todo = system_json.undetected(sys_json)
     if todo:

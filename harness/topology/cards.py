@@ -133,6 +133,17 @@ class CardSpec:
 
 CARD_SPEC_HELP = ("use auto, emulate:N, simulate:PROFILE:N (e.g. simulate:cloud-ai-100:16), cuda:all, cuda:0,1 "
                   "or a card map .yaml")
+# Each card is a worker thread (two for an asynchronous card) with its own batch buffers and queue; the
+# harness is measured up to 16 cards (tools/bench_scaling.py). 100,000 simulated cards ran out of threads
+# after two minutes; a bound checked before anything starts says so at once.
+MAX_CARDS = 256
+
+
+def check_card_count(count: int, what: str) -> None:
+    """Refuse, before anything is made, more cards than one process can drive."""
+    if count > MAX_CARDS:
+        raise ApplianceError(f"{what}: {count} cards; at most {MAX_CARDS} (each card is a worker thread with its "
+                             f"own batch buffers; the harness is measured up to 16 cards)")
 
 
 def parse_card_spec(text: str) -> CardSpec:
@@ -143,12 +154,18 @@ def parse_card_spec(text: str) -> CardSpec:
     lower = spec.lower()
     if lower == "auto":
         return CardSpec(spec, "auto")
-    match = re.fullmatch(r"emulate:(\d+)", lower)
-    if match and int(match.group(1)) >= 1:
-        return CardSpec(spec, "emulate", count=int(match.group(1)))
-    match = re.fullmatch(r"simulate:(.+):(\d+)", spec, flags=re.IGNORECASE)
-    if match and int(match.group(2)) >= 1:
-        return CardSpec(spec, "simulate", count=int(match.group(2)), profile=match.group(1))
+    kind = profile = None
+    if m := re.fullmatch(r"emulate:(\d+)", lower):
+        kind, number = "emulate", m[1]
+    elif m := re.fullmatch(r"simulate:(.+):(\d+)", spec, flags=re.IGNORECASE):
+        kind, profile, number = "simulate", m[1], m[2]
+    if kind is not None:
+        count = int(number)
+        if count < 1:
+            example = "emulate:1" if profile is None else f"simulate:{profile}:1"
+            raise ApplianceError(f"--cards {spec!r}: N, the number of cards, must be at least 1, e.g. {example}")
+        check_card_count(count, f"--cards {spec!r}")
+        return CardSpec(spec, kind, count=count, profile=profile)
     if lower == "cuda:all":
         return CardSpec(spec, "cuda")
     match = re.fullmatch(r"cuda:(\d+(?:,\d+)*)", lower)
