@@ -39,6 +39,25 @@ def test_a_damaged_prepared_manifest_is_one_line(text: str, why: str, data_dir: 
     assert not (tmp_path / "results").exists()  # refused before anything was made
 
 
+def test_a_prepared_manifest_naming_a_file_outside_its_folder_is_refused(data_dir: Path, tmp_path: Path,
+                                                                         capsys) -> None:
+    """A tampered manifest's shard name is a path out of the folder: refused, never loaded (it was np.load of
+    any .npy the path reached)."""
+    outside = tmp_path / "elsewhere.npy"
+    local = linked_copy(data_dir, tmp_path / "data")
+    manifest = local / "preprocessed" / "resnet50" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    first = manifest.parent / data["shards"][0]["file"]
+    outside.write_bytes(first.read_bytes())  # the same bytes: only the name is wrong
+    data["shards"][0]["file"] = "../../../elsewhere.npy"
+    manifest.unlink()
+    manifest.write_text(json.dumps(data))
+    assert appliance(*RUN, "--data-dir", local, "--results", tmp_path / "results") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is damaged (file '../../../elsewhere.npy' is not a plain file name of the folder)" in line, line
+    assert not (tmp_path / "results").exists()
+
+
 def test_prepare_mends_a_damaged_prepared_manifest(data_dir: Path, tmp_path: Path, capsys) -> None:
     """What the line says to do works: prepare preprocesses the damaged folder again (it stopped on the
     same internal error)."""

@@ -91,6 +91,13 @@ class PreparedData:
             out[j] = self.shards[shard][off]
 
 
+def _named(root: Path, name: object) -> Path:
+    """A file the manifest names: a plain name inside the prepared folder, never a path out of it."""
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise ValueError(f"file {name!r} is not a plain file name of the folder")
+    return root / name
+
+
 def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
@@ -105,17 +112,17 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
             raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
         shards = []
         for entry in manifest["shards"]:
-            arr = np.load(root / entry["file"], mmap_mode="r", allow_pickle=False)
+            arr = np.load(_named(root, entry["file"]), mmap_mode="r", allow_pickle=False)
             if list(arr.shape) != entry["shape"] or arr.dtype != np.uint8:
                 raise ValueError(f"{entry['file']} has shape {arr.shape} {arr.dtype}, manifest says {entry['shape']}")
             shards.append(arr)
-        labels = np.load(root / manifest["labels"]["file"], allow_pickle=False)
+        labels = np.load(_named(root, manifest["labels"]["file"]), allow_pickle=False)
         golden = None
         for key in ("annotations", "golden"):
-            if manifest.get(key) and not (root / manifest[key]["file"]).is_file():
+            if manifest.get(key) and not _named(root, manifest[key]["file"]).is_file():
                 raise ValueError(f"{manifest[key]['file']} is missing")
         if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
-            golden = np.load(root / manifest["golden"]["file"], allow_pickle=False)
+            golden = np.load(_named(root, manifest["golden"]["file"]), allow_pickle=False)
         complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         why = (f"{exc} is missing" if isinstance(exc, KeyError) else  # a number or `null` where a list is
