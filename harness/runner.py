@@ -203,7 +203,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     leftovers.sweep([Path(tempfile.gettempdir())], echo, only=leftovers.PROBES)  # of killed runs' calibrations
     if p.folder.is_dir():
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
-    rundirs.check_free_space(p.folder, _log_bytes(p), f"a {p.scenario} {p.mode} run")
+    rundirs.check_free_space(p.folder, _log_bytes(p), f"this {p.scenario} {p.mode} run")
     sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
     try:  # the cards before the folder: a card that cannot load (a GPU out of memory) leaves nothing behind
         with interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
