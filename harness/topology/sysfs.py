@@ -91,6 +91,18 @@ def parse_mask(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
     return cpus
 
 
+def _read_capped(path: Path) -> bytes:
+    """At most MAX_FILE_BYTES + 1 bytes, read in pages: /proc/sys files allocate a kernel buffer of the size
+    asked for, so one read of MAX_FILE_BYTES fails there with ENOMEM (boot_id read as unreadable)."""
+    chunks: list[bytes] = []
+    total = 0
+    with open(path, "rb") as f:
+        while total <= MAX_FILE_BYTES and (chunk := f.read(1 << 16)):
+            chunks.append(chunk)
+            total += len(chunk)
+    return b"".join(chunks)
+
+
 class Sysfs:
     """Reads files below a filesystem root (the directory that contains `sys/`, like HWLOC_FSROOT)."""
 
@@ -121,8 +133,7 @@ class Sysfs:
     def text(self, rel: str) -> str | None:
         """File content without trailing NUL bytes and whitespace; None if unreadable."""
         try:
-            with open(self.path(rel), "rb") as f:
-                raw = f.read(MAX_FILE_BYTES + 1)
+            raw = _read_capped(self.path(rel))
         except OSError:
             return None
         if len(raw) > MAX_FILE_BYTES:
