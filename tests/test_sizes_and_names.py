@@ -224,9 +224,10 @@ def test_system_names_never_leave_the_results_folder(name: str, data_dir: Path, 
 def test_a_tuned_records_user_conf_name_stays_beside_it(data_dir: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     record = tmp_path / "tuned.json"
-    choice = {"precision": "fp32", "backend": "onnxruntime", "batch_size": 8, "requests": 1, "why": "test"}
+    choice = {"precision": "fp32", "backend": "onnxruntime", "batch_size": 8, "requests": 1, "why": "test",
+              "cards": "auto"}
     record.write_text(json.dumps({
-        "format": 3, "benchmark": "resnet50", "cards": "auto", "created_utc": "", "host": {}, "method": "",
+        "format": 4, "benchmark": "resnet50", "layouts": ["auto"], "created_utc": "", "host": {}, "method": "",
         "user_conf": "../../etc/user.conf", "precisions": {}, "measured": [], "chosen": {"Offline": choice},
         "by_precision": {"fp32": {"Offline": choice}}}))
     assert appliance("run", "--data-dir", data_dir, "--results", tmp_path / "r", "--tuned", record, "-q") == 2

@@ -63,8 +63,9 @@ def test_tune_times_each_layout_and_run_places_the_cards_by_the_choice(data_dir,
 
 
 @pytest.mark.parametrize(("layouts", "message"), [
-    ("auto,emulate:0", "--cards 'emulate:0' is not understood"),
-    ("emulate:1,emulate:4096", "4096 cards but only"),
+    ("auto,emulate:0", "--cards 'emulate:0': N, the number of cards, must be at least 1"),
+    ("emulate:1,emulate:64", "64 cards but only"),
+    ("emulate:1,emulate:4096", "4096 cards; at most 256"),
 ])
 def test_a_layout_that_cannot_be_placed_is_refused_before_anything_is_timed(data_dir, tmp_path, capsys, layouts,
                                                                           message):
