@@ -39,7 +39,7 @@ RUN apt-get update \
 COPY requirements.lock requirements-gpu.lock /src/
 COPY pyproject.toml setup.py README.md /src/
 # the package with its data: simulated-card profiles (harness/cards/profiles) and the paper servers'
-# card maps (harness/topology/maps); setup.py writes GIT_COMMIT into harness/_build_info.py
+# card maps (harness/hw/topology/maps); setup.py writes GIT_COMMIT into harness/_build_info.py
 COPY harness /src/harness
 
 FROM build AS venv-cpu
@@ -69,7 +69,7 @@ RUN --mount=type=secret,id=pip_cert \
 FROM runtime AS data
 COPY --from=venv-cpu /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH APPLIANCE_DATA_DIR=/opt/appliance/data PYTHONDONTWRITEBYTECODE=1
-RUN for benchmark in $(python -c 'from harness.benchmarks import NAMES; print(*NAMES)'); do \
+RUN for benchmark in $(python -c 'from harness.data.benchmarks import NAMES; print(*NAMES)'); do \
       appliance prepare --benchmark "$benchmark" --quiet || exit 1; \
     done \
  && find /opt/appliance/data -type f \( -iname '*.jpeg' -o -iname '*.jpg' -o -iname '*.png' \) -delete \

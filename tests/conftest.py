@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import DETECTION_SAMPLES, SAMPLES, appliance, linked_copy
 
-from harness.datasets import imagenet
-from harness.neighbours import REGISTRY_ENV
+from harness.data.datasets import imagenet
+from harness.run.neighbours import REGISTRY_ENV
 
 PREPARED_DATA = ("det_data_dir", "int8_data_dir")
 
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def run_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This session's runs see each other on the machine's cores (harness.neighbours), not another session's
+    """This session's runs see each other on the machine's cores (harness.run.neighbours), not another session's
     run beside it on a shared machine, whose warning would land in this session's summaries."""
     folder = tmp_path_factory.mktemp("run-registry")
     os.environ[REGISTRY_ENV] = str(folder)

@@ -10,8 +10,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.cli import main
-from harness.results import read_detail
+from harness.cli.main import main
+from harness.records.results import read_detail
 
 SAMPLES = 48  # size of the session's prepared synthetic dataset
 # detection: images per benchmark in the session's prepared data (SSD-ResNet34 and RetinaNet take ~5 s
@@ -77,7 +77,7 @@ def appliance(*args: object) -> int:
 
 
 def appliance_subprocess(*args: object, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)], capture_output=True,
                           text=True, **kw)
 
 

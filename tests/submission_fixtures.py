@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.submission.rounds import ROUNDS, SYSTEM_MEANINGFUL, SYSTEM_REQUIRED, BenchmarkRules
+from harness.audit.submission.rounds import ROUNDS, SYSTEM_MEANINGFUL, SYSTEM_REQUIRED, BenchmarkRules
 
 METRIC_VALUE = {"Offline": 1234.5, "Server": 1000.0, "SingleStream": 812345, "MultiStream": 2345678}
 SPQ = {"Offline": 24576 * 2, "Server": 1, "SingleStream": 1, "MultiStream": 8}

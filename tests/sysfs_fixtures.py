@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.topology.sysfs import format_cpulist
+from harness.core.sysfs import format_cpulist
 
 QUALCOMM, AIC100 = 0x17CB, 0xA100
 NVIDIA, A100_PCIE, H100_SXM, H100_PCIE = 0x10DE, 0x20F1, 0x2330, 0x2331

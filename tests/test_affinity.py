@@ -13,7 +13,7 @@ import os
 import pytest
 from helpers import appliance, watch_threads
 
-from harness.topology.sysfs import format_cpulist
+from harness.core.sysfs import format_cpulist
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs for emulate:2")
 

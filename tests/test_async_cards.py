@@ -1,4 +1,4 @@
-"""The asynchronous card contract (harness/cards/base.py) and the SUT that drives it (harness/sut/):
+"""The asynchronous card contract (harness/run/cards/base.py) and the SUT that drives it (harness/run/sut/):
 depth respected and used, the synchronous adapter, the pipelined simulated card's stage model on a
 clock the test controls, the frozen batching policy and stats, and a failing card's counts."""
 
@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from helpers import SAMPLES
 
-from harness import benchmarks
-from harness.cards.base import AsyncCard, CardInfo, Synchronous, ZeroOutputs, as_async
-from harness.cards.simulated_card import Pipeline, PipelinedSimulatedCard, Profile, SimulatedCard
-from harness.datasets import store
-from harness.prepare import Layout
-from harness.qsl import SampleLibrary, plan_replicas
-from harness.sut import CardSlot, SystemUnderTest
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.prepare.steps import Layout
+from harness.run.cards.base import AsyncCard, CardInfo, Synchronous, ZeroOutputs, as_async
+from harness.run.cards.simulated_card import Pipeline, PipelinedSimulatedCard, Profile, SimulatedCard
+from harness.run.qsl import SampleLibrary, plan_replicas
+from harness.run.sut import CardSlot, SystemUnderTest
 
 BENCH = benchmarks.get("resnet50")
 CPUS = tuple(sorted(os.sched_getaffinity(0)))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import benchmarks, compliance, nms
-from harness.errors import ApplianceError
-from harness.submission import rounds
+from harness.audit import compliance
+from harness.audit.submission import rounds
+from harness.core.errors import ApplianceError
+from harness.data import benchmarks, nms
 
 
 @pytest.mark.parametrize("name", ["resnet50", "yolo-95", "yolo-99"])

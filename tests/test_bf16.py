@@ -1,4 +1,4 @@
-"""bf16 as a precision (harness.bf16): the FP32 weights computed in bfloat16 by OpenVINO where the CPU has
+"""bf16 as a precision (harness.prepare.bf16): the FP32 weights computed in bfloat16 by OpenVINO where the CPU has
 AVX512_BF16 or AMX-BF16, its agreement with FP32 measured at prepare, refused in one line elsewhere and on
 backends without a bf16 path; tune and run take it like any prepared precision."""
 
@@ -9,10 +9,11 @@ import json
 import pytest
 from helpers import appliance, linked_copy
 
-from harness import bf16, system
-from harness.errors import ApplianceError
-from harness.submission.tree import measurements
-from harness.tune import Sweep
+from harness.audit.submission.tree import measurements
+from harness.core.errors import ApplianceError
+from harness.hw import system
+from harness.prepare import bf16
+from harness.tune.search import Sweep
 
 # /proc/cpuinfo flags of three CPU families this project's machines have had (abridged to what matters)
 MILAN = {"sse4_2", "avx", "avx2", "fma"}                                       # AMD Zen 3: no bf16

@@ -7,8 +7,8 @@ import json
 import pytest
 from helpers import SLOW_STEADY_OFFLINE, SLOW_STEADY_PROFILE, STEADY_PROFILE, appliance
 
-from harness.compliance import verify_accuracy, verify_bracketed, verify_performance
-from harness.results import read_detail
+from harness.audit.compliance import verify_accuracy, verify_bracketed, verify_performance
+from harness.records.results import read_detail
 
 
 def _tree(tmp_path, data_dir, scenario, card=("--backend", "null"), perf=("--duration-ms", 1000)):

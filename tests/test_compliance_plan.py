@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers import appliance
 
-import harness.integrity
-import harness.topology
+import harness.data.integrity
+import harness.hw.topology
 
 
 @pytest.mark.slow
@@ -23,8 +23,8 @@ def test_compliance_resolves_the_plan_once(data_dir, tmp_path, monkeypatch):
             return real(*args, **kw)
         return spy
 
-    monkeypatch.setattr(harness.topology, "detect", counted("detect", harness.topology.detect))
-    monkeypatch.setattr(harness.integrity, "verify_loaded", counted("verify_loaded", harness.integrity.verify_loaded))
+    monkeypatch.setattr(harness.hw.topology, "detect", counted("detect", harness.hw.topology.detect))
+    monkeypatch.setattr(harness.data.integrity, "verify_loaded", counted("verify_loaded", harness.data.integrity.verify_loaded))
     assert appliance("run", *common, "--mode", "TEST04") == 0
     assert calls == {"detect": 1, "verify_loaded": 4}, calls  # the plan's check, then one per run
     folder = tmp_path / "sut" / "resnet50" / "Offline" / "TEST04"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import system
+from harness.hw import system
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -110,7 +110,7 @@ def test_data_is_prepared_once_for_both_variants():
     base, data = stages["data"]
     assert base == "runtime" and "VARIANT" not in " ".join(args for _, args in data)
     runs = " ".join(args for word, args in data if word == "RUN")
-    assert "from harness.benchmarks import NAMES" in runs and "appliance prepare --benchmark" in runs
+    assert "from harness.data.benchmarks import NAMES" in runs and "appliance prepare --benchmark" in runs
     assert any(word == "COPY" and "--from=venv-cpu" in args for word, args in data)
     assert "requirements-gpu.lock" in " ".join(args for _, args in stages["venv-gpu"][1])
     assert "APPLIANCE_BACKEND=onnxruntime-cuda" in dict(stages["image-gpu"][1])["ENV"]
@@ -132,9 +132,9 @@ def test_gpu_lock_is_the_lock_with_onnxruntime_gpu_and_cuda():
 
 
 def test_benchmark_loop_of_the_dockerfile_names_every_benchmark():
-    from harness.benchmarks import NAMES
+    from harness.data.benchmarks import NAMES
 
-    out = subprocess.run([sys.executable, "-c", "from harness.benchmarks import NAMES; print(*NAMES)"],
+    out = subprocess.run([sys.executable, "-c", "from harness.data.benchmarks import NAMES; print(*NAMES)"],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     assert out == list(NAMES) and "resnet50" in out
 

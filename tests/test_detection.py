@@ -15,11 +15,12 @@ import pytest
 from helpers import DETECTION_SAMPLES, STEADY_PROFILE, appliance, validity_explained
 from onnx import TensorProto, helper
 
-from harness import benchmarks, loadgen_settings
-from harness.accuracy import coco as coco_scoring
-from harness.datasets import coco, store
-from harness.loadgen_settings import Requested, effective_user_conf
-from harness.results import read_detail
+from harness.data import benchmarks
+from harness.data.accuracy import coco as coco_scoring
+from harness.data.datasets import coco, store
+from harness.records.results import read_detail
+from harness.run import loadgen_settings
+from harness.run.loadgen_settings import Requested, effective_user_conf
 
 V61_QSL_SEED = 2085463073848966840
 
@@ -120,7 +121,7 @@ def test_empty_responses_and_mismatched_rows(det_data_dir, tmp_path):
     data = prepared(det_data_dir, "ssd-mobilenet")
     empty = coco_scoring.score(_log(tmp_path / "e.json", [(0, np.zeros((0, 7)))]), data, "golden")
     assert empty.percent == 0.0 and empty.details["images_without_detections"] == 1
-    from harness.errors import DataError
+    from harness.core.errors import DataError
 
     with pytest.raises(DataError, match="carries a detection of sample 3"):
         coco_scoring.score(_log(tmp_path / "m.json", [(0, np.asarray([[3, 0, 0, 1, 1, 0.9, 1]]))]), data, "golden")
@@ -277,7 +278,7 @@ def test_images_missing_from_the_folder(det_data_dir, tmp_path, capsys):
 
 
 def test_model_with_wrong_output_shape(tmp_path, capsys):
-    from harness.models import detection as d
+    from harness.data.models import detection as d
 
     x = helper.make_tensor_value_info(d.SSD_MOBILENET_INPUT, TensorProto.FLOAT, ["N", 3, 300, 300])
     outs = [helper.make_tensor_value_info(d.SSD_MOBILENET_BOXES, TensorProto.FLOAT, ["N", 1917, 4]),

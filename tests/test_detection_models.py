@@ -6,9 +6,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from harness import nms
-from harness.models import detection
-from harness.models.stats import model_stats
+from harness.data import nms
+from harness.data.models import detection
+from harness.data.models.stats import model_stats
 
 # (builder, params reference, GOPS reference, output shapes per image)
 MODELS = {

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness import benchmarks, loadgen_settings
-from harness.calibration import describe_estimate, estimate_seconds
-from harness.loadgen_settings import Calibration, Requested, effective_user_conf
-from harness.results import read_detail
+from harness.data import benchmarks
+from harness.records.results import read_detail
+from harness.run import loadgen_settings
+from harness.run.calibration import describe_estimate, estimate_seconds
+from harness.run.loadgen_settings import Calibration, Requested, effective_user_conf
 
 D_MS = 3000
 

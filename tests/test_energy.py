@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.energy import EnergyMeter
+from harness.hw.energy import EnergyMeter
 
 
 def _zone(root: Path, name: str, zone: str, energy: int, max_uj: int = 262143328850) -> Path:

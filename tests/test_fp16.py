@@ -12,10 +12,10 @@ import onnxruntime as ort
 import pytest
 from helpers import appliance, linked_copy
 
-from harness import benchmarks
-from harness.fp16 import convert, emulation
-from harness.quantize import uint8_input
-from harness.tune import CPU_BATCHES, GPU_BATCHES, Sweep, eligibility
+from harness.data import benchmarks
+from harness.prepare.fp16 import convert, emulation
+from harness.prepare.quantize import uint8_input
+from harness.tune.search import CPU_BATCHES, GPU_BATCHES, Sweep, eligibility
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ import onnxruntime as ort
 import pytest
 from helpers import appliance
 
-from harness import gpu
-from harness.cards import BackendSpec
-from harness.errors import ApplianceError, DataError
+from harness.core.errors import ApplianceError, DataError
+from harness.hw import gpu
+from harness.run.cards import BackendSpec
 
 HAS_ORT_GPU = "CUDAExecutionProvider" in ort.get_available_providers()
 _needs_ort_gpu = pytest.mark.skipif(not HAS_ORT_GPU,
@@ -78,7 +78,7 @@ def test_tune_on_a_gpu_backend_without_gpu_is_one_line(data_dir, tmp_path, capsy
 def test_card_refuses_rather_than_run_on_the_cpu(data_dir):
     """Made directly (no plan, no library check), the card's session itself refuses the CPU fallback, and
     says it is the provider, not the model, that failed."""
-    from harness.cards.onnxruntime_card import OnnxRuntimeCard
+    from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 
     model = next((data_dir / "models").glob("resnet50-*.onnx"))
     spec = BackendSpec("onnxruntime-cuda", model, "input_tensor:0", ("ArgMax:0",), (), gpus=())
@@ -92,7 +92,7 @@ def test_card_refuses_rather_than_run_on_the_cpu(data_dir):
 @pytest.mark.skipif(HAS_GPU, reason="a machine without a GPU")
 def test_missing_cuda_libraries_are_named_in_a_fresh_process(tmp_path):
     """preload_dlls and the provider's dlopen are process-wide: a fresh interpreter sees them as a user does."""
-    code = ("from harness.cards.onnxruntime_card import check_gpu_libraries\n"
+    code = ("from harness.run.cards.onnxruntime_card import check_gpu_libraries\n"
             "check_gpu_libraries('onnxruntime-cuda')\nprint('loaded')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode != 0 and "cannot load its CUDAExecutionProvider" in done.stderr

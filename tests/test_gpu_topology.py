@@ -10,10 +10,10 @@ import pytest
 from helpers import appliance
 from sysfs_fixtures import build, shared_trees
 
-from harness.errors import ApplianceError
-from harness.gpu import bus_id, visible
-from harness.topology import detect, plan
-from harness.topology.formats import load_card_map, render_yaml
+from harness.core.errors import ApplianceError
+from harness.hw.gpu import bus_id, visible
+from harness.hw.topology import detect, plan
+from harness.hw.topology.formats import load_card_map, render_yaml
 
 HGX_GPUS = ["0000:01:00.0", "0000:09:00.0", "0000:21:00.0", "0000:29:00.0",
             "0000:41:00.0", "0000:49:00.0", "0000:61:00.0", "0000:69:00.0"]

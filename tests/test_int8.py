@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import SAMPLES, appliance
 
-from harness.datasets import imagenet
+from harness.data.datasets import imagenet
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance_subprocess
 
-from harness.integrity import Mismatch, sha256_once, verify_prepared
+from harness.data.integrity import Mismatch, sha256_once, verify_prepared
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 # a real signal, sent by the process to itself while one of its steps (module, function) runs
 _SIGNAL_IN = """
 import importlib, os, signal, sys, time
-from harness.cli import main
+from harness.cli.main import main
 module, attr, sig = sys.argv[1], sys.argv[2], getattr(signal, sys.argv[3])
 mod = importlib.import_module(module)
 real = getattr(mod, attr)
@@ -66,7 +66,7 @@ def test_reproduce_stops_whole_on_a_signal(sig: signal.Signals, data_dir: Path, 
     REPRODUCIBLE row, the next row started, and the process aborted in C++ with exit 134)."""
     tree = _tree(tmp_path, data_dir)
     out = tmp_path / "audit"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "reproduce", str(tree), "--data-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "reproduce", str(tree), "--data-dir",
                              str(data_dir), "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     _wait_for(".audit.*.tmp/runs/**/.run_1.staging-*/mlperf_log_detail.txt", tmp_path, proc)
@@ -83,7 +83,7 @@ def test_reproduce_stops_whole_on_a_signal(sig: signal.Signals, data_dir: Path, 
 def test_run_stopped_during_loadgen_is_kept_incomplete(sig: signal.Signals, data_dir: Path, tmp_path: Path) -> None:
     """SIGTERM (`docker stop`) ends a run as Ctrl-C does, with its own exit code (it was 130 for both)."""
     results = tmp_path / "results"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *RUN, "--data-dir", str(data_dir), "--results",
                              str(results), "--duration-ms", "60000"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for("**/.run_1.staging-*/mlperf_log_detail.txt", results, proc)
@@ -100,7 +100,7 @@ def test_tune_stopped_by_sigterm_writes_nothing(data_dir: Path, tmp_path: Path) 
     """SIGTERM while tune times its first configuration: exit 143 and no record, no empty folder (it was
     130, `interrupted`, and the record's folder stayed, empty)."""
     out = tmp_path / "tuned" / "t.json"
-    done = _signalled_in("harness.tune._measure", signal.SIGTERM, "tune", "--data-dir", data_dir, "--cards",
+    done = _signalled_in("harness.tune.search._measure", signal.SIGTERM, "tune", "--data-dir", data_dir, "--cards",
                          "emulate:1", "--batch-sizes", "1", "--backends", "onnxruntime", "-o", out, "-q")
     assert done.returncode == 143, done.stderr
     assert _one_line(done.stderr) == "appliance: terminated (SIGTERM)"
@@ -113,7 +113,7 @@ def test_prepare_stopped_by_sigterm_keeps_the_old_data(data_dir: Path, tmp_path:
     local = linked_copy(data_dir, tmp_path / "data")
     manifest = local / "preprocessed" / "resnet50" / "manifest.json"
     before = manifest.read_bytes()
-    done = _signalled_in("harness.datasets.store.close_array", signal.SIGTERM, "prepare", "--data-dir", local,
+    done = _signalled_in("harness.data.datasets.store.close_array", signal.SIGTERM, "prepare", "--data-dir", local,
                          "--samples", 24, "-q")
     assert done.returncode == 143, done.stderr
     assert _one_line(done.stderr) == "appliance: terminated (SIGTERM)"
@@ -125,8 +125,8 @@ def test_compliance_stopped_between_its_runs_keeps_them(data_dir: Path, tmp_path
     """SIGTERM after TEST04's three runs, before the verdict: they are kept in TEST04.incomplete and the line
     names it (the process was killed, leaving .TEST04.staging-PID and its claim)."""
     args = [*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", 300]
-    assert subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True).returncode == 0
-    done = _signalled_in("harness.compliance.verify_bracketed", signal.SIGTERM, *args, "--mode", "TEST04")
+    assert subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)], capture_output=True).returncode == 0
+    done = _signalled_in("harness.audit.compliance.verify_bracketed", signal.SIGTERM, *args, "--mode", "TEST04")
     assert done.returncode == 143, done.stderr
     (kept,) = tmp_path.rglob("TEST04.incomplete")
     assert done.stderr.strip().splitlines()[-1] == \
@@ -141,7 +141,7 @@ def offline_runs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     """An Offline performance and accuracy run of the null backend: what `submission build` needs."""
     root = tmp_path_factory.mktemp("offline-runs")
     for mode in ("performance", "accuracy"):
-        done = subprocess.run([sys.executable, "-m", "harness.cli", *RUN, "--mode", mode, "--data-dir",
+        done = subprocess.run([sys.executable, "-m", "harness.cli.main", *RUN, "--mode", mode, "--data-dir",
                                str(data_dir), "--results", str(root), "--duration-ms", "300", "--system", "box"],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
@@ -150,7 +150,7 @@ def offline_runs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 def test_submission_build_stopped_by_sigterm_leaves_nothing(offline_runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "tree"
-    done = _signalled_in("harness.submission.tree._write_scenario", signal.SIGTERM, "submission", "build",
+    done = _signalled_in("harness.audit.submission.tree._write_scenario", signal.SIGTERM, "submission", "build",
                          "--submitter", "Org", "--system", "edge1", offline_runs, "-o", out)
     assert done.returncode == 143, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "appliance: terminated (SIGTERM)"

@@ -10,7 +10,7 @@ import time
 import psutil
 from helpers import appliance
 
-from harness import keep_warm
+from harness.run import keep_warm
 
 
 def _spinners() -> list[psutil.Process]:

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from harness import launch_checks, syscalls
-from harness.launch_checks import LaunchFacts, warnings
+from harness.core import syscalls
+from harness.run import launch_checks
+from harness.run.launch_checks import LaunchFacts, warnings
 
 GOOD = LaunchFacts(in_container=True, allowed_cpus=frozenset(range(16)), wanted_cpus=frozenset(range(16)),
                    allowed_mems=frozenset({0, 1}), wanted_mems=frozenset({0, 1}), mempolicy_errno=0,

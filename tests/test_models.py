@@ -11,8 +11,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 
-from harness.models import resnet50
-from harness.models.stats import model_stats
+from harness.data.models import resnet50
+from harness.data.models.stats import model_stats
 
 
 def test_signature_params_and_ops(data_dir):

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from helpers import SAMPLES, appliance
 
-from harness import benchmarks
-from harness.cards.base import CardInfo
-from harness.datasets import store
-from harness.prepare import Layout
-from harness.qsl import ALIGN, SampleLibrary, plan_replicas
-from harness.sut import CardSlot, SystemUnderTest
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.prepare.steps import Layout
+from harness.run.cards.base import CardInfo
+from harness.run.qsl import ALIGN, SampleLibrary, plan_replicas
+from harness.run.sut import CardSlot, SystemUnderTest
 
 BENCH = benchmarks.get("resnet50")
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
@@ -278,7 +278,7 @@ def test_bad_cards_spec_is_one_line(spec, data_dir, tmp_path, capsys):
 def test_default_server_deadline_fills_99_percent_of_batches(batch):
     """The default deadline is the 99th percentile of a batch's fill time under Poisson arrivals
     (checked against 200,000 seeded simulated batches), capped at a tenth of the latency bound."""
-    from harness.runner import default_max_wait_s
+    from harness.run.runner import default_max_wait_s
 
     qps = 50_000.0  # high enough that the cap does not bind
     deadline = default_max_wait_s(BENCH, batch, qps)

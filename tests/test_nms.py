@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import benchmarks, nms
-from harness.errors import DataError
+from harness.core.errors import DataError
+from harness.data import benchmarks, nms
 
 # ---------------------------------------------------------------------------------------------
-# the plain reference: a direct transcription of the semantics in harness/nms.py's docstring
+# the plain reference: a direct transcription of the semantics in harness/data/nms.py's docstring
 
 
 def _dequant(arr: np.ndarray, quant: nms.Quant | None) -> np.ndarray:

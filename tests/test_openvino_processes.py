@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness.cards.openvino_process import SEGMENT_PREFIX, OpenVinoProcessCard
-from harness.errors import DataError
-from harness.topology.sysfs import format_cpulist, parse_cpulist
+from harness.core.errors import DataError
+from harness.core.sysfs import format_cpulist, parse_cpulist
+from harness.run.cards.openvino_process import SEGMENT_PREFIX, OpenVinoProcessCard
 
 pytest.importorskip("openvino")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs for emulate:2")]
 
-WORKER_MODULE = b"harness.cards.openvino_process"
+WORKER_MODULE = b"harness.run.cards.openvino_process"
 
 
 def workers(parent: int | None = None) -> list[int]:
@@ -163,7 +163,7 @@ def test_killed_workers_end_the_run_in_one_line(data_dir, tmp_path, capsys):
 def test_killed_appliance_leaves_no_segment_and_no_worker(data_dir, tmp_path):
     """The appliance itself killed mid-run: Python's resource tracker unlinks the segments, and the workers,
     their stdin at EOF, close and exit."""
-    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--data-dir", str(data_dir), "--results",
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", "--data-dir", str(data_dir), "--results",
                             str(tmp_path), "--backend", "openvino", "--cards", "emulate:2", "--duration-ms", "60000",
                             "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

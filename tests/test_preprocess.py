@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import appliance
 
-from harness.datasets import imagenet, store
+from harness.data.datasets import imagenet, store
 
 
 def reference_preprocess(path) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The ideal Server queue (harness.queueing) against a plain heap simulation and what queueing theory says."""
+"""The ideal Server queue (harness.core.queueing) against a plain heap simulation and what queueing theory says."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import heapq
 import numpy as np
 import pytest
 
-from harness import queueing
+from harness.core import queueing
 
 
 def _plain(arrivals: np.ndarray, batch: int, deadline: float, service: float, servers: int) -> np.ndarray:

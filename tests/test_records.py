@@ -10,9 +10,9 @@ import pytest
 from helpers import appliance
 
 import harness
-from harness import manifest as run_manifest
-from harness import model_record, tuned
-from harness.errors import DataError
+from harness.core.errors import DataError
+from harness.records import manifest as run_manifest
+from harness.records import model_record, tuned
 
 MODEL = model_record.ModelRecord(
     benchmark="resnet50", path="models/resnet50-seeded-s0.onnx", sha256="ab" * 32, md5="cd" * 16, synthetic=True,

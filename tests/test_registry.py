@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import DataError
-from harness.models.registry import OFFICIAL, Artefact, check_model_file, fetch, file_digests, find
+from harness.core.errors import DataError
+from harness.data.models.registry import OFFICIAL, Artefact, check_model_file, fetch, file_digests, find
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 PAYLOAD_MD5 = hashlib.md5(PAYLOAD).hexdigest()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness.report_groups import by_scenario, collect, latest_per_setup, scaling_series
+from harness.report.groups import by_scenario, collect, latest_per_setup, scaling_series
 
 NULL = {"device": "none", "backend": "null"}
 SIM = {"device": "cloud-ai-100 (simulated)", "backend": "simulated"}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness import rundirs
+from harness.run import rundirs
 
 RUN = ["run", "--backend", "null", "-q"]
 
@@ -49,7 +49,7 @@ def test_concurrent_claims_get_distinct_numbers(tmp_path: Path) -> None:
 
 _GATED = """
 import os, sys, time
-from harness.cli import main
+from harness.cli.main import main
 gate = sys.argv[1]
 open(gate + f".ready-{os.getpid()}", "w").close()
 while not os.path.exists(gate):
@@ -80,7 +80,7 @@ def test_two_runs_started_together_both_finish(attempt: int, tmp_path: Path, dat
 def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_dir: Path) -> None:
     results = tmp_path / "results"
     args = [*RUN, "--data-dir", str(data_dir), "--results", str(results)]
-    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--duration-ms", "60000"],
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *args, "--duration-ms", "60000"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list(results.rglob(".run_1.staging-*/mlperf_log_detail.txt")):
@@ -88,7 +88,7 @@ def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_d
     child.send_signal(signal.SIGKILL)
     child.wait(30)
     (staging,) = results.rglob(".run_1.staging-*")
-    next_run = subprocess.run([sys.executable, "-m", "harness.cli", *args, "--duration-ms", "300"],
+    next_run = subprocess.run([sys.executable, "-m", "harness.cli.main", *args, "--duration-ms", "300"],
                               capture_output=True, text=True, timeout=300)
     assert next_run.returncode == 0, next_run.stderr
     assert f"PID {child.pid}" in next_run.stdout and "run_1.incomplete" in next_run.stdout
@@ -102,7 +102,7 @@ def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_d
 _INTERRUPTED_WARM_UP = """
 import os, signal, sys, time
 from harness import calibration
-from harness.cli import main
+from harness.cli.main import main
 real = calibration.calibrate
 def interrupted_warm_up(*args, **kwargs):  # a real SIGINT, delivered while the cards warm up
     os.kill(os.getpid(), signal.SIGINT)
@@ -129,7 +129,7 @@ def test_ctrl_c_before_loadgen_keeps_nothing_and_says_so(tmp_path: Path, data_di
 def test_disk_fault_during_a_run_is_one_line_and_an_incomplete_run(code: int, tmp_path: Path, data_dir: Path,
                                                                    capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """The manifest write fails as a full (or failing) disk fails it: run_1.incomplete saying why."""
-    from harness import manifest
+    from harness.records import manifest
 
     def failing_write(path: Path, data: object) -> None:
         raise OSError(code, os.strerror(code), str(path))
@@ -175,7 +175,7 @@ def test_nearly_full_disk_is_refused_before_the_run(small_disk, tmp_path: Path, 
 def test_disk_filling_during_a_run_ends_it_incomplete(small_disk, tmp_path: Path, data_dir: Path) -> None:
     """A real full disk: the run passes the free-space check, then the disk fills while LoadGen runs."""
     disk = small_disk("20m")
-    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir),
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *RUN, "--data-dir", str(data_dir),
                               "--results", str(disk), "--duration-ms", "4000"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -197,7 +197,7 @@ def test_disk_fault_in_a_compliance_test_keeps_it_incomplete(tmp_path: Path, dat
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """TEST04's first run (the reference taken right before the test run) hits a full disk: TEST04.incomplete
     holds it, and the line names that folder."""
-    from harness import manifest
+    from harness.records import manifest
 
     args = [*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", "300"]
     assert appliance(*args) == 0
@@ -255,7 +255,7 @@ def _in_new_pid_namespace(*args: str) -> subprocess.Popen[str]:
     """The CLI as PID 1 of a new PID namespace, as in the image (`ENTRYPOINT ["appliance"]`); root only."""
     if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode != 0:
         pytest.skip("cannot make a PID namespace here (needs root and unshare)")
-    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "harness.cli", *args],
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "harness.cli.main", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -304,7 +304,7 @@ def test_runs_on_the_same_cores_warn_of_each_other(tmp_path: Path, data_dir: Pat
     registry is empty once both are done."""
     import json
 
-    first = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
+    first = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *RUN, "--data-dir", str(data_dir), "--results",
                               str(tmp_path / "a"), "--duration-ms", "15000"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

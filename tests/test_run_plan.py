@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness import topology
-from harness.errors import ApplianceError
-from harness.topology.cards import parse_card_spec
+from harness.core.errors import ApplianceError
+from harness.hw import topology
+from harness.hw.topology.cards import parse_card_spec
 
 
 @pytest.mark.parametrize(("text", "kind", "count", "profile"), [

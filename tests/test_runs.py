@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import SAMPLES, STEADY_PROFILE, appliance, validity_explained
 
-from harness.results import read_detail
+from harness.records.results import read_detail
 
 V61_SEEDS = {"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
              "schedule_rng_seed": 16159082839903944936}
@@ -112,13 +112,13 @@ def test_accuracy_mode_hash_and_golden(data_dir, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
-    """The garbage collector is off while LoadGen runs (harness.sut.loadgen_window): that is only safe if
+    """The garbage collector is off while LoadGen runs (harness.run.sut.loadgen_window): that is only safe if
     reference counting frees everything the per-query path allocates. Runs of 200 and 20,000 queries
     (null cards, Server and Offline) must leave the same number of cycles behind (setup and teardown's)."""
     import gc
 
-    from harness.loadgen_settings import Requested
-    from harness.runner import RunOptions, run
+    from harness.run.loadgen_settings import Requested
+    from harness.run.runner import RunOptions, run
 
     def cycles_left(scenario: str, queries: int) -> int:
         gc.collect()
@@ -137,8 +137,8 @@ def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
 
 
 def test_user_conf_can_turn_query_coalescing_off(tmp_path):
-    from harness import benchmarks
-    from harness.loadgen_settings import Requested, effective_user_conf
+    from harness.data import benchmarks
+    from harness.run.loadgen_settings import Requested, effective_user_conf
 
     bench = benchmarks.get("resnet50")
     derived = effective_user_conf(bench, Requested("Server", "performance"), None, SAMPLES, 1)

@@ -10,11 +10,11 @@ import pytest
 from helpers import appliance
 from submission_fixtures import make_tree, mllog, perf_values
 
-from harness.errors import ApplianceError
-from harness.loadgen_settings import Requested
-from harness.reproduce import find_targets
-from harness.scenarios import Mode, Scenario
-from harness.submission.check import check_tree
+from harness.audit.reproduce import find_targets
+from harness.audit.submission.check import check_tree
+from harness.core.errors import ApplianceError
+from harness.core.scenarios import Mode, Scenario
+from harness.run.loadgen_settings import Requested
 
 
 def test_text_becomes_enums_that_still_read_as_the_same_strings():

@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 from sysfs_fixtures import Machine, write_machine
 from test_sizes_and_names import _limit
 
-from harness import benchmarks, loadgen_settings
-from harness.errors import ApplianceError
-from harness.loadgen_settings import KEY_RULES, check_conf_text, check_load, known_keys
-from harness.scenarios import SCENARIOS, Mode, Scenario
-from harness.topology import detect
-from harness.topology.sysfs import FIXED_BOUND, CpuBound, parse_cpulist, parse_mask
+from harness.core.errors import ApplianceError
+from harness.core.scenarios import SCENARIOS, Mode, Scenario
+from harness.core.sysfs import FIXED_BOUND, CpuBound, parse_cpulist, parse_mask
+from harness.data import benchmarks
+from harness.hw.topology import detect
+from harness.run import loadgen_settings
+from harness.run.loadgen_settings import KEY_RULES, check_conf_text, check_load, known_keys
 
 PROPERTY = settings(max_examples=200, deadline=10000, derandomize=True)  # ms per example (a busy 2-core
 # machine); derandomized: CI tries the same examples every time, so it cannot pass or fail by the draw

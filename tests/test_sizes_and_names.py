@@ -20,8 +20,8 @@ import pytest
 from helpers import appliance
 from sysfs_fixtures import Machine, write_machine
 
-from harness.errors import ApplianceError
-from harness.loadgen_settings import check_conf_text
+from harness.core.errors import ApplianceError
+from harness.run.loadgen_settings import check_conf_text
 
 ULIMIT_KB = 3_000_000  # the bound every size-from-outside case runs under (docs/faults.md says it too)
 CPU = "sys/devices/system/cpu"
@@ -33,7 +33,7 @@ def _limit() -> None:
 
 def limited(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess under ULIMIT_KB of address space (a crash there cannot take pytest down)."""
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)], capture_output=True, text=True,
                           preexec_fn=_limit, timeout=timeout)
 
 

@@ -10,7 +10,7 @@ import pytest
 from helpers import appliance
 from test_submission_tree import SCENARIOS, add_compliance, digests, shared_runs
 
-from harness.submission.check import check_tree
+from harness.audit.submission.check import check_tree
 
 FULL_LENGTH = {"effective_min_duration_ms": 600000, "effective_samples_per_query": 24576,
                "early_stopping_met": True, "result_validity": "VALID"}

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from submission_fixtures import make_tree
 
-from harness.submission.check import check_tree
-from harness.submission.rounds import SYSTEM_MEANINGFUL
+from harness.audit.submission.check import check_tree
+from harness.audit.submission.rounds import SYSTEM_MEANINGFUL
 
 JSON_SCALARS = st.none() | st.booleans() | st.text(max_size=12) | st.floats(allow_nan=False).filter(
     lambda f: not f.is_integer())

@@ -11,9 +11,9 @@ import pytest
 from helpers import appliance
 from submission_fixtures import PYCOCO, accuracy_values, make_tree, mllog, perf_values
 
-from harness.errors import ApplianceError
-from harness.submission.check import check_tree
-from harness.submission.rounds import ROUNDS
+from harness.audit.submission.check import check_tree
+from harness.audit.submission.rounds import ROUNDS
+from harness.core.errors import ApplianceError
 
 
 def digests(root: Path) -> dict[str, tuple[int, float]]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import appliance, appliance_subprocess
 
-from harness.submission.rounds import SYSTEM_REQUIRED
-from harness.submission.truncate import truncate_accuracy_log
+from harness.audit.submission.rounds import SYSTEM_REQUIRED
+from harness.audit.submission.truncate import truncate_accuracy_log
 
 SCENARIOS = ("Offline", "SingleStream", "MultiStream")
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sysfs_fixtures import Machine, build, shared_trees, write_machine
 
-from harness.cli import main
-from harness.errors import ApplianceError
-from harness.topology import detect, load_card_map, plan
-from harness.topology.formats import render_docker, render_numa_config, render_yaml
+from harness.cli.main import main
+from harness.core.errors import ApplianceError
+from harness.hw.topology import detect, load_card_map, plan
+from harness.hw.topology.formats import render_docker, render_numa_config, render_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 

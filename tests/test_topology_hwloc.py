@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from sysfs_fixtures import ALL_SYSTEMS, PAPER_SYSTEMS, build, shared_trees
 
-from harness.errors import ApplianceError
-from harness.topology import detect, hwloc_xml, plan
-from harness.topology.hwloc_xml import differences, parse_bitmap, read_hwloc_xml
+from harness.core.errors import ApplianceError
+from harness.hw.topology import detect, hwloc_xml, plan
+from harness.hw.topology.hwloc_xml import differences, parse_bitmap, read_hwloc_xml
 
 LSTOPO = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
 needs_lstopo = pytest.mark.skipif(LSTOPO is None, reason="hwloc's lstopo is not installed (apt-get install hwloc)")

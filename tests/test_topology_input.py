@@ -9,8 +9,8 @@ import pytest
 from helpers import appliance
 from sysfs_fixtures import Machine, write_machine
 
-from harness.errors import ApplianceError
-from harness.topology import detect, load_card_map
+from harness.core.errors import ApplianceError
+from harness.hw.topology import detect, load_card_map
 
 CPU = "sys/devices/system/cpu"
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def test_hint_never_suggests_overwriting_a_shipped_map(tmp_path, monkeypatch):
     small = detect(write_machine(tmp_path / "host", Machine(sockets=1, cores_per_socket=2)))
     for cwd in (REPO, tmp_path):
         monkeypatch.chdir(cwd)
-        shipped = Path("harness/topology/maps/g292-z43-16cards.yaml")  # as a user in the checkout types it
+        shipped = Path("harness/hw/topology/maps/g292-z43-16cards.yaml")  # as a user in the checkout types it
         for given in (REPO / shipped, shipped) if cwd == REPO else (REPO / shipped,):
             with pytest.raises(ApplianceError) as err:
                 load_card_map(given, small)

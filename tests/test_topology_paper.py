@@ -7,7 +7,7 @@ import json
 import pytest
 from sysfs_fixtures import build, shared_trees
 
-from harness.cli import main
+from harness.cli.main import main
 
 TABLE_IV = {
     "r282-z93-5cards": ["0-7", "8-15", "16-23", "24-31", "0-31"],

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sysfs_fixtures import Machine, build, shared_trees, write_machine
 
-from harness.errors import ApplianceError
-from harness.topology import detect, plan
-from harness.topology.sysfs import Sysfs, format_cpulist, parse_cpulist, parse_mask
+from harness.core.errors import ApplianceError
+from harness.core.sysfs import Sysfs, format_cpulist, parse_cpulist, parse_mask
+from harness.hw.topology import detect, plan
 
 
 @pytest.fixture(scope="module")

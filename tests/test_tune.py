@@ -9,7 +9,8 @@ import shutil
 import pytest
 from helpers import appliance
 
-from harness import benchmarks, loadgen_settings
+from harness.data import benchmarks
+from harness.run import loadgen_settings
 
 
 def _manifest(results, scenario="Offline"):
@@ -108,8 +109,8 @@ def test_tune_prints_each_result_once(data_dir, tmp_path, capsys):
 def test_server_choice_is_what_an_ideal_queue_sustains():
     """Server takes the candidate whose own latency lets the most QPS through the bound, not the fastest:
     figures as tune measured them on a 2-vCPU VM (int8 ResNet50, openvino)."""
-    from harness.scenarios import Scenario
-    from harness.tune import Measured, choose, server_qps, user_conf_text
+    from harness.core.scenarios import Scenario
+    from harness.tune.search import Measured, choose, server_qps, user_conf_text
 
     bench = benchmarks.get("resnet50")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from helpers import appliance, linked_copy
 
-from harness import benchmarks, model_record
-from harness.tune import eligibility, prepared_precisions
+from harness.data import benchmarks
+from harness.records import model_record
+from harness.tune.search import eligibility, prepared_precisions
 
 SWEEP = ("-s", "Offline", "-s", "Server", "--backends", "onnxruntime", "--batch-sizes", 2)
 

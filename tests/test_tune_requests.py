@@ -10,7 +10,7 @@ import pytest
 from helpers import appliance
 from test_async_cards import CPUS, SHAPES, _profile, _sut
 
-from harness.cards.simulated_card import PipelinedSimulatedCard
+from harness.run.cards.simulated_card import PipelinedSimulatedCard
 
 
 def _manifest(results):

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness import benchmarks, loadgen_settings
-from harness.errors import ApplianceError
-from harness.loadgen_settings import Calibration, Requested, effective_user_conf, known_keys, read_user_conf
+from harness.core.errors import ApplianceError
+from harness.data import benchmarks
+from harness.run import loadgen_settings
+from harness.run.loadgen_settings import Calibration, Requested, effective_user_conf, known_keys, read_user_conf
 
 
 def _run_with(conf: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:

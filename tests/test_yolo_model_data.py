@@ -1,5 +1,5 @@
-"""YOLO11l seeded model (harness.models.yolo) and the COCO-safe dataset with its letterbox
-(harness.datasets.coco): size, signature, sane activations, bad input."""
+"""YOLO11l seeded model (harness.data.models.yolo) and the COCO-safe dataset with its letterbox
+(harness.data.datasets.coco): size, signature, sane activations, bad input."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from harness.datasets import coco
-from harness.errors import DataError
-from harness.models import yolo
-from harness.models.stats import model_stats
+from harness.core.errors import DataError
+from harness.data.datasets import coco
+from harness.data.models import yolo
+from harness.data.models.stats import model_stats
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from helpers import appliance
 from onnx import TensorProto, helper, numpy_helper
 
-from harness.results import read_detail
+from harness.records.results import read_detail
 
 SAMPLES = 2
 STEADY_YOLO = """version: 1

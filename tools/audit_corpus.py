@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.submission.check import check_tree
+from harness.audit.submission.check import check_tree
 
 # (topic, pattern in our problem lines, pattern in the official checker's ERROR lines)
 TOPICS = (
@@ -214,7 +214,7 @@ def move_to(tree: Path, dest: Path, version: str) -> None:
     """A pre-v6.0 tree copied into the v6.0+ layout, its logs carrying `version`'s seeds: measurements and
     compliance folded under results/<system>/<benchmark>/<scenario>/, the measurement JSON renamed
     measurements.json, code/ renamed src/."""
-    from harness.submission.rounds import ROUNDS, SEED_KEYS
+    from harness.audit.submission.rounds import ROUNDS, SEED_KEYS
 
     shutil.copytree(tree, dest, symlinks=True)
     for sub in (p for div in dest.iterdir() if div.is_dir() for p in div.iterdir() if p.is_dir()):

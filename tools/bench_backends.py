@@ -35,13 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import benchmarks, system
-from harness.cli import main as appliance
-from harness.datasets import store
-from harness.errors import ApplianceError
-from harness.loadgen_settings import Requested
-from harness.prepare import TUNED_ON, Layout, read_model_record
-from harness.runner import RunOptions, run
+from harness.cli.main import main as appliance
+from harness.core.errors import ApplianceError
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.hw import system
+from harness.prepare.steps import TUNED_ON, Layout, read_model_record
+from harness.run.loadgen_settings import Requested
+from harness.run.runner import RunOptions, run
 
 VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
                 "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")

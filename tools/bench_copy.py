@@ -29,8 +29,9 @@ import time
 
 import numpy as np
 
-from harness import benchmarks, system
-from harness.qsl import SampleLibrary
+from harness.data import benchmarks
+from harness.hw import system
+from harness.run.qsl import SampleLibrary
 
 
 class _MemoryData:

@@ -3,11 +3,11 @@
 
 ResNet50 on this machine's CPUs. One `appliance tune` over every layout (`--cards emulate:1,emulate:2,...`,
 the counts above the physical cores left out) times batch sizes x infer requests per card on each; then
-per layout, with tune's own choice among that layout's rows (`harness.tune.choose`):
+per layout, with tune's own choice among that layout's rows (`harness.tune.search.choose`):
   Offline  one run of --duration-ms with the Offline choice: LoadGen's samples/s;
   Server   the highest VALID target QPS with the Server choice, by bisection between 0 and that layout's
            Offline figure, starting at what the ideal queue allows (tools/bench_cpu_server.py's search).
-Printed beside each figure: the ideal queue (`harness.tune.server_qps`, recorded per candidate: the Server
+Printed beside each figure: the ideal queue (`harness.tune.search.server_qps`, recorded per candidate: the Server
 QPS the candidate's own latency and batches in flight allow any harness), the ratio to one card on all
 cores (emulate:1, the baseline), and the CPU model with its cores.
 
@@ -26,11 +26,12 @@ from pathlib import Path
 from bench_cpu_server import cpu_line, physical_cores, prepare_steps, run_steps, search_server
 from bench_harness import harness_run
 
-from harness import benchmarks, tuned
-from harness.errors import ApplianceError
-from harness.prepare import PRECISIONS
-from harness.scenarios import Scenario
-from harness.tune import Measured, choose
+from harness.core.errors import ApplianceError
+from harness.core.scenarios import Scenario
+from harness.data import benchmarks
+from harness.prepare.steps import PRECISIONS
+from harness.records import tuned
+from harness.tune.search import Measured, choose
 
 
 def main() -> int:

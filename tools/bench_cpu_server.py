@@ -11,7 +11,7 @@ and requests per card):
            probe is run again `--server-retries` times and counts as INVALID only if every try is),
 repeated `--searches` times. Printed: each search's Server / Offline, the lowest and the median, the
 tuned choices, the CPU model and its vector extensions, and the yardstick tune recorded per candidate
-(`server_qps`: an ideal queue, harness/queueing.py, fed with the candidate's samples/s with the card
+(`server_qps`: an ideal queue, harness/core/queueing.py, fed with the candidate's samples/s with the card
 kept full, its batch latency under that load and its batches in flight): the Server QPS that
 candidate's latency allows any harness, for the tuned Server choice and for the best candidate.
 
@@ -35,16 +35,18 @@ from pathlib import Path
 from bench_backends import vector_extensions
 from bench_harness import harness_run, retrying, server_max
 
-from harness import benchmarks, system, tuned
-from harness.cli import main as appliance
-from harness.datasets import store
-from harness.errors import ApplianceError
-from harness.prepare import PRECISIONS, Layout
+from harness.cli.main import main as appliance
+from harness.core.errors import ApplianceError
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.hw import system
+from harness.prepare.steps import PRECISIONS, Layout
+from harness.records import tuned
 
 
 def physical_cores() -> int:
     """The physical cores this process may use: each card needs one of its own."""
-    from harness.topology import detect
+    from harness.hw.topology import detect
 
     cpus = set(system.available_cpus())
     return sum(1 for c in detect().cores if set(c.cpus) & cpus)
@@ -116,7 +118,7 @@ def main() -> int:
         return harness_run(args.data_dir, scenario, qps, args.duration_ms, None, backend="auto",
                            precision=args.precision, tuned=record_path)
 
-    def ideal_qps(m: dict) -> float:  # what tune's ideal queue gave the row (harness.queueing)
+    def ideal_qps(m: dict) -> float:  # what tune's ideal queue gave the row (harness.core.queueing)
         return float(m.get("server_qps") or 0.0)
 
     if args.precision not in record.by_precision:

@@ -35,13 +35,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from harness import benchmarks, system
-from harness.cli import main as appliance
-from harness.datasets import store
-from harness.loadgen_settings import Requested
-from harness.prepare import Layout, read_model_record
-from harness.runner import RunOptions, run
-from harness.sut import loadgen_window
+from harness.cli.main import main as appliance
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.hw import system
+from harness.prepare.steps import Layout, read_model_record
+from harness.run.loadgen_settings import Requested
+from harness.run.runner import RunOptions, run
+from harness.run.sut import loadgen_window
 
 
 def raw_loop(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
@@ -72,8 +73,8 @@ def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: st
     """LoadGen with a SUT that completes inline; returns (LoadGen's metric, VALID)."""
     import mlperf_loadgen as lg
 
-    from harness.loadgen_settings import effective_user_conf, test_settings
-    from harness.results import perf_result, read_detail
+    from harness.records.results import perf_result, read_detail
+    from harness.run.loadgen_settings import effective_user_conf, test_settings
 
     payload = np.zeros(1, np.float32)
     addr = payload.ctypes.data

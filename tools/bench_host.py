@@ -3,7 +3,7 @@
 
 appliance: the harness's pieces per sample: stage the letterboxed uint8 sample from the prepared shards
   (PreparedData.gather, the copy the cards' staging does), take the card's output, host NMS in the
-  card's layout (the record's encoder, harness.nms) and complete with the 7-float rows.
+  card's layout (the record's encoder, harness.data.nms) and complete with the 7-float rows.
 reference: what mlcommons/inference yolo_loadgen.py does per sample inside the timed path, one image per
   query: cv2.imread of the JPEG from disk, Ultralytics' letterbox, BGR->RGB, CHW, float /255, then
   Ultralytics' NMS steps (non_max_suppression: best class per anchor over conf 0.001, xywh->xyxy,
@@ -34,10 +34,11 @@ from typing import Any
 import cv2
 import numpy as np
 
-from harness import benchmarks, system
-from harness.cli import main as appliance
-from harness.datasets import coco, store
-from harness.prepare import Layout, read_model_record
+from harness.cli.main import main as appliance
+from harness.data import benchmarks
+from harness.data.datasets import coco, store
+from harness.hw import system
+from harness.prepare.steps import Layout, read_model_record
 
 CONF, IOU, MAX_DET, MAX_NMS, MAX_WH = 0.001, 0.7, 300, 30000, 7680  # Ultralytics' defaults, conf the reference's
 
@@ -108,7 +109,7 @@ def _card_outputs(model_path: str, bench: benchmarks.Benchmark, data: store.Prep
     """The FP32 model's output for every prepared image ([84, 8400] each), onnxruntime CPU."""
     import onnxruntime as ort
 
-    from harness import progress
+    from harness.core import progress
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Latency from idle, with and without `--keep-warm`: an OpenVINO card alone, and Server through the harness.
 
-Alone: one OpenVINO card (harness.cards.openvino_card, the run's own card: batch 1, 1 infer request, as
+Alone: one OpenVINO card (harness.run.cards.openvino_card, the run's own card: batch 1, 1 infer request, as
 many threads as --cpus, the process pinned to them) on the prepared ResNet50; `--queries` queries, each
 after an exponential pause of mean P ms (0: back to back), timed from submit to outputs; p50 / p99 per
-pause, keep-warm off and on (harness.keep_warm: a SCHED_IDLE spinner per CPU).
+pause, keep-warm off and on (harness.run.keep_warm: a SCHED_IDLE spinner per CPU).
 Harness: Server runs at each --qps (low load: the CPUs idle between queries), batch 1, 1 request per
 card, on --cards, keep-warm off and on: LoadGen's p50 / p99 and VALID. Off and on alternate --rounds times,
 so drift on the machine hits both alike.
@@ -26,13 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import benchmarks, keep_warm, system
-from harness.datasets import store
-from harness.loadgen_settings import Requested
-from harness.prepare import PRECISIONS, Layout, read_model_record
-from harness.results import read_detail
-from harness.runner import RunOptions, run
-from harness.topology.sysfs import parse_cpulist
+from harness.core.sysfs import parse_cpulist
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.hw import system
+from harness.prepare.steps import PRECISIONS, Layout, read_model_record
+from harness.records.results import read_detail
+from harness.run import keep_warm
+from harness.run.loadgen_settings import Requested
+from harness.run.runner import RunOptions, run
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
@@ -42,7 +44,7 @@ def percentiles(ms: list[float]) -> dict[str, float]:
 def card_alone(data_dir: Path, precision: str, cpus: tuple[int, ...], pauses_ms: list[float], queries: int,
                warm: bool, seed: int) -> dict[str, dict[str, float]]:
     """p50 / p99 (ms) of single-sample queries on one OpenVINO card, per mean pause."""
-    from harness.cards.openvino_card import OpenVinoCard
+    from harness.run.cards.openvino_card import OpenVinoCard
 
     bench = benchmarks.get("resnet50")
     layout = Layout(data_dir, bench)

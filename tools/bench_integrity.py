@@ -16,10 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import benchmarks, system
-from harness.datasets import store
-from harness.integrity import verify_prepared
-from harness.prepare import Layout, read_model_record
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.data.integrity import verify_prepared
+from harness.hw import system
+from harness.prepare.steps import Layout, read_model_record
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ class, `torchvision.ops.batched_nms`, max_det; scale_boxes; clip; normalise) on 
 The paper's budgets are per-image times of a host keeping up with a card's stream of outputs, so the
 images are processed as a stream: they are generated in batches of about 64 MiB (more than the L2
 caches, so each image's outputs come from memory as a card's would), then each batch goes through
-`harness.nms.postprocess` image after image, each call timed, and then, when torchvision is importable,
+`harness.data.nms.postprocess` image after image, each call timed, and then, when torchvision is importable,
 through the same steps in torch (threshold, dequantise, decode the survivors, `torchvision.ops.batched_nms`,
 per-image cap), also timed per image; the detections of both are compared. Medians over --images.
 
@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import benchmarks, nms
+from harness.data import benchmarks, nms
 
 # per-image budgets: the paper's §II.F for the SSD models; YOLO11l: a card doing ~1,000 images/s leaves
 # the host 1 ms per image per core (issue 20): typical at most 0.5 ms, dense at most 1.5 ms

@@ -6,7 +6,7 @@ Three full appliance Offline runs per round (LoadGen's own result each, `--backe
 
 - one card on all CPUs, in-process (`--cards emulate:1`: what a single-card run does);
 - N cards (`--cards emulate:N`), each in its own worker process pinned to its CPUs before OpenVINO is
-  imported, batches through shared memory (harness/cards/openvino_process.py);
+  imported, batches through shared memory (harness/run/cards/openvino_process.py);
 - one card on all CPUs in a worker process (APPLIANCE_OPENVINO_PROCESS=1): the process path's own cost
   (one more copy of each batch, a pipe message each way), beside the in-process card.
 
@@ -29,13 +29,14 @@ from typing import Any
 
 from bench_backends import median_spread, vector_extensions
 
-from harness import benchmarks, system
-from harness.cards import PROCESS_ENV
-from harness.cli import main as appliance
-from harness.errors import ApplianceError
-from harness.loadgen_settings import Requested
-from harness.prepare import Layout
-from harness.runner import RunOptions, run
+from harness.cli.main import main as appliance
+from harness.core.errors import ApplianceError
+from harness.data import benchmarks
+from harness.hw import system
+from harness.prepare.steps import Layout
+from harness.run.cards import PROCESS_ENV
+from harness.run.loadgen_settings import Requested
+from harness.run.runner import RunOptions, run
 
 
 def offline(args: argparse.Namespace, cards: str, process: bool) -> dict[str, Any]:

@@ -45,16 +45,17 @@ from pathlib import Path
 
 from bench_harness import harness_run, retrying, server_max
 
-from harness import benchmarks, system
-from harness.cli import main as appliance
-from harness.datasets import store
-from harness.prepare import Layout
-from harness.tune import server_qps
+from harness.cli.main import main as appliance
+from harness.data import benchmarks
+from harness.data.datasets import store
+from harness.hw import system
+from harness.prepare.steps import Layout
+from harness.tune.search import server_qps
 
 
 def write_profile(folder: Path, rate: float, batch: int, activations: int = 0, dma_in_us: float = 0.0,
                   dma_out_us: float = 0.0) -> Path:
-    """A simulated card profile; `activations` > 0: a pipelined card (harness/cards/simulated_card.py)."""
+    """A simulated card profile; `activations` > 0: a pipelined card (harness/run/cards/simulated_card.py)."""
     path = folder / "scaling-card.yaml"
     pipeline = (f"pipeline: {{activations: {activations}, dma_in_us_per_sample: {dma_in_us}, "
                 f"dma_out_us_per_sample: {dma_out_us}}}\n") if activations > 0 else ""

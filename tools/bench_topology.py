@@ -26,7 +26,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sysfs_fixtures import build  # noqa: E402
 
-from harness.topology import detect, plan  # noqa: E402
+from harness.hw.topology import detect, plan  # noqa: E402
 
 
 def median_seconds(run: Callable[[], object], repeat: int) -> float:
@@ -50,7 +50,7 @@ def main() -> int:
         ncpus = len(detect(root).online)
         ours = median_seconds(lambda: plan(detect(root)), args.repeat)
         # The topology command alone in a fresh interpreter (the main CLI also imports the other commands).
-        entry = "import sys; from harness.topology.cli import topology; topology(sys.argv[1:])"
+        entry = "import sys; from harness.cli.topology import topology; topology(sys.argv[1:])"
         cli = [sys.executable, "-c", entry, "detect", "--sysfs-root", str(root), "--format", "json"]
         ours_cli = median_seconds(lambda: subprocess.run(cli, cwd=REPO, check=True, capture_output=True), args.repeat)
         print(f"fixture: g292-z43-16cards, {ncpus} CPUs, 16 cards, {tmp}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ultralytics' own LetterBox and scale_boxes against harness.datasets.coco, run in a throwaway venv.
+"""Ultralytics' own LetterBox and scale_boxes against harness.data.datasets.coco, run in a throwaway venv.
 
 Ultralytics (AGPL) is never a dependency: install it without its dependencies (importing the package
 needs torch) into a venv of its own; this script takes LetterBox / scale_boxes / clip_boxes out of the
@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness.datasets import coco
+from harness.data.datasets import coco
 
 
 def ultralytics_code() -> dict[str, Any]:

@@ -55,7 +55,7 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-appliance() { "$py" -m harness.cli "$@"; }
+appliance() { "$py" -m harness.cli.main "$@"; }
 
 # 2. The C++ extensions, for this interpreter.
 if ! "$py" -c 'import harness._copy, harness._intake' 2>/dev/null; then
@@ -70,7 +70,7 @@ say "GPU, driver, CUDA, cuDNN, onnxruntime"
 import json, sys
 import onnxruntime as ort
 from harness import gpu
-from harness.cards.onnxruntime_card import GPU_BACKENDS, check_gpu_libraries, cuda_build
+from harness.run.cards.onnxruntime_card import GPU_BACKENDS, check_gpu_libraries, cuda_build
 facts = gpu.read_nvml()
 info = {"onnxruntime": ort.__version__, "onnxruntime_providers": ort.get_available_providers(),
         "onnxruntime_cuda_build": cuda_build(), "nvidia": gpu.host_facts()}

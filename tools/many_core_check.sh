@@ -60,7 +60,7 @@ json_step() {
   cat "$file"
   return $rc
 }
-appliance() { "$PY" -c "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))" "$@"; }
+appliance() { "$PY" -c "import sys; from harness.cli.main import main; sys.exit(main(sys.argv[1:]))" "$@"; }
 export -f appliance
 export PY SITE HWLOC WHEELS
 

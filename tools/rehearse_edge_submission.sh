@@ -23,7 +23,7 @@ sys=rehearsal
 logs=$results/logs
 mkdir -p "$logs"
 run() { appliance run --data-dir "$data" --results "$results" --cards "$cards" --system "$sys" -q "$@"; }
-tests_of() { python -c "from harness.benchmarks import get; print(' '.join(get('$1').compliance_tests))"; }
+tests_of() { python -c "from harness.data.benchmarks import get; print(' '.join(get('$1').compliance_tests))"; }
 scenarios="Offline SingleStream MultiStream"
 
 stamp() { echo "$(date -u +%H:%M:%S) $*"; }

@@ -4,7 +4,7 @@ L3 domains and PCI functions (each with its class, ids, NUMA node and local CPUs
 
 Runs `appliance topology detect` (the card map it would use, printed) and `lstopo-no-graphics --of xml`,
 reads hwloc's XML with the appliance's reader, and lists every difference
-(`harness.topology.hwloc_xml.differences`, the comparison tests/test_topology_hwloc.py makes on the
+(`harness.hw.topology.hwloc_xml.differences`, the comparison tests/test_topology_hwloc.py makes on the
 fixtures). Prints the accelerators (display / processing-accelerator classes) as both tools see them.
 Exit 0: they agree; 1: a difference (each printed); 2: no lstopo.
 
@@ -22,11 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cli import main as appliance
-from harness.topology import detect
-from harness.topology.hwloc_xml import differences, lstopo_xml, read_hwloc_xml
-from harness.topology.model import PciDevice, Topology
-from harness.topology.sysfs import format_cpulist
+from harness.cli.main import main as appliance
+from harness.core.sysfs import format_cpulist
+from harness.hw.topology import detect
+from harness.hw.topology.hwloc_xml import differences, lstopo_xml, read_hwloc_xml
+from harness.hw.topology.model import PciDevice, Topology
 
 ACCELERATOR_CLASSES = (0x03, 0x12)  # display controllers (GPUs: 0x0300 VGA, 0x0302 3D) and processing accelerators
 

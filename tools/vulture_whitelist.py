@@ -10,7 +10,7 @@ from vulture.whitelist_utils import Whitelist
 _ = Whitelist()
 
 # Attributes set on third-party objects, read by that library
-_.imgIds  # pycocotools Params: COCOeval.evaluate reads it (harness/accuracy/coco.py)
+_.imgIds  # pycocotools Params: COCOeval.evaluate reads it (harness/data/accuracy/coco.py)
 _.performance_sample_count_override  # LoadGen TestSettings: read by StartTest
 _.enable_trace  # LoadGen LogSettings: read by StartTestWithLogSettings
 _.log_output  # LoadGen LogSettings: read by StartTestWithLogSettings
@@ -20,7 +20,7 @@ _.inter_op_num_threads  # onnxruntime SessionOptions: read by InferenceSession
 _.execution_mode  # onnxruntime SessionOptions: read by InferenceSession
 _.graph_optimization_level  # onnxruntime SessionOptions: read by InferenceSession
 _.log_severity_level  # onnxruntime SessionOptions: read by InferenceSession
-_.get_next  # onnxruntime CalibrationDataReader method: called by quantize_static (harness/quantize.py)
+_.get_next  # onnxruntime CalibrationDataReader method: called by quantize_static (harness/prepare/quantize.py)
 
 # Click commands: registered by their decorators, called by click
 _.detect_cmd  # `appliance topology detect`
@@ -33,7 +33,7 @@ _.quantization  # manifest.Manifest and model_record.ModelRecord
 _.sample_buffers  # manifest.Manifest: read by reproduce.py
 _.appliance  # manifest.Manifest: the harness version and commit
 _.requests_per_card  # manifest.Manifest: read by reproduce.py (the recorded --requests) and the tests
-_.shared_cores  # manifest.Manifest: other appliance runs on the same cores (harness.neighbours), read by the tests
+_.shared_cores  # manifest.Manifest: other appliance runs on the same cores (harness.run.neighbours), read by the tests
 _.official_artefact  # model_record.ModelRecord: read by runner.py and submission/tree.py
 _.builder_sha256  # model_record.ModelRecord: read by prepare.py (rebuild when the builder changed)
 _.adopted_from  # model_record.ModelRecord: provenance of a --model FILE rewritten for the appliance

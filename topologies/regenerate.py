@@ -1,4 +1,4 @@
-"""Regenerate the paper servers' maps (harness/topology/maps/*.yaml, package data) from the sysfs
+"""Regenerate the paper servers' maps (harness/hw/topology/maps/*.yaml, package data) from the sysfs
 fixtures with the tool itself, or check they match.
 
 python topologies/regenerate.py          # rewrite the maps
@@ -17,7 +17,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sysfs_fixtures import PAPER_SYSTEMS, build  # noqa: E402
 
-from harness.cli import main as appliance  # noqa: E402
+from harness.cli.main import main as appliance  # noqa: E402
 
 
 def generate(name: str, out: Path, scratch: Path) -> None:
@@ -52,6 +52,6 @@ if __name__ == "__main__":
         stale = stale_maps()
         if stale:
             sys.exit(f"stale maps: {', '.join(stale)}; run python topologies/regenerate.py")
-        print("harness/topology/maps/*.yaml match the tool's output")
+        print("harness/hw/topology/maps/*.yaml match the tool's output")
     else:
         regenerate()

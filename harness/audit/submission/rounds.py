@@ -1,0 +1,186 @@
+"""The MLPerf Inference rounds, one declarative record each, as the official checker of that round holds them.
+
+Sources (read 2026-11-23): mlcommons/inference `tools/submission/submission_checker.py` and
+`loadgen/mlperf.conf` at tags v4.1, v5.0, v5.1; `tools/submission/submission_checker/constants.py` on master
+for v6.0 and v6.1. Only the vision benchmarks are recorded (the appliance's domain); another benchmark of the
+round in a tree is named as not checked. Adding a round is adding one `Round(...)` to `ROUNDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness.core.scenarios import Scenario
+
+SS, MS, SERVER, OFFLINE = Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER, Scenario.OFFLINE
+SCENARIOS = (SS, MS, SERVER, OFFLINE)  # the checker's order
+# Folder spellings the official checker maps (SCENARIO_MAPPING): real trees use both. `.get` of an unknown
+# name is None, for the checker to report (it never raises on other people's folder names).
+SCENARIO_SPELLINGS: dict[str, Scenario] = {s.lower(): s for s in SCENARIOS} | {s.value: s for s in SCENARIOS}
+SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
+STATUSES = ("available", "preview", "rdi")
+DIVISIONS = ("closed", "open", "network")
+ACC_PATTERNS = {"acc": r"^accuracy=([\d\.]+).*", "mAP": r"^mAP=([\d\.]+).*"}
+RESULT_FIELDS = {OFFLINE: "result_samples_per_second", SS: "early_stopping_latency_ss",
+                 MS: "early_stopping_latency_ms", SERVER: "result_completed_samples_per_sec"}
+EARLY_STOPPING = (SS, MS, SERVER)
+# (folder scenario, logged scenario) pairs whose result the checker infers (get_inferred_result)
+INFERABLE = {(OFFLINE, SS), (OFFLINE, MS), (MS, SS)}
+SEED_KEYS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
+SEPARATE, FOLDED = "separate", "folded"  # results/ measurements/ compliance/ apart, or all under results/
+
+SYSTEM_REQUIRED = (
+    "division", "submitter", "status", "system_name", "number_of_nodes", "host_processor_model_name",
+    "host_processors_per_node", "host_processor_core_count", "host_memory_capacity", "host_storage_capacity",
+    "host_storage_type", "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
+    "framework", "operating_system", "system_type", "other_software_stack", "host_processor_frequency",
+    "host_processor_caches", "host_memory_configuration", "host_processor_interconnect", "host_networking",
+    "host_networking_topology", "accelerator_frequency", "accelerator_host_interconnect",
+    "accelerator_interconnect", "accelerator_interconnect_topology", "accelerator_memory_configuration",
+    "accelerator_on-chip_memories", "cooling", "hw_notes", "sw_notes", "host_network_card_count",
+    "system_type_detail",
+)
+# Of those, the ones that need a non-empty value (the checker's `not value`: "", 0, null, [] are empty).
+SYSTEM_MEANINGFUL = (
+    "division", "submitter", "system_type", "status", "system_name", "number_of_nodes",
+    "host_processor_model_name", "host_processors_per_node", "host_processor_core_count", "host_memory_capacity",
+    "host_memory_configuration", "host_storage_capacity", "host_storage_type", "host_networking",
+    "host_network_card_count", "host_networking_topology", "accelerators_per_node", "accelerator_model_name",
+    "accelerator_memory_capacity", "accelerator_host_interconnect", "accelerator_memory_configuration",
+    "accelerator_interconnect", "cooling", "framework", "operating_system", "other_software_stack",
+)
+MEASUREMENT_KEYS = ("input_data_types", "retraining", "starting_weights_filename", "weight_data_types",
+                    "weight_transformations")
+
+
+@dataclass(frozen=True)
+class BenchmarkRules:
+    """One benchmark as the round's checker defines it (names are the checker's model names)."""
+
+    model: str                       # checker's name: resnet, retinanet, yolo-95, yolo-99
+    loadgen_model: str               # LoadGen/mlperf.conf model name
+    performance_sample_count: int
+    accuracy_metric: str             # key of ACC_PATTERNS
+    accuracy_target: float           # in percent, as accuracy.txt prints it
+    dataset_size: int | None         # accuracy-run sample count the checker demands (None: not checked)
+    offline_min_samples_per_query: int
+    min_queries: Mapping[Scenario, int]
+    server_latency_ns: int | None
+    compliance_tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Round:
+    version: str
+    source: str                      # where the facts come from
+    seeds: Mapping[str, int]
+    benchmarks: Mapping[str, BenchmarkRules]
+    required_scenarios: Mapping[str, Mapping[str, tuple[Scenario, ...]]]  # datacenter | edge | datacenter,edge
+    layout: str                      # SEPARATE or FOLDED
+    scenario_files: tuple[str, ...]  # beside the results (FOLDED) or in measurements/ (SEPARATE)
+    test05_seeds: Mapping[str, int] = field(default_factory=dict)
+    folder_names: Mapping[str, str] = field(default_factory=dict)  # tree folder -> checker model name
+    calibration_doc: bool = False    # closed division needs calibration.md
+    min_duration_ms: int = 600_000
+
+    def model_of(self, folder: str) -> str:
+        return self.folder_names.get(folder, folder)
+
+    def required(self, system_type: str, model: str) -> tuple[Scenario, ...] | None:
+        """Scenarios a system of this type must have for `model`; None when the type may not enter it."""
+        kind = "datacenter,edge" if system_type in ("datacenter,edge", "edge,datacenter") else system_type
+        return self.required_scenarios.get(kind, {}).get(model)
+
+
+def _rules(model: str, psc: int, metric: str, reference: float, fraction: float, size: int | None,
+           tests: tuple[str, ...], *, loadgen: str, latency_ms: int | None, server: bool = True,
+           offline_spq: int = 24576) -> BenchmarkRules:
+    queries = {SS: 1024, MS: 270336, OFFLINE: 1} | ({SERVER: 270336} if server else {})
+    return BenchmarkRules(model, loadgen, psc, metric, round(reference * fraction, 6), size, offline_spq, queries,
+                          None if latency_ms is None else latency_ms * 1_000_000, tests)
+
+
+def _resnet(size: int | None, tests: tuple[str, ...]) -> BenchmarkRules:
+    return _rules("resnet", 1024, "acc", 76.46, 0.99, size, tests, loadgen="resnet50", latency_ms=15)
+
+
+def _retinanet(size: int | None, tests: tuple[str, ...]) -> BenchmarkRules:
+    return _rules("retinanet", 64, "mAP", 37.55, 0.99, size, tests, loadgen="retinanet", latency_ms=100)
+
+
+def _yolo(fraction: float) -> BenchmarkRules:
+    return _rules(f"yolo-{round(fraction * 100)}", 64, "mAP", 53.4, fraction, 1525, ("TEST01",), loadgen="yolo",
+                  latency_ms=None, server=False, offline_spq=1525)
+
+
+EDGE = (SS, MS, OFFLINE)
+DC = (SERVER, OFFLINE)
+BOTH = (SS, MS, OFFLINE, SERVER)
+OLD_FOLDERS = {"ssd-resnet34": "retinanet", "mobilenet": "resnet", "resnet50": "resnet"}
+
+ROUNDS: dict[str, Round] = {r.version: r for r in (
+    Round(
+        version="v4.1", source="mlcommons/inference tag v4.1, tools/submission/submission_checker.py",
+        seeds={"qsl_rng_seed": 3066443479025735752, "sample_index_rng_seed": 10688027786191513374,
+               "schedule_rng_seed": 14962580496156340209},
+        test05_seeds={"qsl_rng_seed": 16799458546791641818, "sample_index_rng_seed": 5453809927556429288,
+                      "schedule_rng_seed": 5435552105434836064},
+        benchmarks={"resnet": _resnet(None, ("TEST01", "TEST04", "TEST05")),
+                    "retinanet": _retinanet(None, ("TEST01", "TEST05"))},
+        required_scenarios={"datacenter": {"resnet": DC, "retinanet": DC},
+                            "edge": {"resnet": EDGE, "retinanet": EDGE},
+                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH}},
+        layout=SEPARATE, scenario_files=("mlperf.conf", "user.conf", "README.md"), folder_names=OLD_FOLDERS),
+    Round(
+        version="v5.0", source="mlcommons/inference tag v5.0, tools/submission/submission_checker.py",
+        seeds={"qsl_rng_seed": 6023615788873153749, "sample_index_rng_seed": 15036839855038426416,
+               "schedule_rng_seed": 9933818062894767841},
+        benchmarks={"resnet": _resnet(None, ("TEST01", "TEST04")), "retinanet": _retinanet(None, ("TEST01",))},
+        required_scenarios={"datacenter": {"resnet": DC, "retinanet": DC},
+                            "edge": {"resnet": EDGE, "retinanet": EDGE},
+                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH}},
+        layout=SEPARATE, scenario_files=("user.conf", "README.md"), folder_names={"resnet50": "resnet",
+                                                                                  "mobilenet": "resnet"}),
+    Round(
+        version="v5.1", source="mlcommons/inference tag v5.1, tools/submission/submission_checker.py",
+        seeds={"qsl_rng_seed": 1780908523862526354, "sample_index_rng_seed": 14771362308971278857,
+               "schedule_rng_seed": 18209322760996052031},
+        benchmarks={"resnet": _resnet(50000, ("TEST01", "TEST04")), "retinanet": _retinanet(24781, ("TEST01",))},
+        required_scenarios={"datacenter": {"retinanet": DC},
+                            "edge": {"resnet": EDGE, "retinanet": EDGE},
+                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH}},
+        layout=SEPARATE, scenario_files=("user.conf", "README.md"), folder_names=OLD_FOLDERS,
+        calibration_doc=True),
+    Round(
+        version="v6.0", source="mlcommons/inference master, tools/submission/submission_checker/constants.py",
+        seeds={"qsl_rng_seed": 2465351861681999779, "sample_index_rng_seed": 14276810075590677512,
+               "schedule_rng_seed": 3936089224930324775},
+        benchmarks={"resnet": _resnet(50000, ("TEST01", "TEST04")), "retinanet": _retinanet(24781, ("TEST01",)),
+                    "yolo-95": _yolo(0.95), "yolo-99": _yolo(0.99)},
+        required_scenarios={"datacenter": {},
+                            "edge": {"resnet": EDGE, "yolo-95": EDGE, "yolo-99": EDGE},
+                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH, "yolo-95": EDGE,
+                                                "yolo-99": EDGE}},
+        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"),
+        folder_names={"ssd-resnet34": "retinanet", "resnet50": "resnet"}),
+    Round(
+        version="v6.1", source="mlcommons/inference master, tools/submission/submission_checker/constants.py",
+        seeds={"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
+               "schedule_rng_seed": 16159082839903944936},
+        benchmarks={"resnet": _resnet(50000, ("TEST01", "TEST04")), "yolo-95": _yolo(0.95),
+                    "yolo-99": _yolo(0.99)},
+        required_scenarios={"datacenter": {},
+                            "edge": {"resnet": EDGE, "yolo-95": EDGE, "yolo-99": EDGE},
+                            "datacenter,edge": {"resnet": BOTH, "yolo-95": EDGE, "yolo-99": EDGE}},
+        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"),
+        folder_names={"ssd-resnet34": "retinanet", "resnet50": "resnet"}),
+)}
+
+
+def round_of_seeds(seeds: Mapping[str, object]) -> str | None:
+    """The round whose RNG seeds these are (all three must match), or None."""
+    for r in ROUNDS.values():
+        if all(seeds.get(k) == r.seeds[k] for k in SEED_KEYS):
+            return r.version
+    return None

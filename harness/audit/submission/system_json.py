@@ -1,0 +1,310 @@
+"""`systems/<system>.json`: the 35 keys of the round, detected on this host, from the runs' manifests,
+or taken from a YAML of overrides for what no program can see (status, cooling, …).
+
+Every value is non-empty: a numeric 0 is written as "0" (the checker treats 0 as empty), and a key
+that is neither detected nor overridden gets an explicit "not specified …" text and is listed by
+`undetected()` so the build can say which overrides to write.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness import __version__
+from harness.core.errors import DataError
+from harness.core.scenarios import Scenario
+from harness.hw import system
+
+STATUSES = ("available", "preview", "rdi")
+SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
+NOT_SPECIFIED = "not specified (set it with --system-overrides)"
+
+
+def load_overrides(path: Path | None) -> dict[str, Any]:
+    """The overrides YAML: a mapping of system-JSON keys to values (unknown keys are kept, as extras)."""
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise DataError(f"system overrides {path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise DataError(f"system overrides {path} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise DataError(f"system overrides {path} must be a mapping of system JSON keys to values")
+    bad = [k for k, v in data.items() if isinstance(v, dict | list)]
+    if bad:
+        raise DataError(f"system overrides {path}: {', '.join(bad)} must be plain values, not lists or mappings")
+    if "status" in data and str(data["status"]).lower() not in STATUSES:
+        raise DataError(f"system overrides {path}: status {data['status']!r} is not one of {', '.join(STATUSES)}")
+    if "system_type" in data and str(data["system_type"]) not in SYSTEM_TYPES:
+        raise DataError(f"system overrides {path}: system_type {data['system_type']!r} is not one of "
+                        f"{', '.join(SYSTEM_TYPES)}")
+    return data
+
+
+def default_system_type(scenarios: Sequence[str]) -> str:
+    """An edge system unless a Server result is present (then it is entered in both categories)."""
+    return "datacenter,edge" if Scenario.SERVER in scenarios else "edge"
+
+
+def build(division: str, submitter: str, system_name: str, manifests: Sequence[Mapping[str, Any]],
+          scenarios: Sequence[str], overrides: Mapping[str, Any], root: str = "/") -> dict[str, Any]:
+    """All 35 keys (plus any extra override keys), overrides winning over detection."""
+    host = detect_host(root)
+    first = manifests[0] if manifests else {}
+    cards: list[Any] = max((m.get("cards", []) for m in manifests), key=len, default=[])
+    packages = first.get("packages") or system.package_versions()
+    cpu = (first.get("host") or {}).get("cpu_model") or system.cpu_model()
+    values: dict[str, Any] = {
+        "division": division, "submitter": submitter, "system_name": system_name,
+        "status": "available", "system_type": default_system_type(scenarios),
+        "system_type_detail": NOT_SPECIFIED, "number_of_nodes": 1,
+        "host_processor_model_name": cpu,
+        "host_processors_per_node": host["packages"], "host_processor_core_count": host["cores_per_package"],
+        "host_processor_frequency": host["frequency"], "host_processor_caches": host["caches"],
+        "host_processor_interconnect": NOT_SPECIFIED,
+        "host_memory_capacity": host["memory"],
+        "host_memory_configuration": f"{host['numa_nodes']} NUMA node(s); DIMM layout {NOT_SPECIFIED}",
+        "host_storage_type": host["storage_type"], "host_storage_capacity": host["storage_capacity"],
+        "host_networking": host["networking"], "host_networking_topology": NOT_SPECIFIED,
+        "host_network_card_count": host["network_cards"],
+        "cooling": NOT_SPECIFIED,
+        "framework": _framework(cards, packages),
+        "operating_system": host["os"],
+        "other_software_stack": ", ".join(
+            [f"python {packages.get('python', platform.python_version())}"]
+            + [f"{name} {packages[name]}" for name in ("mlcommons-loadgen", "numpy", "onnx", "opencv-python-headless")
+               if name in packages]
+            + [f"mlperf-appliance {__version__}"]),
+        **_accelerator_keys(cards),
+        "hw_notes": _hw_notes(cards),
+        "sw_notes": _sw_notes(manifests, packages),
+    }
+    values.update(overrides)
+    return {k: ("0" if _is_zero(v) else v) for k, v in values.items()}
+
+
+def undetected(values: Mapping[str, Any]) -> list[str]:
+    """Keys still carrying the "not specified" text, or a defaulted status, for the build to name."""
+    return [k for k, v in values.items() if isinstance(v, str) and NOT_SPECIFIED in v]
+
+
+def _is_zero(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == 0
+
+
+def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    if not cards:
+        return {"accelerators_per_node": 0, "accelerator_model_name": "N/A (no cards in the runs' manifests)",
+                **{k: "N/A" for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
+                                      "accelerator_host_interconnect", "accelerator_interconnect",
+                                      "accelerator_interconnect_topology", "accelerator_frequency",
+                                      "accelerator_on-chip_memories")}}
+    card = cards[0]
+    backend, device = card.get("backend", "unknown"), card.get("device", "unknown")
+    what = _no_inference(card)
+    if what is not None:  # simulated or null cards: emulated too, but nothing ran on the host's cores either
+        return {"accelerators_per_node": len(cards), "accelerator_model_name": f"{what} card: no inference was done",
+                **{k: f"N/A ({what} card)" for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
+                                                "accelerator_host_interconnect", "accelerator_interconnect",
+                                                "accelerator_interconnect_topology", "accelerator_frequency",
+                                                "accelerator_on-chip_memories")}}
+    if card.get("emulated", True):
+        return {
+            "accelerators_per_node": len(cards),
+            "accelerator_model_name": f"CPU-emulated card ({backend}: {device}) on pinned host cores",
+            "accelerator_memory_capacity": "shared with host memory (emulated card)",
+            "accelerator_memory_configuration": "host DRAM (emulated card)",
+            "accelerator_host_interconnect": "none: emulated on the host CPU",
+            "accelerator_interconnect": "N/A",
+            "accelerator_interconnect_topology": "N/A",
+            "accelerator_frequency": "host CPU frequency (emulated card)",
+            "accelerator_on-chip_memories": "host CPU caches (emulated card)",
+        }
+    found = card.get("gpu") or {}
+    values = {"accelerators_per_node": len(cards),
+              "accelerator_model_name": found.get("name") or found.get("model") or f"{device} ({backend})",
+              **{k: NOT_SPECIFIED for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
+                                            "accelerator_host_interconnect", "accelerator_interconnect",
+                                            "accelerator_interconnect_topology", "accelerator_frequency",
+                                            "accelerator_on-chip_memories")}}
+    if found.get("memory_mib"):  # NVML's figure (harness.hw.gpu.card_facts)
+        values["accelerator_memory_capacity"] = f"{found['memory_mib'] / 1024:.0f} GB"
+    return values
+
+
+def _hw_notes(cards: Sequence[Mapping[str, Any]]) -> str:
+    if not cards:
+        return "N/A"
+    maps = "; ".join(f"card {c.get('index')}: cpus {_cpulist(c.get('cpus', []))}" for c in cards)
+    what = next((w for c in cards if (w := _no_inference(c)) is not None), None)
+    emulated = f" Cards are {what}: no inference was done; not accelerators." if what else \
+        " Cards are CPU-emulated, not accelerators." if any(c.get("emulated", True) for c in cards) else ""
+    return f"Card-to-core map: {maps}.{emulated}"
+
+
+def _no_inference(card: Mapping[str, Any]) -> str | None:
+    """What a manifest's card was when it inferred nothing ("SIMULATED (profile cloud-ai-100)", "null"),
+    else None."""
+    if card.get("simulated"):
+        return f"SIMULATED (profile {card.get('profile', 'unknown')})"
+    return "null" if card.get("backend") == "null" else None
+
+
+def _framework(cards: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) -> str:
+    what = _no_inference(cards[0]) if cards else None
+    if what is not None:
+        return f"none: {what} cards, no inference was done"
+    gpu = packages.get("onnxruntime-gpu", "not installed")
+    if gpu != "not installed":
+        return f"onnxruntime-gpu {gpu}"
+    return f"onnxruntime {packages.get('onnxruntime', 'unknown')}"
+
+
+def _sw_notes(manifests: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) -> str:
+    notes = [f"MLCommons LoadGen {packages.get('mlcommons-loadgen', 'unknown')} (PyPI mlcommons-loadgen), "
+             f"mlperf-appliance {__version__} harness"]
+    synth = [m.get("synthetic", {}) for m in manifests]
+    if any(s.get("weights") for s in synth):
+        notes.append("model weights are SYNTHETIC (seeded, official architecture and I/O signature)")
+    if any(s.get("data") for s in synth):
+        notes.append("dataset is SYNTHETIC (official layout, smaller than the official set)")
+    reduced = sorted({str(m["precision"]) for m in manifests if m.get("precision") not in (None, "fp32")})
+    if reduced:
+        notes.append(f"precision {', '.join(reduced)} (agreement with FP32 measured at prepare, in each run's "
+                     f"manifest)")
+    cards = [c for m in manifests for c in m.get("cards", []) if isinstance(c, dict)]
+    gpus = [c for c in cards if c.get("gpu")]
+    if gpus:
+        g = gpus[0]
+        notes.append(f"NVIDIA driver {g.get('driver')} (CUDA {g.get('cuda_driver')}), CUDA runtime "
+                     f"{g.get('cuda_runtime')}, cuDNN {g.get('cudnn')}, onnxruntime-gpu "
+                     f"{packages.get('onnxruntime-gpu', 'unknown')} (built for CUDA {g.get('onnxruntime_cuda_build')})")
+    if any(c.get("simulated") for c in cards):
+        notes.append("SIMULATED cards: each batch held for a profile's latency, no inference was done")
+    if any(m.get("backend") == "null" for m in manifests):
+        notes.append("null backend: no inference was done (harness overhead only)")
+    return "; ".join(notes)
+
+
+def _cpulist(cpus: Sequence[int]) -> str:
+    cpus = sorted(cpus)
+    out, start = [], None
+    for i, c in enumerate(cpus):
+        if start is None:
+            start = c
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            out.append(str(start) if start == c else f"{start}-{c}")
+            start = None
+    return ",".join(out) or "-"
+
+
+# --- host detection: small readers that return a readable "unknown" rather than fail ---------------
+
+def detect_host(root: str = "/") -> dict[str, Any]:
+    base = Path(root)
+    packages, cores, nodes = _cpu_layout(root)
+    return {
+        "packages": packages, "cores_per_package": max(1, cores // max(1, packages)), "numa_nodes": nodes,
+        "frequency": _frequency(base), "caches": _caches(base), "memory": _memory(base),
+        "storage_type": _storage(base)[0], "storage_capacity": _storage(base)[1],
+        "networking": _networking(base)[0], "network_cards": _networking(base)[1], "os": _os(base),
+    }
+
+
+def _cpu_layout(root: str) -> tuple[int, int, int]:
+    try:
+        from harness.hw.topology import detect
+
+        topo = detect(root)
+        return len(topo.packages), len(topo.cores), max(1, sum(1 for c in topo.numa_nodes.values() if c))
+    except Exception:
+        n = os.cpu_count() or 1
+        return 1, n, 1
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _frequency(base: Path) -> str:
+    khz = _read(base / "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if khz and khz.isdigit():
+        return f"{int(khz) // 1000} MHz (max)"
+    text = _read(base / "proc/cpuinfo") or ""
+    for line in text.splitlines():
+        if line.startswith("cpu MHz"):
+            return f"{float(line.split(':', 1)[1]):.0f} MHz"
+    return "unknown"
+
+
+def _size_text(kib: int) -> str:
+    return f"{kib // 1024} MiB" if kib >= 1024 and kib % 1024 == 0 else f"{kib} KiB"
+
+
+def _caches(base: Path) -> str:
+    parts = []
+    cache = base / "sys/devices/system/cpu/cpu0/cache"
+    for idx in sorted(cache.glob("index*")):
+        level, kind, size = (_read(idx / n) for n in ("level", "type", "size"))
+        if not (level and size and size.rstrip("K").isdigit()):
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind or "", "")
+        parts.append(f"L{level}{suffix} {_size_text(int(size.rstrip('K')))}")
+    return ", ".join(parts) + " (per cpu0, from sysfs)" if parts else "unknown"
+
+
+def _memory(base: Path) -> str:
+    for line in (_read(base / "proc/meminfo") or "").splitlines():
+        if line.startswith("MemTotal:"):
+            return f"{round(int(line.split()[1]) / 1024 ** 2)} GiB"
+    return "unknown"
+
+
+def _storage(base: Path) -> tuple[str, str]:
+    kinds, total = set(), 0
+    block = base / "sys/block"
+    for dev in sorted(block.glob("*")) if block.is_dir() else []:
+        if dev.name.startswith(("loop", "ram", "zram", "dm-", "sr", "md", "nbd")):
+            continue
+        sectors = _read(dev / "size")
+        if not sectors or not sectors.isdigit() or int(sectors) == 0:
+            continue
+        total += int(sectors) * 512
+        kinds.add("NVMe SSD" if dev.name.startswith("nvme") else
+                  "HDD" if _read(dev / "queue/rotational") == "1" else "SSD")
+    if not total:
+        return "unknown", "unknown"
+    return ", ".join(sorted(kinds)), f"{total / 1e12:.1f} TB" if total >= 1e12 else f"{total / 1e9:.0f} GB"
+
+
+def _networking(base: Path) -> tuple[str, int]:
+    names, physical = [], 0
+    net = base / "sys/class/net"
+    for iface in sorted(net.glob("*")) if net.is_dir() else []:
+        if iface.name == "lo":
+            continue
+        speed = _read(iface / "speed")
+        names.append(f"{iface.name} ({speed} Mb/s)" if speed and speed.lstrip("-").isdigit() and int(speed) > 0
+                     else iface.name)
+        physical += (iface / "device").exists()
+    return (", ".join(names) or "none"), physical
+
+
+def _os(base: Path) -> str:
+    for line in (_read(base / "etc/os-release") or "").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return f"{line.split('=', 1)[1].strip(chr(34))} (Linux {platform.release()})"
+    return f"{platform.system()} {platform.release()}"

@@ -1,0 +1,44 @@
+"""Accuracy scripts: read LoadGen's mlperf_log_accuracy.json and score it like the references do.
+
+Each benchmark's record names one `Scorer`: how to score an accuracy log against the dataset's
+ground truth or against the golden reference made by `appliance prepare`, and how to make that
+golden reference from the per-sample payloads of an FP32 reference pass.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.errors import DataError
+from harness.data.datasets.store import PreparedData
+
+
+@dataclass(frozen=True)
+class Score:
+    key: str            # manifest key and metric name: "top1" or "mAP"
+    percent: float
+    line: str           # the official first line of accuracy.txt
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scorer:
+    score: Callable[[Path, PreparedData, str], Score | None]  # (log, data, against) -> None: no golden made
+    golden: Callable[[list[np.ndarray], PreparedData], tuple[str, bytes, str]]  # payloads -> (file, bytes, summary)
+
+
+def read_log(log_path: Path) -> list[dict[str, Any]]:
+    """The records of an accuracy log: [{"qsl_idx", "data" (hex)}, ...]."""
+    try:
+        records = json.loads(log_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read accuracy log {log_path}: {exc}") from None
+    if not isinstance(records, list):
+        raise DataError(f"accuracy log {log_path} is not a list of responses")
+    return records

@@ -1,0 +1,154 @@
+"""Preprocessed samples stored once as memory-mappable uint8 `.npy` shards with a sha256 manifest.
+
+Layout of a prepared folder::
+
+    manifest.json            what was made, from what, how, and the digest of every file
+    samples-00000.npy ...    [n, C, H, W] uint8, SHARD_SIZE samples per shard, in LoadGen index order
+    labels.npy               per sample: class label (ImageNet) or image id (COCO format)
+    annotations.json         COCO-format ground truth of exactly these samples (detection datasets)
+    golden.npy | golden.json the FP32 reference pass of the model named in the manifest: labels, or
+                             its detections as COCO annotations
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.errors import DataError
+from harness.core.fsutil import sha256_file
+from harness.records.base import json_kind
+
+MANIFEST = "manifest.json"
+SHARD_SIZE = 1024
+FORMAT_VERSION = 1
+
+
+def shard_name(i: int) -> str:
+    return f"samples-{i:05d}.npy"
+
+
+def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
+    """Save one array and return its manifest entry (file, shape, sha256)."""
+    path = folder / name
+    np.save(path, array, allow_pickle=False)
+    return {"file": name, "shape": list(array.shape), "sha256": sha256_file(path)}
+
+
+def create_array(folder: Path, name: str, shape: tuple[int, ...]) -> np.memmap:
+    """A new uint8 `.npy` file mapped for writing, so a shard of large images never sits in RAM whole.
+
+    Its blocks are allocated at once: a disk too full for it fails here with ENOSPC, where writing
+    into a sparse mapping would kill the process with SIGBUS."""
+    path = folder / name
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=shape)
+    with open(path, "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
+    return array
+
+
+def close_array(folder: Path, name: str, array: np.memmap) -> dict[str, Any]:
+    """Flush an array from `create_array` and return its manifest entry (file, shape, sha256)."""
+    array.flush()
+    return {"file": name, "shape": list(array.shape), "sha256": sha256_file(folder / name)}
+
+
+@dataclass
+class PreparedData:
+    """A prepared folder opened for a run: samples stay on disk until LoadGen asks for them."""
+
+    root: Path
+    manifest: dict[str, Any]
+    shards: list[np.ndarray]
+    labels: np.ndarray
+    golden: np.ndarray | None  # golden labels (.npy); a golden.json is read by its scorer
+
+    @property
+    def count(self) -> int:
+        return int(self.manifest["count"])
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.manifest["synthetic"])
+
+    @property
+    def source(self) -> Path:
+        """The raw dataset it was made from: recorded relative to the data dir (<data>/preprocessed/<name>
+        is this folder) when inside it, else absolute."""
+        recorded = Path(self.manifest["source"])
+        return recorded if recorded.is_absolute() else self.root.parent.parent / recorded
+
+    def gather(self, indices: np.ndarray, out: np.ndarray) -> None:
+        """Copy samples `indices` (sorted or not) into `out` [len(indices), C, H, W]."""
+        for j, idx in enumerate(indices):
+            shard, off = divmod(int(idx), SHARD_SIZE)
+            out[j] = self.shards[shard][off]
+
+
+def _named(root: Path, name: object) -> Path:
+    """A file the manifest names: a plain name inside the prepared folder, never a path out of it."""
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise ValueError(f"file {name!r} is not a plain file name of the folder")
+    return root / name
+
+
+def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
+    """Open a prepared folder, checking that every shard is present and has the recorded shape."""
+    mpath = root / MANIFEST
+    rerun = f"; rerun `{prepare_hint}`" if prepare_hint else ""
+    if not mpath.is_file():
+        raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
+    try:
+        manifest = json.loads(mpath.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError(f"{mpath} holds {json_kind(manifest)}, not a JSON object")
+        if manifest.get("format") != FORMAT_VERSION:
+            raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
+        shards = []
+        for entry in manifest["shards"]:
+            arr = np.load(_named(root, entry["file"]), mmap_mode="r", allow_pickle=False)
+            if list(arr.shape) != entry["shape"] or arr.dtype != np.uint8:
+                raise ValueError(f"{entry['file']} has shape {arr.shape} {arr.dtype}, manifest says {entry['shape']}")
+            shards.append(arr)
+        labels = np.load(_named(root, manifest["labels"]["file"]), allow_pickle=False)
+        golden = None
+        for key in ("annotations", "golden"):
+            if manifest.get(key) and not _named(root, manifest[key]["file"]).is_file():
+                raise ValueError(f"{manifest[key]['file']} is missing")
+        if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
+            golden = np.load(_named(root, manifest["golden"]["file"]), allow_pickle=False)
+        complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = (f"{exc} is missing" if isinstance(exc, KeyError) else  # a number or `null` where a list is
+               f"an entry of the wrong JSON kind: {exc}" if isinstance(exc, TypeError | AttributeError) else exc)
+        raise DataError(f"prepared data in {root} is damaged ({why})" + rerun) from None
+    if not complete:
+        raise DataError(f"prepared data in {root} is incomplete" + rerun)
+    return PreparedData(root, manifest, shards, labels, golden)
+
+
+def digested_files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest entries ({"file", "sha256", ...}) of every file a run reads: shards, labels,
+    annotations, golden reference."""
+    return [*manifest["shards"], manifest["labels"], *(manifest[k] for k in ("annotations", "golden")
+                                                       if manifest.get(k))]
+
+
+def verify_digests(root: Path, manifest: dict[str, Any],
+                   digest: Callable[[Path], str] = sha256_file) -> list[str]:
+    """Names of the files whose sha256 no longer matches the manifest, or that are gone (empty when
+    all match). harness.data.integrity passes a digest that hashes each file once per process."""
+    bad = []
+    for entry in digested_files(manifest):
+        try:
+            if digest(root / entry["file"]) != entry["sha256"]:
+                bad.append(entry["file"])
+        except FileNotFoundError:
+            bad.append(entry["file"])
+    return bad

@@ -1,0 +1,159 @@
+"""`appliance prepare --precision bf16`: the FP32 weights computed in bfloat16 by OpenVINO's CPU plugin.
+
+bf16 is an inference precision, not a new set of weights: OpenVINO converts the FP32 weights and
+activations to bf16 when it compiles the model (INFERENCE_PRECISION_HINT bf16), on CPUs with
+AVX512_BF16 (AMD Zen 4, Intel Cooper Lake) or AMX-BF16 (Intel Sapphire Rapids and later). On such
+CPUs it is OpenVINO's own default for an FP32 model, so a user's `benchmark_app` runs FP32 models in
+bf16; the appliance does it only when asked, and only after prepare has measured that the bf16
+results agree with FP32 well enough (the same rule as int8: `quantize.AGREEMENT`, `tune.eligibility`).
+
+The model file is the FP32 model with its input retyped to uint8 (Cast + Sub(mean) in the graph, as
+the int8 model has), so staging a batch is a byte copy. onnxruntime has no bf16 path on x86 CPUs
+(its CPU provider computes FP32; its bf16 GEMM fast-math option is arm64 only): bf16 runs on
+`--backend openvino` cards and is refused for the others.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.errors import ApplianceError, DataError
+from harness.core.fsutil import sha256_file, tmp_prefix
+from harness.data.benchmarks import Benchmark
+from harness.data.datasets import store
+from harness.data.models import registry
+from harness.hw import system
+from harness.prepare.quantize import AGREEMENT, agreement, uint8_input
+from harness.prepare.steps import TUNED_ON, dataset_pass, existing_record, stored_path
+from harness.records import model_record
+from harness.records.model_record import ModelRecord
+
+Echo = Callable[[str], None]
+PRECISION = "bf16"
+HINT = "bf16"               # OpenVINO's INFERENCE_PRECISION_HINT for it
+CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of the instructions OpenVINO's bf16 kernels use
+BACKENDS = TUNED_ON[PRECISION]  # the card backends with a bf16 path: openvino
+
+
+def missing(flags: set[str] | frozenset[str], capabilities: list[str] | tuple[str, ...]) -> str | None:
+    """Why this CPU cannot run bf16 (None: it can): neither bf16 CPU flag, or OpenVINO's CPU plugin not
+    offering BF16 among its OPTIMIZATION_CAPABILITIES."""
+    if not set(CPU_FLAGS) & set(flags):
+        return (f"the CPU has neither {' nor '.join(CPU_FLAGS)} (bf16 needs AMD Zen 4 or later, or Intel "
+                f"Cooper Lake / Sapphire Rapids or later)")
+    if "BF16" not in capabilities:
+        return (f"OpenVINO's CPU plugin does not offer BF16 on this CPU (its capabilities: "
+                f"{', '.join(capabilities) or 'none'})")
+    return None
+
+
+def openvino_capabilities() -> list[str]:
+    try:
+        import openvino as ov
+    except ImportError:
+        raise ApplianceError("bf16 needs the openvino package (pip install openvino, the version in "
+                             "requirements.lock)") from None
+    caps: list[str] = list(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    return caps
+
+
+def require(what: str) -> None:
+    """ApplianceError (one line, naming the missing CPU flag) unless this CPU can compute bf16."""
+    why = missing(system.cpu_flags(), openvino_capabilities())
+    if why is not None:
+        raise ApplianceError(f"{what}: {why}; on {system.cpu_model()} use fp32 or int8")
+
+
+def check_backend(backend: str) -> None:
+    """bf16 runs only on backends with a bf16 path; one line for the others."""
+    if backend not in BACKENDS:
+        raise ApplianceError(f"--precision bf16 runs on --backend {' / '.join(BACKENDS)} only: {backend} has no bf16 "
+                             f"path on this CPU (onnxruntime's CPU provider computes FP32); use --backend openvino "
+                             f"or --precision fp32")
+
+
+def openvino_pass(model_path: Path, bench: Benchmark, data: store.PreparedData, batch: int,
+                  label: str) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The model compiled by OpenVINO for the CPU at bf16, over the prepared dataset (`dataset_pass`);
+    the compiled model's own precision is checked to be bf16, so a silent FP32 fallback is refused."""
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(str(model_path))
+    model.reshape({bench.input_name: [batch, *bench.input_shape]})
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": HINT, "PERFORMANCE_HINT": "LATENCY"})
+    check_compiled(compiled)
+    request = compiled.create_infer_request()
+    outputs = [compiled.output(name) for name in bench.outputs]
+    raw = compiled.input(bench.input_name).get_element_type() == ov.Type.u8
+    padded = np.zeros((batch, *bench.input_shape), np.uint8 if raw else np.float32)
+
+    def infer(x: np.ndarray) -> list[np.ndarray]:
+        n = len(x)
+        padded[:n] = x
+        request.infer([padded])
+        return [request.get_tensor(o).data[:n].copy() for o in outputs]
+
+    return dataset_pass(infer, raw, bench, data, batch, label)
+
+
+def check_compiled(compiled: Any) -> None:
+    """RuntimeError unless the compiled model computes in bf16 (what OpenVINO says it compiled for)."""
+    got = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    if "bf16" not in got and "bfloat16" not in got:
+        raise RuntimeError(f"OpenVINO compiled the model for {got}, not bf16")
+
+
+def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
+                 data: store.PreparedData, echo: Echo) -> dict[str, Any]:
+    """The bf16 model record of `fp32` (its record), with the top-1 agreement (or golden mAP) of a bf16
+    pass with the FP32 golden reference, measured on this CPU; skipped if up to date."""
+    import onnx
+    import openvino as ov
+
+    require("--precision bf16")
+    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
+        raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
+    key = {"fp32_sha256": fp32["sha256"], "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
+           "converter_sha256": sha256_file(Path(__file__)), "openvino": ov.get_version(),
+           "cpu": system.cpu_model()}
+    old = existing_record(record_path)
+    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
+            and sha256_file(Path(old["path"])) == old["sha256"]:
+        q = old["quantization"]
+        metric = next(k for k in AGREEMENT if k in q)
+        echo(f"bf16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
+        return old
+    source = onnx.load(fp32["path"])
+    u8 = uint8_input(source, bench)
+    if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
+        path = Path(fp32["path"])
+    else:
+        path = models_dir / f"{bench.name}-u8in-{fp32['sha256'][:12]}.onnx"
+        with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("bf16"), suffix=".tmp") as tmp:
+            onnx.save(u8, str(Path(tmp) / "u8in.onnx"))
+            os.replace(Path(tmp) / "u8in.onnx", path)
+    metric, agree = agreement(openvino_pass(path, bench, data, bench.default_batch,
+                                            f"bf16 {bench.quality_metric} over the prepared dataset"), bench, data)
+    md5, sha = registry.file_digests(path)
+    record = ModelRecord(
+        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
+                                "macs_per_sample", "stats")},
+        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision=PRECISION, input_dtype="uint8",
+        output_layout=fp32.get("output_layout"), inference_precision=HINT,
+        quantization={"tool": f"OpenVINO {ov.get_version()} CPU plugin, INFERENCE_PRECISION_HINT {HINT}",
+                      "weights": "FP32 in the file, converted to bf16 by OpenVINO when it compiles",
+                      "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                      "measured_on": f"{system.cpu_model()} ({', '.join(sorted(set(CPU_FLAGS) & system.cpu_flags()))})",
+                      "key": key, metric: round(agree, 3), "agreement_samples": data.count})
+    model_record.write(record_path, record)
+    echo(f"bf16 model: {path} (FP32 weights, computed in bf16 by OpenVINO on {system.cpu_model()})\n"
+         f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
+    return {**record.to_json(), "path": str(path.absolute())}

@@ -1,0 +1,128 @@
+"""`appliance prepare --precision fp16`: the FP32 model in half precision, for GPU cards.
+
+The fp16 model reads the stored uint8 samples as the int8 model does (Cast + Sub(mean) in front,
+`quantize.uint8_input`), and is converted by onnxruntime's own `convert_float_to_float16` (inputs and
+outputs kept in their types, its default list of ops that stay FP32). It may be chosen by the same rule
+as int8 (`tune.eligibility`: top-1 agreement with FP32, or mAP against the FP32 golden detections), and
+that agreement is measured at prepare, on the CPU, so no GPU is needed to decide it.
+
+onnxruntime's CPU provider does run the fp16 model, but not in fp16: having almost no fp16 kernels on
+x86 it inserts Casts to FP32 around every node (270 on ResNet50) and removes the back-to-back ones, so
+the activations stay FP32 and only the weights are rounded. A GPU stores every activation in fp16.
+The agreement is therefore computed on an emulation (`emulation`): the fp16 model's own weights, widened
+exactly to FP32, with every floating output of every node the converter put in fp16 rounded to fp16
+(a Cast pair, which onnxruntime keeps), and FP32 arithmetic inside each op, as GPU tensor cores
+accumulate fp16 products in FP32.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.core import progress
+from harness.core.errors import DataError
+from harness.core.fsutil import sha256_file, tmp_prefix
+from harness.data.benchmarks import Benchmark
+from harness.data.datasets import store
+from harness.data.models import registry
+from harness.prepare.quantize import AGREEMENT, agreement, uint8_input
+from harness.prepare.steps import existing_record, reference_pass, stored_path
+from harness.records import model_record
+from harness.records.model_record import ModelRecord
+
+if TYPE_CHECKING:
+    import onnx
+
+Echo = Callable[[str], None]
+TOOL = "onnxruntime.transformers.float16.convert_float_to_float16"
+
+
+def convert(fp32_u8: onnx.ModelProto) -> onnx.ModelProto:
+    """The uint8-input FP32 model in fp16 (graph inputs and outputs keep their types)."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model: onnx.ModelProto = convert_float_to_float16(fp32_u8, keep_io_types=True)
+    return model
+
+
+def emulation(fp32_u8: onnx.ModelProto, fp16: onnx.ModelProto) -> onnx.ModelProto:
+    """An FP32 graph computing what the fp16 model computes on a GPU: the fp16 weights widened exactly, and
+    each floating node output rounded to fp16, except for the ops the converter left in FP32."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST
+
+    half = {i.name: numpy_helper.to_array(i) for i in fp16.graph.initializer if i.data_type == TensorProto.FLOAT16}
+    m = onnx.shape_inference.infer_shapes(fp32_u8)
+    floats = {v.name for v in [*m.graph.value_info, *m.graph.output, *m.graph.input]
+              if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    for init in m.graph.initializer:
+        if init.name in half:
+            init.CopyFrom(numpy_helper.from_array(half[init.name].astype(np.float32), init.name))
+    nodes = []
+    for node in m.graph.node:
+        nodes.append(node)
+        if node.op_type in DEFAULT_OP_BLOCK_LIST:
+            continue
+        for i, out in enumerate(list(node.output)):
+            if out not in floats:
+                continue
+            node.output[i] = f"{out}/fp32"
+            nodes += [helper.make_node("Cast", [f"{out}/fp32"], [f"{out}/fp16"], to=TensorProto.FLOAT16),
+                      helper.make_node("Cast", [f"{out}/fp16"], [out], to=TensorProto.FLOAT)]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    del m.graph.value_info[:]
+    return m
+
+
+def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
+                 data: store.PreparedData, echo: Echo) -> dict[str, Any]:
+    """Convert the FP32 model of `fp32` (its record) and report its agreement with FP32; skip if up to date."""
+    import onnx
+
+    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
+        raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
+    key = {"fp32_sha256": fp32["sha256"], "converter_sha256": sha256_file(Path(__file__)),
+           "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
+    old = existing_record(record_path)
+    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
+            and sha256_file(Path(old["path"])) == old["sha256"]:
+        q = old["quantization"]
+        metric = next(k for k in AGREEMENT if k in q)
+        echo(f"fp16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
+        return old
+    path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("fp16"), suffix=".tmp") as tmp:
+        with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
+            u8 = uint8_input(onnx.load(fp32["path"]), bench)
+            half = convert(u8)
+            onnx.save(half, str(Path(tmp) / "fp16.onnx"))
+            emulated = Path(tmp) / "emulation.onnx"
+            onnx.save(emulation(u8, half), str(emulated))
+        metric, agree = agreement(reference_pass(emulated, bench, data, bench.default_batch,
+                                                 f"fp16 {bench.quality_metric} over the prepared dataset"), bench, data)
+        os.replace(Path(tmp) / "fp16.onnx", path)
+    md5, sha = registry.file_digests(path)
+    record = ModelRecord(
+        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
+                                "macs_per_sample", "stats")},
+        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="fp16", input_dtype="uint8",
+        output_layout=fp32.get("output_layout"),
+        quantization={"tool": TOOL, "format": "fp16 weights and activations; graph inputs and outputs keep their "
+                                              "types; the converter's default FP32 ops stay FP32",
+                      "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])), "key": key,
+                      "agreement_computed_on": "onnxruntime CPU, an FP32 emulation: the fp16 weights, every fp16 "
+                                               "activation rounded to fp16, FP32 inside each op (harness.prepare.fp16)",
+                      metric: round(agree, 3), "agreement_samples": data.count})
+    model_record.write(record_path, record)
+    echo(f"fp16 model: {path}\n  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples "
+         f"(computed on the CPU: fp16 weights and activations emulated)")
+    return {**record.to_json(), "path": str(path.absolute())}

@@ -1,0 +1,242 @@
+"""`appliance prepare --precision int8`: onnxruntime static quantisation fed the prepared uint8 samples.
+
+The int8 model reads the offline-preprocessed uint8 samples as they are stored: its graph starts
+with Cast + Sub(mean) in front of the first QuantizeLinear, so staging a batch is a plain byte copy
+and no float copy of an input is ever made in Python. Weights are int8 per output channel, activations
+uint8 (the U8S8 form that VNNI / AMX kernels want), QDQ format so every backend (onnxruntime,
+OpenVINO) can fuse it its own way. Calibration reads an MLPerf-style list of image names
+(`cal_image_list_option_1.txt`: one file name of the dataset per line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.core import progress
+from harness.core.errors import DataError
+from harness.core.fsutil import atomic_write_text, sha256_file, tmp_prefix
+from harness.data.benchmarks import Benchmark
+from harness.data.datasets import store
+from harness.data.models import registry
+from harness.prepare.steps import existing_record, reference_pass, stored_path
+from harness.records import model_record
+from harness.records.model_record import ModelRecord
+
+if TYPE_CHECKING:
+    import onnx
+
+Echo = Callable[[str], None]
+CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet lists have 500 names)
+CAL_SEED = 2027
+CAL_BATCH = 8
+CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
+AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with FP32 (read by tune)
+    "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
+METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
+
+
+def uint8_input(model: onnx.ModelProto, bench: Benchmark) -> onnx.ModelProto:
+    """The FP32 model with its input retyped to uint8 and Cast + Sub(mean) folded in front."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    name = bench.input_name
+    if next(i for i in m.graph.input if i.name == name).type.tensor_type.elem_type == TensorProto.UINT8:
+        return m  # already reads the stored bytes (YOLO: Cast + Mul(1/255) in its graph)
+    centred = f"{name}/centred"
+    for node in m.graph.node:
+        node.input[:] = [centred if x == name else x for x in node.input]
+    inp = next(i for i in m.graph.input if i.name == name)
+    inp.type.tensor_type.elem_type = TensorProto.UINT8
+    mean = np.asarray(bench.input_mean, np.float32).reshape(1, -1, 1, 1)
+    m.graph.initializer.append(numpy_helper.from_array(mean, f"{name}/mean"))
+    m.graph.node.insert(0, helper.make_node("Sub", [f"{name}/float", f"{name}/mean"], [centred], name="input/sub_mean"))
+    m.graph.node.insert(0, helper.make_node("Cast", [name], [f"{name}/float"], name="input/cast",
+                                            to=TensorProto.FLOAT))
+    onnx.checker.check_model(m)
+    return m
+
+
+def read_calibration_list(path: Path, dataset_names: list[str]) -> list[int]:
+    """Dataset indices of the images a calibration list names (one file name per line, MLPerf form)."""
+    try:
+        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read --calibration-list {path}: {exc}") from None
+    where = {n: i for i, n in enumerate(dataset_names)}
+    missing = [n for n in names if n not in where]
+    if not names or missing:
+        what = "is empty" if not names else (f"names {len(missing)} of its {len(names)} images that are not in the "
+                                             f"prepared dataset (first: {missing[0]})")
+        raise DataError(f"--calibration-list {path} {what}; list file names of the prepared dataset, one per line")
+    return sorted({where[n] for n in names})
+
+
+def synthetic_calibration_list(path: Path, dataset_names: list[str]) -> None:
+    """A seeded list of CAL_COUNT names of the (synthetic) dataset, written in the MLPerf form."""
+    rng = np.random.default_rng(CAL_SEED)
+    pick = sorted(rng.choice(len(dataset_names), size=min(CAL_COUNT, len(dataset_names)), replace=False))
+    atomic_write_text(path, "".join(f"{dataset_names[i]}\n" for i in pick))
+
+
+def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedData, indices: list[int]) -> None:
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime ships no types
+        def __init__(self) -> None:
+            self.starts = iter(range(0, len(indices), CAL_BATCH))
+            self.bar = progress.bar(len(indices), f"calibrating on {len(indices)} images")
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            start = next(self.starts, None)
+            if start is None:
+                self.bar.close()
+                return None
+            part = np.asarray(indices[start:start + CAL_BATCH])
+            u8 = np.empty((len(part), *bench.input_shape), dtype=np.uint8)
+            data.gather(part, u8)
+            self.bar.update(len(part))
+            return {bench.input_name: u8}
+
+    import onnx
+
+    pre = fp32_u8.with_name(fp32_u8.stem + ".pre.onnx")
+    quant_pre_process(str(fp32_u8), str(pre), skip_symbolic_shape=True)
+    # The classifier head (MatMul/Gemm, 0.05% of ResNet50's MACs, and the ArgMax/Softmax reading its
+    # logits) stays FP32: uint8 logits would have to span all 1001 classes and would round near-ties
+    # together, which costs top-1 agreement for nothing.
+    graph = onnx.load(str(pre)).graph
+    classifier = [n.name for n in graph.node if n.op_type in CLASSIFIER_OPS] + _decode_tail(graph)
+    with contextlib.redirect_stdout(io.StringIO()):  # the calibrator prints its progress
+        quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=getattr(CalibrationMethod, METHOD), nodes_to_exclude=classifier)
+
+
+def _decode_tail(graph: Any) -> list[str]:
+    """The prediction convs and everything after them, from a Concat along axis 2 (YOLO's anchors of all
+    levels) on: the DFL, box decoding and sigmoid stay FP32, since uint8 would round boxes to 2.5 px and
+    every score below 0.004 to 0, under the reference's 0.001 threshold; the 1x1 prediction convs and the
+    per-level Concat / Reshape feeding it too, since one uint8 scale over box logits and class logits
+    (centred near -12) would round both coarsely."""
+    consumers: dict[str, list[Any]] = {}
+    producer = {o: n for n in graph.node for o in n.output}
+    for n in graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    todo = [n for n in graph.node if n.op_type == "Concat" and any(a.name == "axis" and a.i == 2
+                                                                   for a in n.attribute)]
+    up = list(todo)
+    while up:  # back through the levels' Reshape / Concat to the prediction convs, no further
+        n = up.pop()
+        for i in n.input:
+            p = producer.get(i)
+            if p is not None and p.op_type in ("Reshape", "Concat", "Conv") and p not in todo:
+                todo.append(p)
+                if p.op_type != "Conv":
+                    up.append(p)
+    seen: dict[str, None] = {}
+    while todo:
+        n = todo.pop()
+        if n.name not in seen:
+            seen[n.name] = None
+            todo += [c for o in n.output for c in consumers.get(o, [])]
+    return list(seen)
+
+
+def agreement(passes: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], bench: Benchmark,
+              data: store.PreparedData) -> tuple[str, float]:
+    """How a reduced-precision model's pass over the prepared dataset (`dataset_pass`) agrees with the FP32
+    golden reference: top-1 agreement, or mAP against the golden annotations (detection: the reference
+    pass's detections as ground truth). Returns the `AGREEMENT` key and the percentage."""
+    if bench.quality_metric == "top-1":
+        assert data.golden is not None
+        labels = np.empty(data.count, dtype=np.int32)
+        for part, payload, offsets in passes:
+            labels[part] = payload[offsets[:-1]].astype(np.int32)  # one class id per sample
+        return "agreement_top1_pct", 100.0 * float(np.mean(labels == data.golden))
+    records = []
+    for part, payload, offsets in passes:
+        records += [{"seq_id": int(i), "qsl_idx": int(i), "data": payload[offsets[j]:offsets[j + 1]].tobytes().hex()}
+                    for j, i in enumerate(part)]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "mlperf_log_accuracy.json"
+        log.write_text(json.dumps(records))
+        score = bench.accuracy.score(log, data, "golden")
+    assert score is not None
+    return "golden_map_pct", score.percent
+
+
+def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
+                 data: store.PreparedData, cal_list: Path | None, echo: Echo) -> dict[str, Any]:
+    """Quantise the FP32 model of `fp32` (its record) and report top-1 agreement with it; skip if up to date."""
+    import onnx
+
+    if not data.manifest.get("golden"):
+        raise DataError(f"no FP32 golden reference for {bench.name}; run `{bench.prepare_hint(models_dir.parent)}`")
+    names = bench.dataset.read(data.source, data.count).names
+    if cal_list is None:
+        cal_list = models_dir / f"{bench.name}-cal_image_list.txt"
+        if not cal_list.is_file():
+            synthetic_calibration_list(cal_list, names)
+    indices = read_calibration_list(cal_list, names)
+    key = {"fp32_sha256": fp32["sha256"], "calibration_sha256": sha256_file(cal_list), "method": METHOD,
+           "quantizer_sha256": sha256_file(Path(__file__)),
+           "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
+    old = existing_record(record_path)
+    if old and old.get("quantization", {}).get("key") == key and Path(old["path"]).is_file() \
+            and sha256_file(Path(old["path"])) == old["sha256"]:
+        q = old["quantization"]
+        metric = "agreement_top1_pct" if "agreement_top1_pct" in q else "golden_map_pct"
+        echo(f"int8 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
+        return old
+    if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
+        raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
+    path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("int8"), suffix=".tmp") as tmp:
+        u8in = Path(tmp) / "u8in.onnx"
+        onnx.save(uint8_input(onnx.load(fp32["path"]), bench), str(u8in))
+        with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
+            _quantize(u8in, Path(tmp) / "int8.onnx", bench, data, indices)
+        os.replace(Path(tmp) / "int8.onnx", path)
+    metric, agree = agreement(reference_pass(path, bench, data, bench.default_batch,
+                                             f"int8 {bench.quality_metric} over the prepared dataset"),
+                              bench, data)
+    md5, sha = registry.file_digests(path)
+    record = ModelRecord(
+        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
+                                "macs_per_sample", "stats")},
+        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="int8", input_dtype="uint8",
+        output_layout=fp32.get("output_layout"),
+        quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
+                      "weights": "int8 per channel", "activations": "uint8 per tensor",
+                      "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the box "
+                                    "decoding after the anchors' Concat (YOLO)",
+                      "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                      "calibration_list": stored_path(models_dir.parent, cal_list),
+                      "calibration_images": len(indices), "key": key,
+                      metric: round(agree, 3), "agreement_samples": data.count})
+    model_record.write(record_path, record)
+    echo(f"int8 model: {path}\n  calibrated on {len(indices)} images of {cal_list}\n"
+         f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
+    return {**record.to_json(), "path": str(path.absolute())}
+

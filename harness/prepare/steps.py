@@ -1,0 +1,436 @@
+"""`appliance prepare`: the model and the preprocessed dataset, made once, offline, before any run.
+
+Data dir layout::
+
+    models/<benchmark>.json        which model runs: path, digests, synthetic or official, size
+    models/<file>.onnx             the seeded model (or the fetched official one)
+    <dataset>/                     raw dataset in its official layout (synthetic unless --source)
+    preprocessed/<benchmark>/      uint8 shards + manifest (harness.data.datasets.store)
+
+Records name files inside the data dir relative to it (`stored_path`), so a prepared data dir can be
+copied, moved or mounted read-only anywhere and used from any working directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from harness.core import leftovers, progress
+from harness.core.errors import ApplianceError, DataError
+from harness.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file, staged_dir
+from harness.data import benchmarks
+from harness.data.benchmarks import Benchmark
+from harness.data.datasets import Listing, store
+from harness.data.models import registry
+from harness.data.models.stats import model_stats
+from harness.records import model_record
+from harness.run.rundirs import disk_fault
+
+Echo = Callable[[str], None]
+DATASET_SEED = 2026
+MODEL_SEED = 0
+PRECISIONS = ("fp32", "int8", "fp16", "bf16")  # from the fp32 model: harness.prepare.quantize, harness.prepare.fp16, harness.prepare.bf16
+TUNED_ON = {"fp16": ("onnxruntime-cuda", "onnxruntime-tensorrt"),  # precisions some backends compute, and `tune`
+            "bf16": ("openvino",)}                                 # times on those only (harness.prepare.bf16.BACKENDS)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a benchmark's files live under a data dir."""
+
+    data_dir: Path
+    bench: Benchmark
+
+    @property
+    def model_record(self) -> Path:
+        return self.data_dir / "models" / f"{self.bench.name}.json"
+
+    def record_for(self, precision: str) -> Path:
+        """The model record of `precision` (fp32: `model_record`)."""
+        return self.model_record if precision == "fp32" else self.model_record.with_name(
+            f"{self.bench.name}-{precision}.json")
+
+    @property
+    def raw(self) -> Path:
+        return self.data_dir / self.bench.dataset.name
+
+    @property
+    def preprocessed(self) -> Path:
+        return self.data_dir / "preprocessed" / self.bench.name
+
+
+def space_needed(layout: Layout, samples: int | None, source: Path | None, precision: str,
+                 model_file: Path | None, fetch: bool) -> dict[str, int]:
+    """Bytes `prepare` will write, per part not made yet: the model (the record's parameters x 4 bytes:
+    seeded, fetched or an adopted copy of --model; plus the int8 copy and its uint8-input FP32
+    intermediate, or bf16's uint8-input FP32 copy), the raw synthetic dataset (bounded by the decoded
+    image size) and the uint8 shards (samples x input bytes)."""
+    bench = layout.bench
+    count = samples or bench.performance_sample_count
+    sample = int(np.prod(bench.input_shape))
+    params = int(bench.params_reference)
+    need = {}
+    seeded = model_file is None and not fetch
+    if fetch or (model_file is not None and bench.adopt_model is not None) or (
+            seeded and not (layout.model_record.parent / f"{bench.name}-seeded-s{MODEL_SEED}.onnx").is_file()):
+        need["model"] = 4 * params
+    if precision == "int8" and not layout.record_for("int8").is_file():
+        need["int8 model"] = 5 * params
+    if precision == "fp16" and not layout.record_for("fp16").is_file():
+        need["fp16 model"] = 6 * params  # the fp16 file, and its FP32 emulation while the agreement is measured
+    if precision == "bf16" and not layout.record_for("bf16").is_file():
+        need["bf16 model (FP32 weights, uint8 input)"] = 4 * params
+    if source is None and not _json_or_empty(layout.raw / ".synthetic.json").get("count", 0) >= count:
+        need["raw dataset"] = count * sample
+    if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:
+        need["shards"] = count * sample
+    return need
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_space(layout: Layout, need: dict[str, int]) -> None:
+    """Refuse in one line, before anything is written, when the data dir's disk cannot hold `need`."""
+    free = shutil.disk_usage(layout.data_dir).free
+    total = sum(need.values())
+    if free < total:
+        parts = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in need.items())
+        raise ApplianceError(f"prepare needs about {total / 1e6:.1f} MB in {layout.data_dir} ({parts}), only "
+                             f"{free / 1e6:.1f} MB free there: free some space or choose another --data-dir")
+
+
+@contextlib.contextmanager
+def disk_faults_as_errors(layout: Layout) -> Iterator[None]:
+    """A full or failing disk during `prepare` ends it in one line (what it was writing is removed by
+    the atomic writers), not an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        fault = disk_fault(exc)
+        if fault is None:
+            raise
+        raise ApplianceError(f"prepare stopped: {fault}; nothing half-written was kept in {layout.data_dir}; "
+                             f"free some space (or check the disk) and run again") from None
+
+
+def sweep_leftovers(layout: Layout, echo: Echo) -> None:
+    """Remove the temporaries a killed `prepare` left in the folders prepare writes to."""
+    pre = layout.data_dir / "preprocessed"
+    subdirs = sorted(p for p in pre.iterdir() if p.is_dir()) if pre.is_dir() else []
+    leftovers.sweep([layout.data_dir, layout.data_dir / "models", pre, *subdirs], echo)
+
+
+def stored_path(data_dir: Path, path: Path) -> str:
+    """How a record names `path`: relative to the data dir when inside it, else absolute."""
+    full, root = path.resolve(), data_dir.resolve()
+    return str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
+
+
+def located(data_dir: Path, recorded: str, folder: str) -> Path:
+    """The file a record names. Relative: inside the data dir. Records from before paths were relative
+    hold absolute or working-directory-relative paths: taken as given if the file is there, else its
+    name in the data dir's `folder` (so an old data dir that was moved still works)."""
+    given = Path(recorded)
+    candidates = [given] if given.is_absolute() else [data_dir / given, given]
+    candidates.append(data_dir / folder / given.name)
+    return Path(os.path.abspath(next((c for c in candidates if c.is_file()), data_dir / given)))
+
+
+def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]:
+    """The model record (harness.records.model_record) as a dict, its `path` made absolute: located in this data
+    dir wherever the dir now lives."""
+    hint = layout.bench.prepare_hint(layout.data_dir) + ("" if precision == "fp32" else f" --precision {precision}")
+    path = layout.record_for(precision)
+    try:
+        record = model_record.read(path)
+    except FileNotFoundError:
+        raise DataError(f"no {precision} model prepared for {layout.bench.name} in {layout.data_dir}: "
+                        f"run `{hint}`") from None
+    except DataError as exc:
+        raise DataError(f"{exc}; rerun `{hint}`") from None
+    model = located(layout.data_dir, record.path, "models")
+    if not model.is_file():
+        raise DataError(f"model {model} (named in {path}) is missing; rerun `{hint}`")
+    return {**record.to_json(), "path": str(model)}
+
+
+def model_bench(bench: Benchmark, record: dict[str, Any]) -> Benchmark:
+    """`bench` reading the recorded model's outputs in the layout prepare recorded (`--output-layout`)."""
+    kind = record.get("output_layout")
+    return bench if kind is None else bench.with_output_layout(kind)
+
+
+def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
+    """Load and check an ONNX file: parseable, and with the benchmark's input and outputs."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx raises DecodeError, ValidationError, ...
+        raise DataError(f"{path} is not a valid ONNX model ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:160] if str(exc) else 'truncated?'}); "
+                        f"pass a complete file or drop --model to build the seeded one") from None
+    inputs = [i.name for i in model.graph.input if i.name not in {x.name for x in model.graph.initializer}]
+    outputs = [o.name for o in model.graph.output]
+    if bench.input_name not in inputs or not set(bench.outputs) <= set(outputs):
+        raise DataError(f"{path} has inputs {inputs} and outputs {outputs}; {bench.name} needs input "
+                        f"{bench.input_name!r} and outputs {list(bench.outputs)}")
+    def dims(value_info: Any) -> list[int | None]:
+        return [d.dim_value if d.HasField("dim_value") else None for d in value_info.type.tensor_type.shape.dim]
+
+    got_in, (c, h, w) = dims(next(i for i in model.graph.input if i.name == bench.input_name)), bench.input_shape
+    if len(got_in) == 4 and got_in[1] == c and None not in got_in[2:] and got_in[2:] != [h, w]:
+        raise DataError(f"{path}: input {bench.input_name!r} is {got_in[2]}x{got_in[3]}; {bench.name} runs at "
+                        f"{h}x{w}: export the model at {h}x{w}")
+    shapes = {o.name: dims(o)[1:] for o in model.graph.output}
+    for name, (shape, _) in zip(bench.outputs, bench.output_specs, strict=True):
+        got = shapes[name]
+        if got and all(d is not None for d in got) and tuple(got) != shape:
+            spec = bench.detection
+            alt = next(iter(spec.variants), None) if spec is not None and tuple(reversed(got)) == shape else None
+            hint = (f": that is the {alt} layout, select it with --output-layout {alt}" if alt else
+                    " (the layout its host post-processing reads)")
+            raise DataError(f"{path}: output {name!r} has shape {got} per sample, {bench.name} needs {list(shape)}"
+                            f"{hint}")
+    return model
+
+
+def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
+    """Make (or adopt) the model, record its digests, print its size next to the published one."""
+    bench = layout.bench
+    models_dir = layout.model_record.parent
+    models_dir.mkdir(parents=True, exist_ok=True)
+    artefact = None
+    if fetch:
+        candidates = registry.find(bench.name)
+        if not candidates:
+            raise DataError(f"no official artefact is registered for {bench.name}")
+        model_file = registry.fetch(candidates[0], models_dir, progress=progress.enabled())
+    if model_file is not None:
+        check = registry.check_model_file(model_file, bench.name)
+        if check.warning:
+            print(check.warning, file=sys.stderr)
+        artefact = check.artefact
+        model = load_onnx(model_file, bench)
+        path, synthetic = model_file.resolve(), False
+        builder = None
+        if bench.adopt_model is not None:  # the graph the cards run, e.g. YOLO's uint8 input with /255 inside
+            model = bench.adopt_model(model)
+            path = models_dir / f"{bench.name}-{check.sha256[:12]}-adopted.onnx"
+            atomic_write_bytes(path, model.SerializeToString())
+    else:
+        builtin = benchmarks.get(bench.name).detection
+        if bench.detection is not None and builtin is not None and bench.detection.kind != builtin.kind:
+            raise DataError(f"the seeded {bench.name} model gives its output in the {builtin.kind} layout; "
+                            f"--output-layout {bench.detection.kind} is for --model FILE: pass one or drop it")
+        path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
+        record = existing_record(layout.model_record)
+        builder = _builder_digest(bench)  # written to the record below, so a changed builder rebuilds
+        if record and record.get("synthetic") and Path(record["path"]).resolve() == path.resolve() \
+                and path.is_file() \
+                and record.get("builder_sha256") == builder and sha256_file(path) == record["sha256"]:
+            echo(f"model: {path} (already built, {record['stats']})")
+            return record
+        with progress.spinner(f"building seeded {bench.title} model"):
+            model = cast(Any, bench.build_model(MODEL_SEED))  # an onnx.ModelProto
+            atomic_write_bytes(path, model.SerializeToString())
+        synthetic = True
+    stats = model_stats(model)
+    md5, sha = registry.file_digests(path)
+    p_dev = 100 * (stats.params / bench.params_reference - 1)
+    g_dev = 100 * (stats.gops / bench.gops_reference - 1)
+    echo(f"model: {path}\n  {stats.describe()}\n"
+         f"  published: {bench.params_reference / 1e6:.1f}M parameters ({p_dev:+.2f}%), "
+         f"{bench.gops_reference} GOPS ({g_dev:+.1f}%; GOPS = 2 x MACs of Conv/Gemm)"
+         + (f"\n  output layout: {bench.detection.kind}" if bench.detection and bench.detection.variants else ""))
+    made = model_record.ModelRecord(
+        benchmark=bench.name, path=stored_path(layout.data_dir, path), sha256=sha, md5=md5, synthetic=synthetic,
+        seed=MODEL_SEED if synthetic else None, official_artefact=artefact.name if artefact else None,
+        precision="fp32", params=stats.params, macs_per_sample=stats.macs_per_sample, stats=stats.describe(),
+        builder_sha256=builder, output_layout=bench.detection.kind if bench.detection and bench.detection.variants
+        else None,
+        adopted_from={"path": str(model_file.resolve()), "sha256": check.sha256}
+        if model_file is not None and bench.adopt_model is not None else None)
+    model_record.write(layout.model_record, made)
+    return {**made.to_json(), "path": str(path.absolute())}
+
+
+def _builder_digest(bench: Benchmark) -> str:
+    """sha256 of the seeded model's builder and its dataset's code: a change to either rebuilds the model.
+
+    The dataset module counts because a seeded classifier may be fitted to the synthetic world's scenes.
+    """
+    import hashlib
+    import inspect
+
+    files = (inspect.getsourcefile(bench.build_model), inspect.getsourcefile(bench.dataset.make_synthetic))
+    return hashlib.sha256("".join(sha256_file(Path(f or "")) for f in files).encode()).hexdigest()
+
+
+def existing_record(path: Path) -> dict[str, Any] | None:
+    """The model record at `path` (<data>/models/x.json) as `read_model_record` gives it, or None."""
+    try:
+        record = model_record.read(path)
+    except (FileNotFoundError, DataError):
+        return None
+    return {**record.to_json(), "path": str(located(path.parent.parent, record.path, "models"))}
+
+
+def read_source(bench: Benchmark, source: Path, samples: int | None) -> Listing:
+    """The listing of a real dataset folder: `prepare` reads it before building the model, so a wrong or
+    empty --source is one line at once, not after minutes of work."""
+    if not source.is_dir():
+        raise DataError(f"--source {source} is not a folder")
+    return bench.dataset.read(source.resolve(), samples)
+
+
+def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, echo: Echo) -> dict[str, Any]:
+    """Preprocess the raw dataset (synthetic unless `source`) into shards; skip if already done."""
+    bench = layout.bench
+    if source is not None:
+        raw, synthetic = source.resolve(), False
+        read_source(bench, source, samples)
+    else:
+        raw, synthetic = layout.raw, True
+        count = samples = samples or bench.performance_sample_count
+        marker = raw / ".synthetic.json"
+        want = {"count": count, "seed": DATASET_SEED}
+        # benchmarks sharing a dataset folder (COCO) share the drawing when it is large enough; a generator
+        # whose images do not depend on the count says so with `prefix_stable` in its marker
+        have = json.loads(marker.read_text()) if marker.is_file() else {}
+        if not (have.get("seed") == DATASET_SEED and (have.get("count") == count or (
+                have.get("prefix_stable") and have.get("count", 0) >= count))):
+            with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
+                bench.dataset.make_synthetic(tmp, count, DATASET_SEED, lambda: bar.update(1))
+                (tmp / ".synthetic.json").write_text(json.dumps({**want, "prefix_stable": bench.dataset.prefix_stable}))
+    listing = bench.dataset.read(raw, samples)
+    names = listing.names
+    index_sha = sha256_file(raw / bench.dataset.index_file)
+    try:
+        old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
+    except DataError as exc:  # damaged: prepared again, which is what its message would tell the user to do
+        echo(f"dataset: {exc}; preprocessing it again")
+        old = None
+    if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(names) \
+            and old.source.resolve() == raw.resolve() and old.manifest.get("sample_shape") == list(bench.input_shape):
+        echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")
+        return old.manifest
+    with staged_dir(layout.preprocessed) as tmp:
+        manifest = _preprocess(bench, raw, listing, index_sha, tmp, synthetic, stored_path(layout.data_dir, raw))
+    echo(f"dataset: {layout.preprocessed} ({len(names)} samples, "
+         f"{'synthetic' if synthetic else 'from ' + str(raw)})")
+    return manifest
+
+
+def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, out: Path,
+                synthetic: bool, source: str) -> dict[str, Any]:
+    import cv2
+
+    names = listing.names
+
+    cv2.setNumThreads(1)  # parallelism comes from the thread pool below
+    shards = []
+    with progress.bar(len(names), f"preprocessing {bench.dataset.name}") as bar, \
+            ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for s, start in enumerate(range(0, len(names), store.SHARD_SIZE)):
+            chunk = names[start:start + store.SHARD_SIZE]
+            block = store.create_array(out, store.shard_name(s), (len(chunk), *bench.input_shape))
+            for j, img in enumerate(pool.map(lambda n: bench.preprocess(raw / n), chunk)):
+                block[j] = img
+                bar.update(1)
+            entry = store.close_array(out, store.shard_name(s), block)
+            shards.append({**entry, "start": start})
+    annotations = None
+    if listing.annotations is not None:
+        atomic_write_json(out / "annotations.json", listing.annotations)
+        annotations = {"file": "annotations.json", "sha256": sha256_file(out / "annotations.json")}
+    return _write_manifest(out, {
+        "format": store.FORMAT_VERSION, "benchmark": bench.name, "dataset": bench.dataset.name,
+        "count": len(names), "synthetic": synthetic, "source": source,
+        "source_index": bench.dataset.index_file, "source_index_sha256": index_sha,
+        "layout": "NCHW", "dtype": "uint8", "sample_shape": list(bench.input_shape),
+        "preprocessing": f"{bench.preprocessing}; mean {list(bench.input_mean)} subtracted at batch staging",
+        "shards": shards, "labels": store.write_array(out, "labels.npy", listing.labels),
+        "annotations": annotations, "golden": None,
+    })
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    atomic_write_json(folder / store.MANIFEST, manifest)
+    return manifest
+
+
+def reference_pass(model_path: str | Path, bench: Benchmark, data: store.PreparedData, batch: int,
+                   label: str) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A plain onnxruntime CPU pass over the prepared dataset, outside the harness: per batch, the QSL
+    indices and the encoded (payload, offsets). A uint8-input model (int8) reads the stored bytes; an
+    FP32 one the mean-subtracted floats, as the harness stages them."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    raw = next(i.type for i in sess.get_inputs() if i.name == bench.input_name) == "tensor(uint8)"
+    outputs = list(bench.outputs)
+    return dataset_pass(lambda x: list(sess.run(outputs, {bench.input_name: x})), raw, bench, data, batch, label)
+
+
+def dataset_pass(infer: Callable[[np.ndarray], list[np.ndarray]], raw: bool, bench: Benchmark,
+                 data: store.PreparedData, batch: int,
+                 label: str) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`infer` over the prepared dataset in batches of at most `batch`: per batch, the QSL indices and the
+    encoded (payload, offsets). `raw`: the model reads the stored uint8 bytes, else mean-subtracted floats."""
+    from harness.data.datasets.coco import for_prepared
+
+    bench = for_prepared(bench, data)
+    mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)
+    u8 = np.empty((batch, *bench.input_shape), dtype=np.uint8)
+    with progress.bar(data.count, label) as bar:
+        for start in range(0, data.count, batch):
+            part = np.arange(start, min(start + batch, data.count))
+            x = u8[:len(part)]
+            data.gather(part, x)
+            outputs = infer(x if raw else x.astype(np.float32) - mean)
+            yield (part, *bench.encode_response(outputs, part.tolist()))
+            bar.update(len(part))
+
+
+def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, echo: Echo) -> None:
+    """The golden reference from a plain FP32 onnxruntime pass of the model, to prove the accuracy path.
+
+    Synthetic weights have no real accuracy; matching this independent reference pass 100% (labels
+    for ResNet50, the host-NMS detections as COCO annotations for detection) shows that the harness
+    feeds, batches, post-processes and logs every sample correctly.
+    """
+    bench = layout.bench
+    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(layout.data_dir))
+    if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model_record["sha256"]:
+        echo("golden reference: up to date")
+        return
+    payloads: list[np.ndarray] = []
+    for part, payload, offsets in reference_pass(model_record["path"], bench, data, batch,
+                                                 "golden reference (FP32 pass)"):
+        payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
+    name, content, summary = bench.accuracy.golden(payloads, data)
+    atomic_write_bytes(layout.preprocessed / name, content)
+    entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model_record["sha256"]}
+    _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
+    echo(f"golden reference: {summary}")

@@ -1,0 +1,75 @@
+"""The model record, <data>/models/<benchmark>[-int8|-fp16|-bf16].json: which model file runs and its digests.
+
+One writer (`write`: prepare and the int8 quantiser) and one reader (`read`), versioned by `format`.
+Records from before the field existed are format 1 too (same keys). `path` names the file relative to
+the data dir when it lies inside it (harness.prepare.steps.stored_path), so the data dir can move.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import DataError
+from harness.core.fsutil import atomic_write_json
+from harness.records.base import load_json, versioned
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    benchmark: str
+    path: str                      # relative to the data dir when inside it, else absolute
+    sha256: str
+    md5: str
+    synthetic: bool                # seeded weights
+    seed: int | None
+    official_artefact: str | None  # registry name when the digest is an official artefact's
+    precision: str                 # fp32 | int8 | fp16 | bf16
+    params: int
+    macs_per_sample: int
+    stats: str                     # one line for a person
+    builder_sha256: str | None = None         # seeded fp32: digest of the builder's code
+    input_dtype: str | None = None            # int8 / fp16: "uint8" (reads the stored sample bytes)
+    quantization: dict[str, Any] | None = None  # int8 / fp16: how it was made, its agreement with fp32
+    adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
+    output_layout: str | None = None          # detection: the layout its output comes in (`--output-layout`)
+    inference_precision: str | None = None    # bf16: what the runtime computes in (OpenVINO's precision hint)
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content (format first); optional fields that do not apply are left out."""
+        body = {k: v for k, v in dataclasses.asdict(self).items()
+                if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from",
+                                                  "output_layout", "inference_precision")}
+        return {"format": FORMAT, **body}
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "benchmark": str, "path": str, "sha256": str, "md5": str, "synthetic": bool, "seed": (int, type(None)),
+    "official_artefact": (str, type(None)), "params": int, "macs_per_sample": int, "stats": str,
+}
+
+
+def parse(data: object, where: Path) -> ModelRecord:
+    """A record from its JSON, or DataError (one line) naming what is wrong."""
+    data = versioned(data, where, "model record", FORMAT, unversioned=FORMAT)  # records from before `format`
+    for key, kind in _REQUIRED.items():
+        if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
+            raise DataError(f"{where} is not a valid model record: {key!r} is {data.get(key)!r}")
+    for key in ("output_layout", "inference_precision"):
+        if not isinstance(data.get(key) or "", str):
+            raise DataError(f"{where} is not a valid model record: {key!r} is {data[key]!r}")
+    fields = {f.name for f in dataclasses.fields(ModelRecord)}
+    return ModelRecord(**{"precision": "fp32", **{k: v for k, v in data.items() if k in fields}})
+
+
+def read(path: Path) -> ModelRecord:
+    """Raises FileNotFoundError when there is none, DataError when it is unreadable or malformed."""
+    return parse(load_json(path, "is damaged"), path)
+
+
+def write(path: Path, record: ModelRecord) -> None:
+    atomic_write_json(path, record.to_json())

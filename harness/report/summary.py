@@ -1,0 +1,23 @@
+"""Text a person reads at the end of a run: the summary table and its notes."""
+
+from __future__ import annotations
+
+from harness.run.runner import RunOutcome
+
+
+def summary_table(outcomes: list[RunOutcome]) -> str:
+    rows = [("benchmark", "scenario", "mode", "result", "status", "logs")]
+    for o in outcomes:
+        if o.perf is not None:
+            result, status = o.perf.metric_text(), "VALID" if o.perf.valid else "INVALID"
+            if o.perf.reasons:
+                status += f" ({'; '.join(o.perf.reasons)})"
+        else:
+            result, status = o.accuracy or "-", "scored"
+        rows.append((o.benchmark, o.scenario, o.mode, result, status, str(o.path)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = sorted({n for o in outcomes for n in o.notes})
+    warnings = sorted({w for o in outcomes for w in o.warnings})
+    return "\n".join(lines + [f"warning: {w}" for w in warnings] + [f"note: {n}" for n in notes])

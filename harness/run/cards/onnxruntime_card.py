@@ -1,0 +1,322 @@
+"""onnxruntime card: a CPU-emulated card, or one device of an execution provider (CUDA, TensorRT, OpenVINO).
+
+A GPU card (`GPU_BACKENDS`) runs on its GPU or not at all. onnxruntime quietly runs a graph on the CPU
+when its CUDA provider cannot start (a library missing, no driver) and places nodes the provider has no
+kernel for on the CPU; the card forbids both with the session option `session.disable_cpu_ep_fallback`
+= "1": with it (and the CPU provider not listed, which onnxruntime 1.31 refuses as conflicting)
+session creation fails whenever any node of the optimised graph would be assigned to the CPU provider
+(onnxruntime checks every node's assignment after partitioning, inference_session.cc), which is also
+what happens when the GPU provider could not be created at all. After creation the card checks that
+`session.get_providers()[0]` is the provider asked for. Why a session failed is told in one line: before
+any card, `check_gpu_provider` loads the provider's shared library itself (`ctypes`, as onnxruntime
+does) so the library that did not load is named (libcuda.so.1: no driver; libcublasLt.so.13, libcudnn:
+the CUDA / cuDNN wheels; libnvinfer: TensorRT), then starts the provider once per GPU on a one-node
+graph with onnxruntime's log captured (`native_log`: a driver older than the CUDA runtime, a missing
+device); the card's own failure is then the model's (no GPU kernel for a node, out of GPU memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from harness.core.errors import ApplianceError, DataError
+from harness.data.benchmarks import OutputQuant
+from harness.hw import gpu
+from harness.run.cards import BackendSpec
+from harness.run.cards.base import CardInfo
+
+# backend name -> (execution provider, option naming the device, device label); CPU has no device id
+PROVIDERS: dict[str, tuple[str, str | None, str]] = {
+    "onnxruntime": ("CPUExecutionProvider", None, "cpu-emulated"),
+    "onnxruntime-cuda": ("CUDAExecutionProvider", "device_id", "cuda:{i}"),
+    "onnxruntime-tensorrt": ("TensorrtExecutionProvider", "device_id", "tensorrt:{i}"),
+    "onnxruntime-openvino": ("OpenVINOExecutionProvider", "device_type", "openvino:{i}"),
+}
+GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs: never a CPU fallback
+_PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
+                  "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
+NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+# FP32 stays FP32: the CUDA provider would otherwise let cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere and later
+CUDA_OPTIONS = {"CUDAExecutionProvider": {"use_tf32": "0"}}
+THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
+_OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
+                  re.IGNORECASE)
+_NATIVE_LOG = threading.Lock()
+
+
+class OnnxRuntimeCard:
+    """One inference session. On CPU its intra-op threads are the card's CPUs.
+
+    Create it on the card's (already pinned) worker thread: onnxruntime starts its thread pool when
+    the session is made, and new threads inherit the creating thread's affinity (and its name).
+    An accelerator provider gets the card's device id: a GPU card its CUDA ordinal (`gpu`, found by bus
+    id), OpenVINO the card index. A GPU card runs one batch of the run's size (`warm_batch`) before it is ready,
+    so a batch that does not fit in the GPU's memory is refused before the run starts. With
+    `output_casts` the session's graph ends in QuantizeLinear / Cast nodes, so the card returns uint8 /
+    fp16 outputs as a real card's compiled network does (SPEC §3).
+    """
+
+    def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
+        backend, outputs, input_name = spec.backend, spec.outputs, spec.input_name
+        assert spec.model_path is not None
+        model_path = spec.model_path
+        gpu_ref = spec.gpus[index] if spec.gpus else None
+        if backend not in PROVIDERS:
+            raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
+        provider, id_key, device_fmt = PROVIDERS[backend]
+        require_provider(backend)
+        on_gpu = backend in GPU_BACKENDS
+        device = (gpu_ref.ordinal if gpu_ref is not None else index) if on_gpu else index
+        opts = ort.SessionOptions()
+        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        # spinning threads that outnumber the card's CPUs would take them from its feeder and completion
+        spin = threads <= len(cpus)
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
+        if on_gpu:
+            opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
+            providers = [(provider, {id_key or "device_id": str(device), **CUDA_OPTIONS.get(provider, {})})]
+        elif id_key is not None:
+            value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
+            providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
+        label = f"card {index} ({device_fmt.format(i=device)}{_gpu_words(gpu_ref)})"
+        source = with_output_casts(model_path, outputs, spec.output_casts) if spec.output_casts else str(model_path)
+        log: list[str] = []
+        try:
+            with native_log(on_gpu) as log:
+                self.session = ort.InferenceSession(source, opts, providers=providers)
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
+            first = str(exc).splitlines()[0][:200]
+            if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
+                raise ApplianceError(_gpu_load_error(label, provider, model_path, first, log)) from None
+            raise DataError(f"onnxruntime cannot load {model_path}: {first}; "
+                            f"rerun `appliance prepare` or pass a valid --model") from None
+        in_session = self.session.get_providers()
+        if in_session[0] != provider:
+            raise ApplianceError(f"{label}: the session runs on {in_session[0]}, not the {provider} asked for; "
+                                 f"a card never reports another device's result")
+        self.input_name = input_name
+        # an int8 / fp16 model built by `prepare --precision …` reads the stored uint8 samples as they are
+        self.input_dtype = "uint8" if self._input_type(input_name) == "tensor(uint8)" else "float32"
+        self.outputs = list(outputs)
+        self.label = label
+        details: dict[str, object] = {
+            "provider": provider, "providers_in_session": in_session,
+            "output_dtypes": [o.type for o in self.session.get_outputs()],
+            "intra_op_threads": threads, "onnxruntime": ort.__version__}
+        if on_gpu:
+            details.update(gpu.card_facts(gpu_ref, device), cpu_fallback="refused (session.disable_cpu_ep_fallback=1)",
+                           provider_options=self.session.get_provider_options().get(provider, {}))
+            self._warm(max(1, spec.warm_batch))
+        self.info = CardInfo(index=index, backend=backend, device=device_fmt.format(i=device), cpus=cpus,
+                             emulated=id_key is None, details=details)
+
+    def _input_type(self, name: str) -> str:
+        kind: str = next(i.type for i in self.session.get_inputs() if i.name == name)
+        return kind
+
+    def _warm(self, batch: int) -> None:
+        """One batch of the run's size on the GPU: memory for it is taken now, or the card refuses here."""
+        shape = next(i.shape for i in self.session.get_inputs() if i.name == self.input_name)
+        dims = [batch, *(d if isinstance(d, int) else 1 for d in shape[1:])]
+        zeros = np.zeros(dims, dtype=np.uint8 if self.input_dtype == "uint8" else np.float32)
+        try:
+            self.session.run(self.outputs, {self.input_name: zeros})
+        except Exception as exc:
+            first = str(exc).splitlines()[0][:200]
+            if _OOM.search(str(exc)):
+                raise ApplianceError(f"{self.label}: a batch of {batch} does not fit in the GPU's memory ({first}); "
+                                     f"use a smaller --batch-size") from None
+            raise ApplianceError(f"{self.label}: a warm-up batch of {batch} failed: {first}") from None
+
+    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
+        try:
+            outputs: list[np.ndarray] = self.session.run(self.outputs, {self.input_name: batch})
+        except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
+            raise ApplianceError(f"{self.label}: {str(exc).splitlines()[0][:300]}") from None
+        return outputs
+
+    def close(self) -> None:
+        del self.session
+
+
+def _gpu_words(ref: gpu.GpuRef | None) -> str:
+    return "" if ref is None else f" {ref.model} {ref.pci}"
+
+
+def require_provider(backend: str) -> None:
+    """The backend's provider is in this onnxruntime build, or one line saying which package has it."""
+    provider = PROVIDERS[backend][0]
+    if provider not in ort.get_available_providers():
+        raise ApplianceError(f"--backend {backend} needs onnxruntime's {provider}, which this onnxruntime "
+                             f"({ort.__version__}) lacks (has: {', '.join(ort.get_available_providers())}); "
+                             f"install the matching onnxruntime package (onnxruntime-gpu: requirements-gpu.lock) "
+                             f"or use --backend onnxruntime")
+
+
+def check_gpu_libraries(backend: str) -> None:
+    """Before any card or folder: the provider's shared library loads (CUDA / cuDNN preloaded from NVIDIA's
+    wheels), or one line naming the library that did not, what that means, and the driver."""
+    provider = PROVIDERS[backend][0]
+    require_provider(backend)
+    gpu.cuda_order()
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
+        ort.preload_dlls()  # CUDA / cuDNN from NVIDIA's wheels (requirements-gpu.lock), else the system's
+    missing = provider_library_error(provider)
+    if missing is not None:
+        lib = missing.split(":")[0]
+        why = ("no NVIDIA driver is installed (the driver's libcuda.so.1 is missing)" if lib.startswith("libcuda.") else
+               "TensorRT is not installed" if lib.startswith("libnvinfer") else
+               "a CUDA / cuDNN library is missing: install NVIDIA's wheels from requirements-gpu.lock")
+        raise ApplianceError(f"--backend {backend}: {_build()} cannot load its {provider}: {missing}; {why}; "
+                             f"{gpu.driver_line()}")
+
+
+def check_gpus_start(backend: str, ordinals: Sequence[int]) -> None:
+    """The provider starts on each GPU (a one-node graph, CPU fallback refused), or one line with the CUDA
+    error onnxruntime logged (no device, a driver older than the CUDA runtime) and the driver's versions."""
+    provider = PROVIDERS[backend][0]
+    probe = _probe_model()
+    for ordinal in ordinals:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
+        log: list[str] = []
+        try:
+            with native_log(True) as log:
+                ort.InferenceSession(probe, opts, providers=[(provider, {"device_id": str(ordinal)})])
+        except Exception as exc:
+            raise ApplianceError(f"--backend {backend}: {provider} failed to start on cuda:{ordinal}: "
+                                 f"{_reason(log, str(exc))}; {_build()}, {gpu.driver_line()}") from None
+
+
+def _build() -> str:
+    return f"onnxruntime-gpu {ort.__version__} (built for CUDA {cuda_build() or '?'}, cuDNN 9)"
+
+
+def cuda_build() -> str | None:
+    """The CUDA version onnxruntime-gpu was built for ("13.0"); None for a CPU build."""
+    from onnxruntime.capi import onnxruntime_validation
+
+    version: str | None = onnxruntime_validation.get_package_name_and_version_info()[2] or None
+    return version
+
+
+def provider_library_error(provider: str) -> str | None:
+    """dlopen the provider's shared library as onnxruntime will: None if it loads, else the loader's reason
+    (which library is missing)."""
+    name = _PROVIDER_LIBS.get(provider)
+    if name is None:
+        return None
+    try:
+        ctypes.CDLL(str(Path(ort.__file__).parent / "capi" / name))
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+def _probe_model() -> bytes:
+    """A one-node graph (Relu on 4 floats) every GPU provider has a kernel for."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return model
+
+
+@contextlib.contextmanager
+def native_log(capture: bool = True) -> Iterator[list[str]]:
+    """The lines native code and onnxruntime's Python layer write meanwhile (which library did not load,
+    which CUDA call failed), kept off the terminal and in the list yielded (filled when the block ends).
+    File descriptor 2 is process-wide, so captures are serialised."""
+    lines: list[str] = []
+    if not capture:
+        yield lines
+        return
+    with _NATIVE_LOG, tempfile.TemporaryFile() as tmp, contextlib.redirect_stdout(io.StringIO()) as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace") + out.getvalue()
+            lines += [line for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines() if line.strip()]
+
+
+def _provider_failed(log: list[str]) -> bool:
+    return any("Failed to create" in line or "Failed to load library" in line or "CUDA failure" in line
+               for line in log)
+
+
+def _reason(log: list[str], error: str) -> str:
+    """The most telling line onnxruntime logged: a library's load error, a CUDA error, else its exception."""
+    for pattern in (r"with error: (.*)", r"(CUDA failure \d+: .*?)(?: ; GPU=| file=|$)", r"(CUDA error.*)",
+                    r"(cuda\w*Error\w*.*)", r"\[E:onnxruntime[^\]]*\] (?:\S+ )?(.*)"):
+        for line in log:
+            match = re.search(pattern, line)
+            if match and "fallback to CPU EP" not in match.group(1):
+                return match.group(1).strip()[:300]
+    return error.splitlines()[0][:300]
+
+
+def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log: list[str]) -> str:
+    if _OOM.search(first) or any(_OOM.search(line) for line in log):
+        return f"{label}: the model does not fit in the GPU's memory ({_reason(log, first)})"
+    if _provider_failed(log):
+        return f"{label}: {provider} failed to start: {_reason(log, first)}; {gpu.driver_line()}"
+    return (f"{label}: {provider} has no kernel for some nodes of {model_path.name}, and onnxruntime would run them "
+            f"on the CPU, which a GPU card refuses ({NO_CPU_FALLBACK}); use a model the provider runs whole "
+            f"(e.g. `prepare --precision fp16` or fp32)")
+
+
+def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple[OutputQuant | None, ...]) -> bytes:
+    """The model with outputs converted in-graph: QuantizeLinear to uint8 (scale, zero point) or Cast to fp16."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    try:
+        model = onnx.load(str(model_path))
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
+    graph = model.graph
+    for name, cast in zip(outputs, casts, strict=True):
+        if cast is None:
+            continue
+        raw = f"{name}/before_cast"
+        for node in graph.node:
+            node.output[:] = [raw if o == name else o for o in node.output]
+            node.input[:] = [raw if i == name else i for i in node.input]
+        out = next(o for o in graph.output if o.name == name)
+        if cast.dtype == "uint8":
+            graph.initializer.extend([numpy_helper.from_array(np.array(cast.scale, np.float32), f"{name}/scale"),
+                                      numpy_helper.from_array(np.array(cast.zero_point, np.uint8), f"{name}/zp")])
+            graph.node.append(helper.make_node("QuantizeLinear", [raw, f"{name}/scale", f"{name}/zp"], [name]))
+            out.type.tensor_type.elem_type = TensorProto.UINT8
+        else:
+            graph.node.append(helper.make_node("Cast", [raw], [name], to=TensorProto.FLOAT16))
+            out.type.tensor_type.elem_type = TensorProto.FLOAT16
+    serialized: bytes = model.SerializeToString()
+    return serialized

@@ -1,0 +1,234 @@
+"""simulated card: a profile's batch latency, no inference. Labelled simulated wherever it appears.
+
+A profile (YAML in harness/cards/profiles/, package data) gives one real card's Offline samples/s and batch size per
+benchmark. Without a `pipeline` section the card is synchronous: it holds every batch for
+batch / samples_per_second seconds, measured against a deadline so sleep jitter does not add up, and
+returns zero-filled outputs. With one it models a pipelined accelerator (`PipelinedSimulatedCard`):
+DMA in, compute on one of `activations` activations, DMA out, as overlapping stages, several batches
+in flight, so the harness drives it as it would drive the real card. A profile's `failure` section
+makes chosen cards raise after N batches, to test what the harness does with a failing card.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from harness.core.errors import ApplianceError
+from harness.run.cards.base import CardInfo, ZeroOutputs
+
+PROFILE_DIR: Traversable = resources.files("harness.run.cards") / "profiles"  # package data, also in a wheel
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipelined card's stages: one DMA-in engine, `activations` compute units, one DMA-out engine.
+
+    A batch's compute takes `activations * batch / samples_per_second` on its activation, so all of them
+    together keep the profile's rate; DMA takes its per-sample time for each sample of the batch."""
+
+    activations: int
+    dma_in_us_per_sample: float
+    dma_out_us_per_sample: float
+
+    @property
+    def depth(self) -> int:
+        """Batches the card accepts in flight: one per activation and one more moving in over DMA."""
+        return self.activations + 1
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    model: str
+    path: str                   # where it was read from: a packaged profile or the user's file
+    samples_per_second: float   # one card, Offline, at `batch`
+    batch: int
+    input_dtype: str
+    fail_cards: tuple[int, ...] = ()
+    fail_after_batches: int = 0
+    pipeline: Pipeline | None = None
+
+    @property
+    def batch_seconds(self) -> float:
+        return self.batch / self.samples_per_second
+
+    def describe(self) -> dict[str, object]:
+        return {"profile": self.name, "profile_file": self.path, "model": self.model,
+                "samples_per_second": self.samples_per_second, "batch": self.batch,
+                "batch_latency_us": round(self.batch_seconds * 1e6, 1),
+                **({"fail_cards": list(self.fail_cards), "fail_after_batches": self.fail_after_batches}
+                   if self.fail_cards else {}),
+                **({"activations": self.pipeline.activations, "batches_in_flight": self.pipeline.depth,
+                    "dma_in_us_per_sample": self.pipeline.dma_in_us_per_sample,
+                    "dma_out_us_per_sample": self.pipeline.dma_out_us_per_sample} if self.pipeline else {})}
+
+
+def profile_names() -> list[str]:
+    return sorted(p.name.removesuffix(".yaml") for p in PROFILE_DIR.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name: str, benchmark: str) -> Profile:
+    """`name` is a packaged profile (harness/cards/profiles/, without .yaml) or a path to a profile YAML."""
+    path: Traversable = Path(name) if name.endswith((".yaml", ".yml")) else PROFILE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ApplianceError(f"no simulated card profile {name!r}; choose one of: {', '.join(profile_names())} "
+                             f"or give a .yaml path")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        entry = data["benchmarks"].get(benchmark)
+        if entry is None:
+            raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models "
+                                 f"{', '.join(data['benchmarks'])}")
+        failure = data.get("failure") or {}
+        stages = data.get("pipeline")
+        pipeline = None if stages is None else Pipeline(int(stages["activations"]),
+                                                        float(stages.get("dma_in_us_per_sample", 0)),
+                                                        float(stages.get("dma_out_us_per_sample", 0)))
+        profile = Profile(str(data["name"]), str(data["model"]), str(path), float(entry["samples_per_second"]),
+                          int(entry["batch"]), str(data.get("input_dtype", "uint8")),
+                          tuple(int(c) for c in failure.get("cards", ())), int(failure.get("after_batches", 0)),
+                          pipeline)
+    except ApplianceError:
+        raise
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ApplianceError(f"bad simulated card profile {path}: {exc}".splitlines()[0]) from None
+    if profile.samples_per_second <= 0 or profile.batch < 1 or profile.input_dtype not in ("uint8", "float32"):
+        raise ApplianceError(f"bad simulated card profile {path}: samples_per_second > 0, batch >= 1 and "
+                             f"input_dtype uint8|float32 are required")
+    p = profile.pipeline
+    if p is not None and (p.activations < 1 or p.dma_in_us_per_sample < 0 or p.dma_out_us_per_sample < 0):
+        raise ApplianceError(f"bad simulated card profile {path}: pipeline needs activations >= 1 and "
+                             f"dma_in_us_per_sample, dma_out_us_per_sample >= 0")
+    return profile
+
+
+class SimulatedCardFailure(RuntimeError):
+    """The fault a failing profile injects."""
+
+
+class SimulatedCard:
+    """A modelled card: fixed latency per batch (a smaller batch takes as long), zero outputs."""
+
+    def __init__(self, index: int, profile: Profile, output_shapes: tuple[tuple[tuple[int, ...], str], ...],
+                 cpus: tuple[int, ...]) -> None:
+        self.profile = profile
+        self.input_dtype = profile.input_dtype
+        self.batches = 0
+        self._free_at = 0.0
+        self._zeros = ZeroOutputs(output_shapes)
+        self._fails = index in profile.fail_cards
+        self.info = CardInfo(index=index, backend="simulated", device=f"{profile.name} (simulated)", cpus=cpus,
+                             emulated=True, simulated=True,
+                             details={"simulated": True, **profile.describe(),
+                                      "note": "modelled latency, no inference; zero-filled outputs"})
+
+    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
+        if self._fails and self.batches >= self.profile.fail_after_batches:
+            raise SimulatedCardFailure(f"injected failure after {self.batches} batches "
+                                       f"(profile {self.profile.name})")
+        self.batches += 1
+        now = time.perf_counter()
+        # the card is busy until _free_at; a batch handed over late starts late, one handed over early waits
+        done = max(now, self._free_at) + self.profile.batch_seconds
+        self._free_at = done
+        while (left := done - time.perf_counter()) > 0:
+            time.sleep(left)
+        return self._zeros(n)
+
+    def close(self) -> None:
+        pass
+
+
+class PipelinedSimulatedCard:
+    """A modelled pipelined accelerator (an `AsyncCard`): each batch moves in over one DMA engine, computes
+    on the first free of `activations` activations (a smaller batch takes as long), moves out over one
+    DMA engine; the stages of different batches overlap. Up to `depth` batches in flight, finished in
+    submission order, zero outputs. A timer thread, started on the card thread (so on the card's CPUs),
+    plays the card's interrupt: it calls the ready callback when each batch is due."""
+
+    def __init__(self, index: int, profile: Profile, output_shapes: tuple[tuple[tuple[int, ...], str], ...],
+                 cpus: tuple[int, ...], clock: Callable[[], float] = time.perf_counter) -> None:
+        assert profile.pipeline is not None
+        self.profile = profile
+        self.stages = profile.pipeline
+        self.depth = self.stages.depth
+        self.input_dtype = profile.input_dtype
+        self.batches = 0
+        self.max_in_flight = 0
+        self._clock = clock
+        self._compute_s = self.stages.activations * profile.batch_seconds
+        self._in_free = self._out_free = 0.0
+        self._activations = [0.0] * self.stages.activations  # when each activation is free
+        self._flight: deque[tuple[float, int]] = deque()  # (due, n), submission order
+        self._zeros = ZeroOutputs(output_shapes)
+        self._fails = index in profile.fail_cards
+        self._ready: Callable[[], None] = lambda: None
+        self._due: deque[float] = deque()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._timer = threading.Thread(target=self._interrupts, daemon=True)
+        self._timer.start()
+        self.info = CardInfo(index=index, backend="simulated", device=f"{profile.name} (simulated)", cpus=cpus,
+                             emulated=True, simulated=True,
+                             details={"simulated": True, **profile.describe(),
+                                      "note": "modelled pipelined latency, no inference; zero-filled outputs"})
+
+    def set_ready_callback(self, ready: Callable[[], None]) -> None:
+        self._ready = ready
+
+    def submit(self, batch: np.ndarray | None, n: int) -> None:
+        if self._fails and self.batches >= self.profile.fail_after_batches:
+            raise SimulatedCardFailure(f"injected failure after {self.batches} batches "
+                                       f"(profile {self.profile.name})")
+        if len(self._flight) >= self.depth:
+            raise RuntimeError(f"submit with {len(self._flight)} batches in flight; the card takes {self.depth}")
+        self.batches += 1
+        now = self._clock()
+        in_end = self._in_free = max(now, self._in_free) + n * self.stages.dma_in_us_per_sample / 1e6
+        k = min(range(len(self._activations)), key=self._activations.__getitem__)
+        c_end = self._activations[k] = max(in_end, self._activations[k]) + self._compute_s
+        due = self._out_free = max(c_end, self._out_free) + n * self.stages.dma_out_us_per_sample / 1e6
+        self._flight.append((due, n))
+        self.max_in_flight = max(self.max_in_flight, len(self._flight))
+        with self._cv:
+            self._due.append(due)
+            self._cv.notify()
+
+    def poll(self) -> list[np.ndarray] | None:
+        if not self._flight or self._flight[0][0] > self._clock():
+            return None
+        return self._zeros(self._flight.popleft()[1])
+
+    def wait(self) -> list[np.ndarray]:
+        due, n = self._flight.popleft()
+        while (left := due - self._clock()) > 0:
+            time.sleep(left)
+        return self._zeros(n)
+
+    def _interrupts(self) -> None:
+        """The card's interrupt line: the ready callback as each batch falls due (they fall due in order)."""
+        while True:
+            with self._cv:
+                while not self._due and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+                due = self._due.popleft()
+            while (left := due - self._clock()) > 0:
+                time.sleep(left)
+            self._ready()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify()

@@ -1,0 +1,252 @@
+"""The resolved plan of one run: what `appliance run` was asked, made concrete once, before anything starts.
+
+Options (`RunOptions`) become a `RunPlan`: the tuned record applied, the benchmark record, the prepared
+model and data, ONE parsed `--cards` spec placed on a topology detected ONCE, the batch size and the
+results folder. The runner, compliance tests and `reproduce` read the plan instead of re-deriving parts
+of it (and re-detecting the machine) in several places.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.errors import ApplianceError
+from harness.core.fsutil import ensure_writable_dir, plain_name
+from harness.core.scenarios import Mode, Scenario
+from harness.data import benchmarks, integrity
+from harness.data.benchmarks import Benchmark
+from harness.data.datasets import coco, store
+from harness.hw import system
+from harness.hw.gpu import GpuRef
+from harness.hw.topology.cards import CardSpec, check_card_count, parse_card_spec
+from harness.hw.topology.model import Topology
+from harness.prepare.steps import Layout, model_bench, read_model_record
+from harness.run.cards import BACKENDS, GPU_BACKENDS
+from harness.run.loadgen_settings import Requested, preflight, read_user_conf
+from harness.run.qsl import REPLICATE
+from harness.run.sut import CardSlot
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    benchmark: str
+    requested: Requested
+    data_dir: Path
+    results_dir: Path
+    backend: str = "onnxruntime"
+    batch_size: int | None = None
+    system_name: str | None = None
+    output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
+    audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
+    test05: bool = False              # TEST05: LoadGen's alternate seeds
+    cards: str | None = None          # auto | emulate:N | simulate:PROFILE:N | cuda:all | cuda:0,1 | <map.yaml>;
+                                      # None: the tuned record's layout with --tuned / --backend auto, else
+                                      # auto (tuned.resolve)
+    replicate: str = "node"           # sample buffer replicas: node | card | none
+    max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
+    card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
+    nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
+    precision: str | None = None      # which prepared model: fp32 | int8 (harness.prepare.quantize); None: the tuned
+                                      # record's with --tuned / --backend auto, else fp32 (tuned.resolve)
+    tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
+    requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
+    keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.run.keep_warm)
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    """The cards of a run: where each runs, which backend makes them, and how the map was made."""
+
+    slots: tuple[CardSlot, ...]
+    backend: str
+    profile: Any | None        # simulated_card.Profile for simulated cards
+    how: str                   # one line for the log and the manifest
+    node_cpus: dict[int, frozenset[int]]
+    allowed: frozenset[int]
+    requests: int = 1          # infer requests (batches in flight) per openvino card; 1 for every other backend
+    gpus: tuple[GpuRef, ...] = ()  # GPU backends: each slot's GPU (CUDA ordinal by bus id)
+
+    @property
+    def simulated(self) -> bool:
+        return self.profile is not None
+
+    def system_name(self) -> str:
+        n = len(self.slots)
+        if self.profile is not None:
+            cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
+            return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
+        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "openvino", "null"))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs decided before it starts."""
+
+    opts: RunOptions             # with the tuned record applied (precision and cards concrete)
+    choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
+    bench: Benchmark
+    model: dict[str, Any]        # the prepared model's record
+    data: store.PreparedData
+    topology: Topology
+    cards: CardPlan
+    batch: int
+    folder: Path                 # <results>/<system>/<benchmark>/<scenario>
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.opts.requested.scenario
+
+    @property
+    def mode(self) -> Mode:
+        return self.opts.requested.mode
+
+
+def resolve(opts: RunOptions) -> RunPlan:
+    """Check the options, apply a tuned record, open the prepared data and place the cards (detecting once)."""
+    from harness.hw.topology import detect
+    from harness.records import tuned
+
+    if opts.system_name is not None:
+        plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
+    opts, choice = tuned.resolve(opts)
+    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs).with_nms_params(opts.nms_params)
+    _check_choice("backend", opts.backend, BACKENDS)
+    _check_choice("--replicate", opts.replicate, REPLICATE)
+    if opts.requested.user_conf is not None:
+        read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
+    assert opts.cards is not None  # tuned.resolve made it concrete
+    spec = parse_card_spec(opts.cards)
+    layout = Layout(opts.data_dir, bench)
+    assert opts.precision is not None  # tuned.resolve made it concrete
+    model = read_model_record(layout, opts.precision)
+    bench = model_bench(bench, model)  # the output layout prepare recorded (--output-layout)
+    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
+    bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to
+    topology = detect()
+    cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
+    if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
+        from harness.prepare import bf16
+
+        bf16.check_backend(cards.backend)
+        bf16.require(f"--precision {opts.precision}")
+    default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
+    batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
+    check_buffer_memory(bench, cards, model, batch)
+    preflight(bench, opts.requested, data.count, len(cards.slots))
+    root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
+    folder = root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario
+    return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
+
+
+def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int) -> int:
+    """The memory the harness allocates for a batch size, all cards together: per card the staging buffers
+    (the batches in flight + 2, and openvino's padded copies of the batches in flight) and the outputs
+    of the batches in flight + 1 (harness.run.qsl, harness.run.sut). The backend's own working memory comes on top."""
+    in_dtype = (None if cards.backend == "null" else cards.profile.input_dtype if cards.profile is not None
+                else model.get("input_dtype") or "float32")
+    sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
+    sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
+    depth = cards.requests
+    padded = depth if cards.backend == "openvino" else 0
+    return len(cards.slots) * batch * (sample_in * (depth + 2 + padded) + sample_out * (depth + 1))
+
+
+def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int,
+                        option: str = "--batch-size") -> None:
+    """Refuse a batch size (and requests per card) whose buffers the memory cannot hold, in one line,
+    before anything is allocated (a batch of 100000 otherwise grows until the kernel kills the process)."""
+    need = buffer_bytes(bench, cards, model, batch)
+    free, source = system.memory_available()
+    if need > free:
+        per = f", {cards.requests} requests" if cards.requests > 1 else ""
+        raise ApplianceError(f"batch size {batch} ({len(cards.slots)} card(s){per}) needs about {system.gb(need)} "
+                             f"of sample and output buffers, and {system.gb(free)} is free ({source}); choose a "
+                             f"smaller {option}")
+
+
+def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ApplianceError(f"unknown {what} {value!r}; choose one of: {', '.join(choices)}")
+
+
+def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Topology, requests: int = 1) -> CardPlan:
+    """Place the cards of `spec` (auto | emulate:N | simulate:PROFILE:N | map.yaml) on `topology`, each
+    with `requests` infer requests in flight (openvino only)."""
+    from harness.hw.topology import load_card_map, plan
+
+    spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
+    profile = None
+    gpus: tuple[GpuRef, ...] = ()
+    if backend in GPU_BACKENDS:  # the libraries first: a missing one says more than "no GPU visible"
+        from harness.run.cards.onnxruntime_card import check_gpu_libraries
+
+        check_gpu_libraries(backend)
+    if spec.kind == "simulate":
+        from harness.run.cards.simulated_card import load_profile
+
+        assert spec.profile is not None and spec.count is not None
+        if backend not in ("onnxruntime", "simulated"):  # onnxruntime: the option's default
+            raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
+                                 f"--backend {backend}")
+        profile = load_profile(spec.profile, benchmarks.get(benchmark).name)
+        backend = "simulated"
+        slots, how = _shared_slots(topology, spec.count)
+    else:
+        if backend == "simulated":
+            raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
+        if spec.kind == "cuda" and backend not in GPU_BACKENDS:
+            raise ApplianceError(f"--cards {spec.text} names NVIDIA GPUs; run them with --backend onnxruntime-cuda "
+                                 f"(or onnxruntime-tensorrt), not {backend}")
+        if backend in GPU_BACKENDS and spec.kind == "emulate":
+            raise ApplianceError(f"--backend {backend} runs on NVIDIA GPUs, not on {spec.text} CPU-emulated cards; "
+                                 f"use --cards cuda:all (or cuda:0,1)")
+        if spec.kind == "map":
+            cmap = load_card_map(spec.text, topology)
+            how = f"card map {spec.text}"
+        else:
+            text = "cuda:all" if backend in GPU_BACKENDS and spec.kind == "auto" else spec.text
+            cmap = plan(topology, text)
+            how = f"--cards {text}: L3-aligned policy (topologies/README.md)"
+        slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
+        if backend in GPU_BACKENDS:
+            gpus = _gpu_refs(cmap.cards, spec.text)
+        check_card_count(len(slots), how)
+    if requests > 1 and backend != "openvino":
+        raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
+                             f"{backend} cards take no --requests: drop it or use --backend openvino")
+    if gpus:
+        from harness.run.cards.onnxruntime_card import check_gpus_start
+
+        check_gpus_start(backend, [g.ordinal for g in gpus])
+    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests, gpus)
+
+
+def _gpu_refs(cards: tuple[Any, ...], spec: str) -> tuple[GpuRef, ...]:
+    """Each card's GPU; a card map without CUDA ordinals (or with a card that is no NVIDIA GPU) is refused."""
+    bad = [c.index for c in cards if c.ordinal is None or c.pci is None]
+    if bad:
+        raise ApplianceError(f"--cards {spec}: card {bad[0]} is no visible NVIDIA GPU; make the map with "
+                             f"`appliance topology detect --cards cuda:all --format yaml -o MAP`")
+    return tuple(GpuRef(c.ordinal, c.pci, f"{c.vendor} {c.model}") for c in cards)
+
+
+def _shared_slots(topology: Topology, n: int) -> tuple[tuple[CardSlot, ...], str]:
+    """Simulated cards: the L3-aligned map when there are enough cores; when cards outnumber cores,
+    card i shares core block i * cores // n with its neighbours (simulated cards mostly sleep)."""
+    from harness.hw.topology import plan
+
+    cores = len({c.first for c in topology.cores if set(c.cpus) & topology.allowed})
+    if n <= cores:
+        cmap = plan(topology, f"emulate:{n}")
+        return tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards), \
+            f"simulate: {n} cards on {cores} cores, L3-aligned policy"
+    base = plan(topology, f"emulate:{cores}").cards
+    slots = tuple(CardSlot(i, base[i * cores // n].cpus, base[i * cores // n].numa_node) for i in range(n))
+    return slots, (f"simulate: {n} cards on {cores} cores: cards outnumber cores, so card i shares the CPUs "
+                   f"of core slot i*{cores}//{n} (up to {-(-n // cores)} cards per core)")

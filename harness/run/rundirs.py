@@ -1,0 +1,247 @@
+"""Numbered result folders (`run_N`, `accuracy_N`, `TEST01_N`) claimed atomically across processes.
+
+Several `appliance run`s, compliance tests and `reproduce` may write one results tree at once. A
+number is claimed by creating the symlink `.NAME.owner -> PID:BOOT_ID:START` (creating a link is atomic
+and fails when the name exists, and its target names the owner from the first instant: its PID, the
+kernel's boot id and the process's start time in clock ticks, /proc/PID/stat field 22, so a PID used again
+by another process, after a reboot or in the next container where the appliance is PID 1 again, is not
+taken for the owner; a claim of an older version, `-> PID`, is judged by its PID alone); the run then writes
+into `.NAME.staging-PID` beside it and renames that to NAME (or NAME.incomplete) when it ends. A
+staging folder whose process is gone (SIGKILL, out of memory) is found by the next claim in the
+same folder and kept as NAME.incomplete, with INCOMPLETE.txt and a printed line saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.core.errors import ApplianceError
+from harness.core.fsutil import atomic_write_text, make_dirs
+from harness.core.sysfs import Sysfs
+
+Echo = Callable[[str], None]
+INCOMPLETE = ".incomplete"
+# errors of the machine, not of the run: the disk is full, over quota, read-only or failing
+DISK_FAULTS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+               errno.EIO: "input/output error (a failing disk?)", errno.EROFS: "the file system is read-only"}
+
+
+def numbered(stem: str, n: int, bare_first: bool) -> str:
+    """`run_3`; with bare_first the first is the stem itself: `accuracy`, `accuracy_2`."""
+    return stem if bare_first and n == 1 else f"{stem}_{n}"
+
+
+def start_ticks(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None if unknown."""
+    stat = Sysfs().text(f"proc/{pid}/stat")
+    fields = stat.rsplit(")", 1)[-1].split() if stat is not None else []
+    return fields[19] if len(fields) > 19 else None  # fields[0] is field 3, the state
+
+
+def identity(pid: int | None = None) -> str:
+    """The owner a claim names: `PID:BOOT_ID:START`, or the PID alone where /proc does not tell the rest."""
+    pid = os.getpid() if pid is None else pid
+    boot, start = Sysfs().text("proc/sys/kernel/random/boot_id"), start_ticks(pid)
+    return f"{pid}:{boot}:{start}" if boot and start else str(pid)
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process a claim names (`identity`) still runs: the same PID, boot and start time."""
+    pid, _, rest = owner.partition(":")
+    if not pid_alive(int(pid)):
+        return False
+    boot, _, start = rest.partition(":")
+    return not rest or (boot == Sysfs().text("proc/sys/kernel/random/boot_id") and start == start_ticks(int(pid)))
+
+
+def _owner_pid(owner: str) -> int:
+    return int(owner.partition(":")[0])
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie, killed but not yet reaped, does not)."""
+    stat = Sysfs().text(f"proc/{pid}/stat")
+    if stat is not None:
+        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+@dataclass
+class RunFolder:
+    """A claimed result folder: LoadGen writes into `staging`; `commit` or `abandon` ends the claim."""
+
+    final: Path
+    staging: Path
+    owner: Path | None  # the claim's link; None when the caller chose the folder (compliance's inner run)
+
+    @property
+    def incomplete(self) -> Path:
+        return self.final.with_name(self.final.name + INCOMPLETE)
+
+    def commit(self) -> Path:
+        os.replace(self.staging, self.final)
+        self._release()
+        return self.final
+
+    def abandon(self, why: str, keep: bool) -> Path | None:
+        """End the run unfinished: kept as NAME.incomplete with INCOMPLETE.txt (when `keep` and there
+        is anything to keep), else removed; returns the kept folder or None."""
+        kept = None
+        if keep and self.staging.is_dir():
+            os.replace(self.staging, self.incomplete)
+            kept = self.incomplete
+            with contextlib.suppress(OSError):  # a full disk may refuse even this; the printed line says why
+                atomic_write_text(kept / "INCOMPLETE.txt", why + "\n")
+        else:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        self._release()
+        return kept
+
+    def _release(self) -> None:
+        if self.owner is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.owner)
+
+
+def fixed(final: Path) -> RunFolder:
+    """A folder the caller owns (a compliance test's inner run): staged beside it, not numbered."""
+    final = final.resolve()
+    staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
+    staging.mkdir(parents=True)
+    return RunFolder(final, staging, None)
+
+
+def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print) -> RunFolder:
+    """Claim the next free NAME in `parent` for this process, after keeping what dead processes left."""
+    make_dirs(parent)
+    recover(parent, echo)
+    pid = os.getpid()
+    n = max(_taken(parent, stem), default=0) + 1
+    while True:
+        name = numbered(stem, n, bare_first)
+        owner = parent / f".{name}.owner"
+        try:
+            os.symlink(identity(pid), owner)
+        except FileExistsError:
+            n += 1
+            continue
+        except FileNotFoundError:  # a failed command beside us removed the folder it made, empty: make it again
+            make_dirs(parent)
+            continue
+        if any((parent / f"{name}{s}").exists() for s in ("", INCOMPLETE)):  # made by a version without claims
+            os.unlink(owner)
+            n += 1
+            continue
+        staging = parent / f".{name}.staging-{pid}"
+        try:
+            staging.mkdir()
+        except BaseException:
+            os.unlink(owner)
+            raise
+        return RunFolder(parent / name, staging, owner)
+
+
+_ENTRY = re.compile(r"^\.?(?P<name>[A-Za-z0-9]+(?:_\d+)?)(?:\.incomplete|\.owner|\.staging-(?P<pid>\d+))?$")
+
+
+def _taken(parent: Path, stem: str) -> list[int]:
+    """Numbers in use in `parent` for `stem`: finished, incomplete, claimed or being written."""
+    numbers = []
+    for entry in os.listdir(parent):
+        m = _ENTRY.match(entry)
+        if m is None:
+            continue
+        name = m["name"]
+        if name == stem:
+            numbers.append(1)
+        elif name.startswith(stem + "_") and name[len(stem) + 1:].isdigit():
+            numbers.append(int(name[len(stem) + 1:]))
+    return numbers
+
+
+def recover(parent: Path, echo: Echo = print) -> list[Path]:
+    """Keep staging folders of dead processes in `parent` as NAME.incomplete and drop their claims."""
+    kept = []
+    for entry in sorted(os.listdir(parent)):
+        m = _ENTRY.match(entry)
+        if m is None or not entry.startswith("."):
+            continue
+        path = parent / entry
+        if m["pid"] is not None:
+            pid = int(m["pid"])
+            if owner_alive(_staging_owner(parent / f".{m['name']}.owner", pid)):
+                continue
+            target = parent / (m["name"] + INCOMPLETE)
+            try:
+                os.rename(path, target)  # fails if another process got there first
+            except OSError:
+                continue
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            with contextlib.suppress(OSError):
+                atomic_write_text(target / "INCOMPLETE.txt",
+                                  f"the process that wrote this run (PID {pid}) ended without finishing it "
+                                  f"(killed, e.g. SIGKILL or out of memory); found by PID {os.getpid()} at {stamp}\n")
+            echo(f"found an unfinished run left by a process that is gone (PID {pid}): kept as {target}")
+            kept.append(target)
+            _drop_claim(parent / f".{m['name']}.owner", pid)
+        elif entry.endswith(".owner"):
+            with contextlib.suppress(OSError, ValueError):
+                who = os.readlink(path)
+                if not owner_alive(who) and not any(parent.glob(f".{m['name']}.staging-*")):
+                    _drop_claim(path, _owner_pid(who))
+    return kept
+
+
+def _staging_owner(owner: Path, pid: int) -> str:
+    """The identity that claimed a staging folder of `pid`: its claim's link when that names the same PID
+    (a compliance test's inner run has none), else the PID alone."""
+    try:
+        who = os.readlink(owner)
+        return who if _owner_pid(who) == pid else str(pid)
+    except (OSError, ValueError):
+        return str(pid)
+
+
+def _drop_claim(owner: Path, pid: int) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        if _owner_pid(os.readlink(owner)) == pid:
+            os.unlink(owner)
+
+
+def check_free_space(folder: Path, need: int, what: str) -> None:
+    """Refuse in one line when `folder`'s file system has less than `need` bytes free."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < need:
+        raise ApplianceError(f"only {_mb(free)} free in {probe}; {what} needs about {_mb(need)} for its logs: "
+                             f"free some space or choose another --results folder")
+
+
+def disk_fault(exc: BaseException, name_file: bool = True) -> str | None:
+    """One line for an error of the machine (full disk, I/O error), None for anything else; `name_file`:
+    with the file it was writing (not when that was a temporary the caller has removed)."""
+    if isinstance(exc, OSError) and exc.errno in DISK_FAULTS:
+        target = exc.filename2 or exc.filename  # a copy's or rename's destination, else the file
+        where = f" writing {target}" if target and name_file else ""
+        return f"{DISK_FAULTS[exc.errno]} ({errno.errorcode[exc.errno]}){where}"
+    return None
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"

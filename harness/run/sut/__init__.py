@@ -1,0 +1,67 @@
+"""LoadGen's system under test: queries in, batches to card workers, completions back to LoadGen.
+
+Where things are:
+
+    dispatch.py   SystemUnderTest: the native intake, cutting batches, routing them to cards, the
+                  frozen batching policy (`Batching`), failures, `stats()` for the manifest
+    worker.py     CardWorker: one card's threads (feed, card, done), driving the card through the
+                  asynchronous card contract (harness/run/cards/base.py `AsyncCard`), `Dispatcher`: the
+                  four calls a worker may make into dispatch
+    messages.py   the values that cross threads: Batch, the card queue's typed messages
+                  (Batch | Staged | Ready | Stop | Call), Batching, CardStats, SutStats
+    respond.py    encoding a batch's outputs and completing it (one QuerySamplesComplete per batch)
+    window.py     the interpreter settings for LoadGen's window (GC off, GIL switch interval), thread names
+
+Threads of a run, and what each one owns
+----------------------------------------
+Each card has up to three threads, all pinned to the card's CPUs before the card is created (threads
+they start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
+
+    intake      takes LoadGen's samples from the native intake, cuts batches and dispatches them.
+                Owns: `_next`, `_overdue`. Writes under `_dispatch_lock`: `backlog` (appends),
+                `backlogged`, each worker's `dispatched` and `queue` (appends), `to_card` (puts).
+    c<i>.feed   takes a batch (own queue first, then the backlog) and stages it into one of the card's
+                `depth + 1` staging buffers while the card holds up to `depth` others; a batch
+                dispatched to an idle card skips it (the card thread stages that one into its own
+                buffer: one wake-up instead of two). Owns: `stolen`, its buffer from `free` until it
+                puts the `Staged` message. A card that reads no input and takes one batch at a time
+                (null) has no feeder: its card thread takes batches itself.
+    c<i>.card   makes the card, submits staged batches while fewer than `depth` are on it, polls it
+                when it signals ready (Server, depth 1, nothing queued: waits on the card itself, the
+                GIL released, one wake-up fewer), completes each batch (encode + one
+                QuerySamplesComplete) and gives its buffer back to `free`. Owns: the card object (every
+                card call but the ready callback happens here), `finished`, `on_card`, `busy_until`,
+                `service_s`, `accepted`, `warmup_batches`, and `completed` / `batches` when there is no
+                done thread.
+    c<i>.done   only for benchmarks with heavy host post-processing (NMS): encodes and completes,
+                pipelined with the card. Owns `completed` / `batches` then.
+    (the card's runtime threads) may call only the ready callback, which puts `READY` on `to_card`.
+
+Shared state and why it is safe:
+- `_dispatch_lock` guards dispatch decisions, `backlog` appends, `card_failures`, `failure`, each
+  worker's `alive` (written only by `card_failed`) and `dispatched`. Card threads take it only to
+  re-dispatch a failed card's batches or to report the failure.
+- A worker's `queue` is appended under `_dispatch_lock` and popped under the worker's `cv`; the
+  taking thread sets `waiting` before it looks, so a dispatcher appending after the look notifies.
+- Relies on the GIL: `backlog.popleft()` from any taking thread without `_dispatch_lock` (deque
+  operations are atomic); dispatch reading counters written by one card thread (`finished`,
+  `on_card`, `busy_until`, `service_s`) without a lock: each is one attribute store, a stale read
+  only makes one routing choice slightly worse, never loses a batch. `in_hand` (dispatched + stolen -
+  finished) may be read mid-update for the same reason. Every queue between threads is a
+  `queue.SimpleQueue` or a deque under a lock.
+- The batching policy is a frozen `Batching` handed to the intake thread as it starts; nothing
+  writes it afterwards (an earlier bug set the deadline on a running SUT).
+
+Failures: a card that raises is marked failed: its batches in flight, staged and queued go back to
+dispatch and run on the other cards, and the failure is recorded (`card_failures`). When no card is
+left, every outstanding sample is completed empty so LoadGen never hangs, and `failure` says why;
+the runner then ends the run INVALID with that one line.
+"""
+
+from harness.run.sut.dispatch import SystemUnderTest
+from harness.run.sut.messages import QUEUE_DEPTH, Batch, Batching, CardSlot, CardStats, SutStats
+from harness.run.sut.window import loadgen_window, name_os_thread
+from harness.run.sut.worker import CardFactory, CardWorker, Dispatcher
+
+__all__ = ["QUEUE_DEPTH", "Batch", "Batching", "CardFactory", "CardSlot", "CardStats", "CardWorker", "Dispatcher",
+           "SutStats", "SystemUnderTest", "loadgen_window", "name_os_thread"]

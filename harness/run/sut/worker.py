@@ -1,0 +1,462 @@
+"""A card worker: the threads of one card (feeder, card thread, optional completer) and its counters.
+
+It knows dispatch only through `Dispatcher` (four calls), and dispatch knows it only through the
+attributes listed as "read by dispatch" below. Who writes what is in `harness/sut/__init__.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, cast
+
+import numpy as np
+
+from harness.run.cards.base import AsyncCard, Card, CardInfo, Outputs, as_async
+from harness.run.qsl import SampleLibrary
+from harness.run.sut.messages import READY, STOP, Batch, Call, CardMessage, CardSlot, CardStats, Ready, Staged, Stop
+from harness.run.sut.respond import Respond
+from harness.run.sut.window import name_os_thread
+
+CardFactory = Callable[[int, tuple[int, ...]], Card | AsyncCard]
+T = TypeVar("T")
+OWN = -1  # the card thread's own staging buffer (a batch that came straight to an idle card), never on `free`
+
+
+class Dispatcher(Protocol):
+    """What a card worker may ask of dispatch. Each call is thread-safe and never waits for a card."""
+
+    stopped: threading.Event  # set once the SUT stops: a failed card's threads may end then
+
+    def redispatch(self, batch: Batch) -> None:
+        """Run a batch this card cannot (it failed) on the other cards, or complete it empty."""
+
+    def card_failed(self, worker: CardWorker, why: str) -> None:
+        """Mark this card failed (once), recorded as `why`."""
+
+    def card_has_room(self) -> None:
+        """This card can take a batch at once: an overdue partial Server batch may come."""
+
+    def take_backlog(self) -> Batch | None:
+        """One batch from the shared backlog, or None."""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    batch: Batch
+    buf: int
+    submitted: float
+
+
+class WarmUpCard:
+    """The card as warm-up sees it: `infer` one batch at once (submit, wait), each counted."""
+
+    def __init__(self, worker: CardWorker, card: AsyncCard) -> None:
+        self.worker, self.card = worker, card
+        self.info: CardInfo = card.info
+        self.input_dtype = card.input_dtype
+
+    @property
+    def depth(self) -> int:
+        return self.worker.depth
+
+    def infer(self, batch: np.ndarray | None, n: int) -> Outputs:
+        self.card.submit(batch, n)
+        self.worker.warmup_batches += 1
+        return self.card.wait()
+
+    def burst(self, batch: np.ndarray | None, n: int, batches: int,
+              complete: Callable[[Outputs], object] = lambda _: None) -> tuple[float, float]:
+        """`batches` batches with the card kept full (`depth` in flight: the next one submitted as the
+        oldest comes back). Returns the seconds per batch (first submit to last back, over `batches`:
+        a card's fill and drain are in it, so a short burst errs on the slow side) and the median batch
+        latency under that load (submit to back: a batch waits for the card's other work); `complete`
+        runs on each batch back (the host's encoding), before the next submit, as on the card thread in
+        a run. A pipelined card's rate, which one batch at a time (its latency) understates."""
+        started: deque[float] = deque()
+        latencies: list[float] = []
+        start = time.perf_counter()
+        while len(latencies) < batches:
+            while len(started) < self.depth and len(latencies) + len(started) < batches:
+                started.append(time.perf_counter())
+                self.card.submit(batch, n)
+                self.worker.warmup_batches += 1
+            outputs = self.card.wait()
+            latencies.append(time.perf_counter() - started.popleft())
+            complete(outputs)
+        return (time.perf_counter() - start) / batches, statistics.median(latencies)
+
+
+class CardWorker:
+    """One card's threads: `c<i>.feed` stages, `c<i>.card` submits, polls and completes, `c<i>.done`
+    (NMS benchmarks only) completes pipelined with the card."""
+
+    def __init__(self, slot: CardSlot, factory: CardFactory, qsl: SampleLibrary, batch_size: int,
+                 server: bool, respond: Respond, host_postprocess: bool, dispatch: Dispatcher) -> None:
+        self.slot = slot
+        self.factory = factory
+        self.qsl = qsl
+        self.batch_size = batch_size
+        self.server = server
+        self.respond = respond
+        self.dispatch = dispatch
+        # read by dispatch (each written by one thread; see harness/sut/__init__.py)
+        self.queue: deque[Batch] = deque()  # appended by dispatch, taken under `cv`
+        self.alive = True
+        self.direct = False  # the card reads no input and takes one batch at a time: no feeder
+        self.depth = 1       # batches the card holds in flight, known once the card is made
+        self.dispatched = 0  # dispatch (under its lock): batches given to this card
+        self.stolen = 0      # the taking thread: batches it took from the backlog
+        self.finished = 0    # card thread: batches back from the card (or handed back when it failed)
+        self.on_card = 0     # card thread: batches in flight on the card now
+        self.busy_until = 0.0  # card thread, Server: perf_counter when the oldest batch in flight is due
+        self.service_s = 0.0   # card thread, Server: a batch's time on the card, a moving average
+        # the worker's own
+        self.calls: deque[Call] = deque()  # warm-up work for a direct card thread
+        self.cv = threading.Condition()
+        self.waiting = False
+        self.stopping = False
+        self.ready = threading.Event()
+        self.info: CardInfo | None = None
+        self.startup_error: BaseException | None = None
+        self.buffers: list[np.ndarray | None] = []
+        self.completed = 0       # completing thread: samples completed
+        self.batches = 0         # completing thread: batches completed
+        self.warmup_batches = 0  # card thread: batches the card accepted during warm-up
+        self.accepted = 0        # card thread: batches the card accepted in the run
+        self.to_card: queue.SimpleQueue[CardMessage] = queue.SimpleQueue()
+        self.to_done: queue.SimpleQueue[tuple[Batch, Outputs] | None] | None = \
+            queue.SimpleQueue() if host_postprocess else None
+        self.free: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.card_thread = self._thread(self._card_loop, "card")
+        self.feeder: threading.Thread | None = None  # started by the card thread once it knows the card
+        self.completer = None if self.to_done is None else self._thread(self._done_loop, "done")
+
+    # read by dispatch ---------------------------------------------------------------------------
+    @property
+    def in_hand(self) -> int:
+        return self.dispatched + self.stolen - self.finished
+
+    def work_ahead(self, now: float) -> float:
+        """Seconds until a batch queued here now would reach the card: the rest of the oldest batch on
+        the card, then a batch time (divided among the card's `depth` slots) for each batch in hand not
+        yet on it. At most 0 for a card with room for another batch (less the more room it has);
+        before the first batch time is known, busy cards compare by batches in hand."""
+        in_hand = self.in_hand
+        if in_hand < self.depth:
+            return float(in_hand - self.depth + 1)
+        on_card = self.on_card
+        rest = max(self.busy_until - now, 1e-6) if on_card else 0.0  # an overdue batch: back any moment
+        return rest + max(self.service_s, 1e-6) / self.depth * (in_hand - on_card)
+
+    def stats(self) -> CardStats:
+        return CardStats(self.slot.index, self.completed, self.batches, self.warmup_batches, self.depth)
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return [t for t in (self.card_thread, self.feeder, self.completer) if t is not None]
+
+    # called by the SUT --------------------------------------------------------------------------
+    def wake(self) -> None:
+        if self.waiting:
+            with self.cv:
+                self.cv.notify()
+
+    def stop(self) -> None:
+        """Finish the batches in flight, drop what is still queued (LoadGen has stopped waiting), exit."""
+        with self.cv:
+            self.stopping = True
+            self.queue.clear()
+            self.cv.notify_all()
+        self.free.put(None)
+
+    def call(self, fn: Callable[[WarmUpCard], T]) -> T:
+        """Run `fn(card)` on this card's own thread (cards are single-threaded) and return its result.
+        Only before intake starts (warm-up): nothing is in flight then."""
+        task = Call(fn)
+        if self.direct:
+            with self.cv:
+                self.calls.append(task)
+                self.cv.notify()
+        else:
+            self.to_card.put(task)
+        task.done.wait()
+        if isinstance(task.box[0], BaseException):
+            raise task.box[0]
+        return cast(T, task.box[0])
+
+    # helpers ------------------------------------------------------------------------------------
+    def _thread(self, loop: Callable[[], None], role: str) -> threading.Thread:
+        """A thread of this card that, once its loop ends (a failed card), lingers until the SUT stops.
+        LoadGen keeps a log buffer for every thread that has completed queries; a thread that exits
+        while the test runs leaves it to be torn down under LoadGen's logging thread, which crashed
+        (SIGSEGV in TlsLogger::SwapBuffers, seen in the all-cards-failed test)."""
+        def run() -> None:
+            try:
+                loop()
+            finally:
+                self.dispatch.stopped.wait()
+
+        return threading.Thread(target=run, name=f"c{self.slot.index}.{role}", daemon=True)
+
+    def _pin(self, role: str) -> None:
+        name_os_thread(f"c{self.slot.index}.{role}")
+        if self.slot.cpus:
+            os.sched_setaffinity(0, self.slot.cpus)  # this thread, and threads it starts later
+
+    def _label(self) -> str:
+        return self.info.label() if self.info else f"card {self.slot.index}"
+
+    # taking batches (feeder, or the card thread of a direct card) ------------------------------
+    def _take(self) -> Batch | Call | None:
+        with self.cv:
+            while True:
+                if self.calls:
+                    return self.calls.popleft()
+                if self.stopping or not self.alive:
+                    self.waiting = False
+                    return None
+                self.waiting = True  # before looking, so a dispatcher that adds after the look notifies
+                if self.queue:
+                    self.waiting = False
+                    return self.queue.popleft()
+                batch = self.dispatch.take_backlog()
+                if batch is not None:
+                    self.waiting = False
+                    self.stolen += 1
+                    return batch
+                self.cv.wait()
+
+    def _give_back_queue(self) -> None:
+        """A failed card: what is still queued here runs elsewhere."""
+        with self.cv:
+            left = list(self.queue)
+            self.queue.clear()
+        for batch in left:
+            self.dispatch.redispatch(batch)
+
+    def _stage(self, samples: Batch, buf: int) -> Staged:
+        """Stage a batch into staging buffer `buf`; an error is this card's failure, raised where the
+        card would have run the batch."""
+        out = self.buffers[buf]
+        if out is None:
+            return Staged(samples, buf, None, None)
+        try:
+            return Staged(samples, buf, self.qsl.stage(samples.indices, out, self.qsl.replica_for(self.slot.index)),
+                          None)
+        except Exception as exc:
+            return Staged(samples, buf, None, exc)
+
+    # feeder -------------------------------------------------------------------------------------
+    def _feed_loop(self) -> None:
+        self._pin("feed")
+        while (buf := self.free.get()) is not None:
+            samples = self._take()
+            if samples is None:
+                break
+            assert isinstance(samples, Batch)  # calls go to the card queue when there is a feeder
+            if not self.alive:
+                self.dispatch.redispatch(samples)
+                break
+            self.to_card.put(self._stage(samples, buf))
+        if not self.alive:
+            self._give_back_queue()
+        self.to_card.put(STOP)
+
+    # card ---------------------------------------------------------------------------------------
+    def _card_loop(self) -> None:
+        self._pin("card")
+        try:
+            card = as_async(self.factory(self.slot.index, self.slot.cpus))
+            card.set_ready_callback(lambda: self.to_card.put(READY))
+            self.info = card.info
+            self.depth = max(1, int(card.depth))
+            self.direct = card.input_dtype is None and self.depth == 1
+            # depth + 1 for the feeder (the card holds `depth`, one more is being staged), and the card
+            # thread's own (OWN, the last) for a batch that comes straight to an idle card
+            self.buffers = [self.qsl.staging_buffer(self.batch_size, card.input_dtype) for _ in range(self.depth + 2)]
+        except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
+            self.startup_error = exc
+            self.ready.set()
+            return
+        if self.completer is not None:
+            self.completer.start()
+        if not self.direct:
+            for b in range(self.depth + 1):
+                self.free.put(b)
+            self.feeder = self._thread(self._feed_loop, "feed")
+            self.feeder.start()
+        self.ready.set()
+        try:
+            if self.direct:
+                self._take_and_run(card)
+            else:
+                self._run_staged(card)
+        finally:
+            card.close()
+            if self.to_done is not None:
+                self.to_done.put(None)
+
+    def _run_staged(self, card: AsyncCard) -> None:
+        """Take messages, keep up to `depth` batches on the card, complete each as it comes back."""
+        pending: deque[Staged] = deque()  # staged, waiting for a slot on the card
+        flight: deque[_InFlight] = deque()
+        view = WarmUpCard(self, card)
+        while True:
+            msg = self.to_card.get()
+            if isinstance(msg, Stop):
+                break
+            if isinstance(msg, Call):
+                msg.run(view)
+                continue
+            if isinstance(msg, Batch):  # dispatched to this card while idle: staged here, no feeder hop
+                pending.append(self._stage(msg, OWN))
+            elif isinstance(msg, Staged):
+                pending.append(msg)
+            else:
+                assert isinstance(msg, Ready)
+            self._drive(card, pending, flight)
+            if self.server and self.depth == 1 and flight and self.alive and self.to_card.empty():
+                self._wait_here(card, pending, flight)
+        for item in pending:
+            self._release(item.buf)
+        while flight and self.alive:  # the run is over: let the card finish what it reads, drop the outputs
+            try:
+                card.wait()
+            except Exception:
+                break
+            self._release(flight.popleft().buf)
+
+    def _wait_here(self, card: AsyncCard, pending: deque[Staged], flight: deque[_InFlight]) -> None:
+        """Server, a card of depth 1 holding its batch, nothing else to do: wait for it on this thread (GIL
+        released) rather than sleep until the card's ready signal wakes it, one thread wake-up fewer per
+        batch, which at low load on an idle CPU is most of the harness's tail (BENCHMARKS.md, real CPU
+        Server). The ready signal still comes and finds nothing to collect."""
+        try:
+            outputs = card.wait()
+        except Exception as exc:
+            self._fail_holding(exc, [], flight)
+            return
+        self._landed(flight.popleft(), outputs)
+        self._drive(card, pending, flight)
+
+    def _drive(self, card: AsyncCard, pending: deque[Staged], flight: deque[_InFlight]) -> None:
+        """Collect what the card has finished, then submit pending batches while it has room."""
+        while True:
+            while flight:
+                try:
+                    outputs = card.poll()
+                except Exception as exc:
+                    self._fail_holding(exc, [], flight)
+                    break
+                if outputs is None:
+                    break
+                self._landed(flight.popleft(), outputs)
+            if not pending or (len(flight) >= self.depth and self.alive):
+                return
+            item = pending.popleft()
+            if not self.alive:  # failed earlier: staged batches go back to dispatch
+                self._release(item.buf)
+                self.dispatch.redispatch(item.batch)
+                continue
+            start = time.perf_counter() if self.server else 0.0  # before: a synchronous card runs in submit
+            try:
+                if item.error is not None:
+                    raise item.error
+                self._submit(card, item.staged, len(item.batch), start)
+            except Exception as exc:
+                self._release(item.buf)
+                self._fail_holding(exc, [item.batch], flight)
+                continue
+            flight.append(_InFlight(item.batch, item.buf, start))
+
+    def _submit(self, card: AsyncCard, staged: np.ndarray | None, n: int, start: float) -> None:
+        if self.server and not self.on_card:
+            self.busy_until = start + self.service_s
+        self.on_card += 1
+        try:
+            card.submit(staged, n)
+        except BaseException:
+            self.on_card -= 1
+            raise
+        self.accepted += 1
+
+    def _landed(self, done: _InFlight, outputs: Outputs) -> None:
+        """A batch back from the card: its buffer is free, its time feeds the Server estimate, then finish."""
+        self._release(done.buf)
+        self.on_card -= 1
+        if self.server:
+            now = time.perf_counter()
+            took = now - done.submitted
+            self.service_s = took if not self.service_s else self.service_s + 0.125 * (took - self.service_s)
+            self.busy_until = now + self.service_s  # the next oldest: at most one batch time from now
+        self._finish(done.batch, outputs)
+
+    def _release(self, buf: int) -> None:
+        if buf != OWN:
+            self.free.put(buf)  # only now: the card has read it
+
+    def _take_and_run(self, card: AsyncCard) -> None:
+        """A card without input, one batch at a time: take, run and complete on this one thread."""
+        view = WarmUpCard(self, card)
+        while (item := self._take()) is not None:
+            if isinstance(item, Call):
+                item.run(view)
+                continue
+            try:
+                start = time.perf_counter() if self.server else 0.0
+                self._submit(card, None, len(item), start)
+                outputs = card.wait()
+            except Exception as exc:
+                self._fail(exc, [item])
+                break
+            self._landed(_InFlight(item, OWN, start), outputs)
+        if not self.alive:
+            self._give_back_queue()
+
+    def _finish(self, samples: Batch, outputs: Outputs) -> None:
+        """Count the batch, let an overdue Server batch come if this card now has room, then complete
+        here or hand the outputs to the NMS thread."""
+        self.finished += 1
+        if self.in_hand < self.depth:
+            self.dispatch.card_has_room()
+        if self.to_done is None:
+            self._complete(samples, outputs)
+        else:
+            self.to_done.put((samples, outputs))
+
+    def _fail_holding(self, exc: BaseException, batches: list[Batch], flight: deque[_InFlight]) -> None:
+        """The card raised: every batch it holds is untrustworthy and goes back to dispatch too."""
+        for f in flight:
+            self._release(f.buf)
+        self.on_card = 0
+        self._fail(exc, [*batches, *(f.batch for f in flight)])
+        flight.clear()
+
+    def _fail(self, exc: BaseException, batches: list[Batch]) -> None:
+        took = self.accepted + self.warmup_batches
+        self.dispatch.card_failed(self, f"{self._label()} failed after {took} batches ({self.warmup_batches} of "
+                                        f"them warm-up): {type(exc).__name__}: {exc}")
+        with self.cv:
+            self.cv.notify_all()
+        for batch in batches:
+            self.dispatch.redispatch(batch)
+
+    # completion ---------------------------------------------------------------------------------
+    def _complete(self, samples: Batch, outputs: Outputs) -> None:
+        """Encode a batch's outputs and complete all its samples in one QuerySamplesComplete call."""
+        self.respond(samples, outputs)
+        self.completed += len(samples)
+        self.batches += 1
+
+    def _done_loop(self) -> None:
+        self._pin("done")
+        assert self.to_done is not None
+        while (item := self.to_done.get()) is not None:
+            self._complete(*item)

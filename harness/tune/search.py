@@ -1,0 +1,300 @@
+"""`appliance tune`: a short sweep of card layouts x precisions x backends x batch sizes x infer requests per
+card, timed through the SUT.
+
+Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
+card) started and warmed up as every performance run is (best of two single samples), then timed with
+each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
+(`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
+under that load; requests 1 is timed the same way (batches back to back). Each card layout (`--cards
+auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs several cards of several
+cores each (more batches in flight for the ideal queue), Offline often one card on all cores. A precision
+may be chosen only if its model meets the benchmark's accuracy target as its prepare recorded it
+(`eligibility`); the others are measured and shown with the reason. The choice per scenario goes to a
+record (harness.records.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen
+user.conf.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness.core import progress, queueing
+from harness.core.errors import ApplianceError
+from harness.core.fsutil import atomic_write_text, ensure_writable_dir
+from harness.core.scenarios import Scenario
+from harness.data import benchmarks, integrity
+from harness.data.datasets import store
+from harness.hw import gpu, system
+from harness.hw.topology.cards import parse_card_spec
+from harness.hw.topology.model import Topology
+from harness.prepare import bf16, quantize
+from harness.prepare.steps import PRECISIONS, TUNED_ON, Layout, model_bench, read_model_record
+from harness.records import tuned
+from harness.run.cards import GPU_BACKENDS
+from harness.run.loadgen_settings import Calibration, calibrated_setting
+from harness.run.plan import check_buffer_memory, plan_cards
+from harness.run.runner import default_max_wait_s, make_sut
+
+CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
+CPU_BATCHES = (1, 2, 4, 8, 16)
+GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds
+DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
+DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
+METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
+          "`requests` in flight: rate over the burst, median batch latency under that load")
+
+
+@dataclass(frozen=True)
+class Measured:
+    precision: str                # which prepared model
+    backend: str
+    batch_size: int
+    requests: int                 # infer requests (batches in flight) per card
+    samples_per_second: float     # all cards together, each kept full
+    single_latency_ms: float      # one sample on one card
+    batch_latency_ms: float       # a full batch with the card's other requests in flight, on the slowest card
+    multistream_latency_ms: float
+    cards: int = 1                # how many cards the layout made
+    server_qps: float | None = None  # what an ideal queue sustains within the Server bound (harness.core.queueing)
+    layout: str = "auto"          # the --cards spec timed (auto | emulate:N | simulate:P:N | map.yaml)
+
+
+def available_backends(default: bool = False) -> tuple[str, ...]:
+    """The backends this installation can make cards of; `default`: those `tune` times unasked (a GPU
+    backend only where NVML sees a GPU)."""
+    have = tuple(b for b in CPU_BACKENDS if importlib.util.find_spec(b) is not None)
+    if importlib.util.find_spec("onnxruntime") is None:
+        return have
+    import onnxruntime as ort
+
+    from harness.run.cards.onnxruntime_card import PROVIDERS
+
+    gpus = tuple(b for b in GPU_BACKENDS if PROVIDERS[b][0] in ort.get_available_providers())
+    if default:
+        facts = gpu.nvml()
+        gpus = gpus[:1] if not isinstance(facts, str) and facts.gpus else ()  # TensorRT only when asked for
+    return have + gpus
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to time: every card layout x precision x backend x batch size x requests per card (openvino; the
+    others at 1)."""
+
+    precisions: tuple[str, ...]
+    backends: tuple[str, ...]
+    batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
+    requests: tuple[int, ...] = DEFAULT_REQUESTS
+    layouts: tuple[str, ...] = ("auto",)  # --cards specs
+
+    def candidates(self) -> list[tuple[str, str, str, int, int]]:
+        """Every combination, less the precisions meant for other backends (`prepare.TUNED_ON`)."""
+        return [(c, p, b, n, r) for c in self.layouts for p in self.precisions for b in self.backends
+                if b in TUNED_ON.get(p, (b,))
+                for n in (self.batches or (GPU_BATCHES if b in GPU_BACKENDS else CPU_BATCHES))
+                for r in (self.requests if b == "openvino" else (1,))]
+
+    def check(self) -> None:
+        """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
+        (bf16 without openvino, fp16 without a GPU); before anything is measured."""
+        for layout in self.layouts:
+            parse_card_spec(layout)
+        for p in self.precisions:
+            if not any(b in TUNED_ON.get(p, (b,)) for b in self.backends):
+                raise ApplianceError(f"--precisions {p} runs on --backends {','.join(TUNED_ON[p])} only; add one "
+                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, TUNED_ON[p][0])))})")
+
+
+def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
+    """What `tune` sweeps by default: fp32, and every other precision with a model record in `data_dir`
+    that this machine computes (bf16 only on a CPU with it)."""
+    layout = Layout(data_dir, benchmarks.get(benchmark))
+    bf16_here = bf16.missing(system.cpu_flags(), bf16.openvino_capabilities()) is None \
+        if importlib.util.find_spec("openvino") is not None else False
+    return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()
+                      and (p != bf16.PRECISION or bf16_here)))
+
+
+def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a prepared model may be chosen, and why: FP32 is the reference; a quantised model only if
+    the agreement with FP32 its prepare measured (top-1 agreement, or mAP against the FP32 detections)
+    reaches the benchmark's accuracy fraction (99% for resnet50): the proxy prepare records for the
+    closed division's target of that fraction of the FP32 accuracy."""
+    if model.get("precision", "fp32") == "fp32":
+        return True, "the FP32 reference model"
+    q = model.get("quantization") or {}
+    metric = next((k for k in quantize.AGREEMENT if isinstance(q.get(k), int | float)), None)
+    if metric is None:
+        return False, (f"its model record holds no agreement with FP32: rerun `appliance prepare --precision "
+                       f"{model.get('precision')}`")
+    target = 100 * bench.quality_fraction
+    verdict = ">=" if q[metric] >= target else "<"
+    return q[metric] >= target, (f"{quantize.AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "
+                                 f"{bench.name} must reach")
+
+
+def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
+             batch: int, requests: int, layout: str) -> Measured:
+    from harness.hw.topology import detect
+
+    sut = make_sut(bench, data, plan_cards(layout, backend, bench.name, detect(), requests), model,
+                   batch, Scenario.OFFLINE)
+    sut.load_cards()
+    try:
+        warm = sut.warm_up(timed=True)
+        loaded = sut.time_under_load()
+    finally:
+        sut.stop()
+    rate = sum(batch / per_batch for per_batch, _ in loaded)
+    latency_s = max(latency for _, latency in loaded)
+    return Measured(model.get("precision", "fp32"), backend, batch, requests,
+                    samples_per_second=round(rate, 3),
+                    single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
+                    batch_latency_ms=round(1000 * latency_s, 3),
+                    multistream_latency_ms=round(1000 * min(t_b for _, t_b in warm) * math.ceil(8 / batch), 3),
+                    cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate),
+                    layout=layout)
+
+
+def _check_memory(bench: benchmarks.Benchmark, models: dict[str, dict[str, Any]],
+                  candidates: list[tuple[str, str, str, int, int]], topology: Topology) -> None:
+    """Every candidate's buffers against the memory free, before the first is timed (one line)."""
+    for cards, precision, backend, batch, requests in candidates:
+        card_plan = plan_cards(cards, backend, bench.name, topology, requests)
+        check_buffer_memory(model_bench(bench, models[precision]), card_plan, models[precision], batch,
+                            "--batch-sizes")
+
+
+def server_qps(bench: benchmarks.Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
+    """The Server QPS an ideal queue sustains within the bound with this candidate's batch latency under
+    load and its batches in flight (cards x requests), at the harness's batching deadline; None: edge."""
+    if bench.server_latency_ms is None:
+        return None
+    load = queueing.server_load(batch, latency_s, servers, bench.server_latency_ms,
+                                lambda qps: default_max_wait_s(bench, batch, qps))
+    return round(load * rate, 3)
+
+
+def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[Measured, str]:
+    """The candidate for `scenario`, and why in one line."""
+    if scenario == Scenario.OFFLINE:
+        best = max(rows, key=lambda m: m.samples_per_second)
+        return best, f"highest throughput ({best.samples_per_second:g} samples/s, --cards {best.layout})"
+    if scenario == Scenario.SERVER:
+        bound = bench.server_latency_ms
+        if bound is None:  # tune() refuses Server for edge benchmarks before measuring
+            raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario")
+        best = max(rows, key=lambda m: (m.server_qps or 0.0, m.samples_per_second))
+        if best.server_qps:
+            return best, (f"most Server QPS an ideal queue sustains within the {bound} ms bound "
+                          f"({best.server_qps:g} of {best.samples_per_second:g} samples/s; a batch takes "
+                          f"{best.batch_latency_ms:g} ms under load, {best.cards} card(s) x {best.requests} in "
+                          f"flight, --cards {best.layout})")
+        best = min(rows, key=lambda m: m.batch_latency_ms)
+        return best, (f"no candidate keeps p99 within the {bound} ms bound even in an ideal queue: the shortest batch "
+                      f"({best.batch_latency_ms:g} ms, --cards {best.layout}); Server cannot meet its bound here")
+    if scenario == Scenario.SINGLE_STREAM:
+        best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size, m.requests))
+        best = Measured(**{**asdict(best), "batch_size": 1})  # one sample per query: the batch is 1
+        return best, f"lowest single-sample latency ({best.single_latency_ms:g} ms, --cards {best.layout})"
+    best = min(rows, key=lambda m: m.multistream_latency_ms)
+    return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms, --cards {best.layout})"
+
+
+def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
+    for scenario, (m, why) in chosen.items():
+        key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
+                                                                    m.multistream_latency_ms,
+                                                                    server_qps=m.server_qps), None)
+        lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card, --cards "
+                  f"{m.layout} ({m.cards} card(s)): {why}; "
+                  f"{rule}",  # `why` starts with the precision
+                  f"{bench.name}.{scenario}.{key} = {value}"]
+    return "\n".join(lines) + "\n"
+
+
+def _choice(m: Measured, why: str) -> tuned.Choice:
+    return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why, m.layout)
+
+
+def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
+         output: Path | None) -> tuple[Path, dict[str, Any]]:
+    """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
+    bench = benchmarks.get(benchmark)
+    if bench.server_latency_ms is None and Scenario.SERVER in scenarios:
+        raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario to tune")
+    have = available_backends()
+    missing = [b for b in sweep.backends if b not in have]
+    if missing or not sweep.backends:
+        raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
+                             f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
+    sweep.check()
+    from harness.hw.topology import detect
+
+    topology = detect()
+    for cards in sweep.layouts:  # a layout this machine cannot place: one line before anything is timed
+        for backend in sweep.backends:
+            plan_cards(cards, backend, bench.name, topology, max(sweep.requests) if backend == "openvino" else 1)
+    layout = Layout(data_dir, bench)
+    models = {p: read_model_record(layout, p) for p in sweep.precisions}
+    if any(m.get("inference_precision") for m in models.values()):
+        bf16.require("--precisions bf16")
+    eligible = {p: eligibility(bench, m) for p, m in models.items()}
+    if not any(ok for ok, _ in eligible.values()):
+        raise ApplianceError("no precision to tune meets the accuracy target (" + "; ".join(
+            f"{p}: {why}" for p, (_, why) in eligible.items()) + "): add fp32, e.g. --precisions fp32,"
+            + ",".join(sweep.precisions))
+    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
+    for model in models.values():
+        integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
+    candidates = sweep.candidates()
+    _check_memory(bench, models, candidates, topology)  # before anything is made
+    path = output or tuned.default_path(data_dir, bench.name)
+    ensure_writable_dir(path.parent, "tuned record folder")
+    rows: list[Measured] = []
+    with progress.bar(len(candidates), "tune", unit="config") as bar:
+        for cards, precision, backend, batch, r in candidates:
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
+            rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch, r,
+                                 cards))
+            bar.update()  # the rows are printed once, in the summary table
+    by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
+                    for p in sweep.precisions}
+    chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
+    left_out = "".join(f"; {p} not considered: {why}" for p, (ok, why) in eligible.items() if not ok)
+    chosen = {s: (m, f"{m.precision} ({eligible[m.precision][1]}): {why}{left_out}") for s, (m, why) in chosen.items()}
+    conf = path.with_suffix(".user.conf")
+    atomic_write_text(conf, user_conf_text(bench, chosen))
+    record = tuned.TunedRecord(
+        benchmark=bench.name, layouts=list(sweep.layouts),
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
+        method=METHOD, user_conf=conf.name,
+        precisions={p: tuned.Precision(models[p]["sha256"], ok, why) for p, (ok, why) in eligible.items()},
+        measured=[asdict(m) for m in rows],
+        chosen={s: _choice(m, why) for s, (m, why) in chosen.items()},
+        by_precision={p: {s: _choice(m, why) for s, (m, why) in per.items()} for p, per in by_precision.items()})
+    tuned.write(path, record)
+    return path, record.to_json()
+
+
+def summary(record: dict[str, Any]) -> str:
+    lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'precision':>9s} {'samples/s':>10s} {'batch ms':>9s} "
+             f"{'single ms':>9s} {'ideal QPS':>9s} cards"]
+    lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['precision']:>9s} "
+              f"{m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f} "
+              f"{m['server_qps'] if m['server_qps'] is not None else '-':>9} {m['layout']} ({m['cards']})"
+              for m in record["measured"]]
+    lines.append("")
+    lines += [f"{p:12s} {'eligible' if e['eligible'] else 'NOT ELIGIBLE'}: {e['why']}"
+              for p, e in record["precisions"].items()]
+    lines += [f"{s:12s} -> {c['precision']}, {c['backend']}, --cards {c['cards']}, batch {c['batch_size']}, "
+              f"requests {c['requests']}: {c['why']}" for s, c in record["chosen"].items()]
+    return "\n".join(lines)
