@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.cli.main import main
-from harness.records.results import read_detail
+from harness.records import detail_log
 
 SAMPLES = 48  # size of the session's prepared synthetic dataset
 # detection: images per benchmark in the session's prepared data (SSD-ResNet34 and RetinaNet take ~5 s
@@ -54,7 +54,7 @@ def validity_explained(run: Path) -> dict[str, object]:
     """A performance run's detail log, after checking that its VALID / INVALID is LoadGen's own verdict on
     the run (every constraint met, or one named as not met) and the summary says the same. For runs too
     short for early stopping, where either verdict is right, this is what can be asserted."""
-    detail = read_detail(run / "mlperf_log_detail.txt")
+    detail = detail_log.values(run / "mlperf_log_detail.txt")
     validity = detail["result_validity"]
     flags = {k: detail[k] for k in MET_FLAGS if k in detail}
     assert validity in ("VALID", "INVALID") and "result_min_duration_met" in flags, (validity, flags)
@@ -77,7 +77,7 @@ def appliance(*args: object) -> int:
 
 
 def appliance_subprocess(*args: object, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
                           text=True, **kw)
 
 

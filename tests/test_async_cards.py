@@ -18,8 +18,8 @@ import pytest
 from helpers import SAMPLES
 
 from harness.data import benchmarks
-from harness.data.datasets import store
-from harness.prepare.steps import Layout
+from harness.records import store
+from harness.records.layout import Layout
 from harness.run.cards.base import AsyncCard, CardInfo, Synchronous, ZeroOutputs, as_async
 from harness.run.cards.simulated_card import Pipeline, PipelinedSimulatedCard, Profile, SimulatedCard
 from harness.run.qsl import SampleLibrary, plan_replicas

@@ -79,7 +79,7 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_ctrl_c_keeps_logs_and_marks_run_incomplete(tmp_path, data_dir):
     """SIGINT mid-run: exit 130, one line, LoadGen's logs so far kept in run_1.incomplete."""
     results = tmp_path / "results"
-    child = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", "--data-dir", str(data_dir),
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--data-dir", str(data_dir),
                               "--results", str(results), "--duration-ms", "60000", "-q"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

@@ -11,8 +11,7 @@ from helpers import appliance, linked_copy
 
 from harness.audit.submission.tree import measurements
 from harness.core.errors import ApplianceError
-from harness.hw import system
-from harness.prepare import bf16
+from harness.hw import bf16_support, system
 from harness.tune.search import Sweep
 
 # /proc/cpuinfo flags of three CPU families this project's machines have had (abridged to what matters)
@@ -20,7 +19,7 @@ MILAN = {"sse4_2", "avx", "avx2", "fma"}                                       #
 GENOA = MILAN | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}          # AMD Zen 4
 SAPPHIRE_RAPIDS = GENOA | {"avx512_fp16", "amx_tile", "amx_int8", "amx_bf16"}  # Intel, AMX
 OV_CAPS = ["BF16", "FP32", "INT8", "BIN", "EXPORT_IMPORT"]
-HERE = bf16.missing(system.cpu_flags(), bf16.openvino_capabilities()) is None
+HERE = bf16_support.missing(system.cpu_flags(), bf16_support.openvino_capabilities()) is None
 needs_bf16 = pytest.mark.skipif(not HERE, reason=f"{system.cpu_model()} has neither avx512_bf16 nor amx_bf16")
 
 
@@ -31,12 +30,12 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_bf16_support_by_cpu_family():
-    assert "neither avx512_bf16 nor amx_bf16" in str(bf16.missing(MILAN, ["FP32", "INT8"]))
-    assert bf16.missing(GENOA, OV_CAPS) is None
-    assert bf16.missing(SAPPHIRE_RAPIDS, OV_CAPS) is None
-    assert bf16.missing(SAPPHIRE_RAPIDS - {"avx512_bf16"}, OV_CAPS) is None  # AMX alone is enough
+    assert "neither avx512_bf16 nor amx_bf16" in str(bf16_support.missing(MILAN, ["FP32", "INT8"]))
+    assert bf16_support.missing(GENOA, OV_CAPS) is None
+    assert bf16_support.missing(SAPPHIRE_RAPIDS, OV_CAPS) is None
+    assert bf16_support.missing(SAPPHIRE_RAPIDS - {"avx512_bf16"}, OV_CAPS) is None  # AMX alone is enough
     # the flag is there but OpenVINO's plugin does not offer BF16 (an old OpenVINO, a masked CPUID)
-    assert "does not offer BF16" in str(bf16.missing(GENOA, ["FP32", "INT8"]))
+    assert "does not offer BF16" in str(bf16_support.missing(GENOA, ["FP32", "INT8"]))
 
 
 def test_prepare_bf16_refused_in_one_line_on_a_cpu_without_it(tmp_path, capsys, monkeypatch):
@@ -117,9 +116,9 @@ def test_bf16_compiled_precision_is_checked():
     model = _tiny_model()
     compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     with pytest.raises(RuntimeError, match=r"compiled the model for .*not bf16"):
-        bf16.check_compiled(compiled)
+        bf16_support.check_compiled(compiled)
     if HERE:
-        bf16.check_compiled(core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "bf16"}))
+        bf16_support.check_compiled(core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "bf16"}))
 
 
 def _tiny_model():

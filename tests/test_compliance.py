@@ -8,7 +8,7 @@ import pytest
 from helpers import SLOW_STEADY_OFFLINE, SLOW_STEADY_PROFILE, STEADY_PROFILE, appliance
 
 from harness.audit.compliance import verify_accuracy, verify_bracketed, verify_performance
-from harness.records.results import read_detail
+from harness.records import detail_log
 
 
 def _tree(tmp_path, data_dir, scenario, card=("--backend", "null"), perf=("--duration-ms", 1000)):
@@ -156,7 +156,7 @@ def test_test05_runs_with_the_alternate_seeds(data_dir, tmp_path):
     assert appliance("run", *common) == 0
     assert appliance("run", *common, "--mode", "TEST05") == 0
     folder = tmp_path / "sut" / "resnet50" / "Offline" / "TEST05"
-    detail = read_detail(folder / "performance" / "run_1" / "mlperf_log_detail.txt")
+    detail = detail_log.values(folder / "performance" / "run_1" / "mlperf_log_detail.txt")
     assert detail["effective_qsl_rng_seed"] == 7975553102935885558  # mlperf.conf's test05_qsl_rng_seed
     verdict = (folder / "verify_performance.txt").read_text()
     assert verdict.rstrip().endswith("TEST PASS"), verdict

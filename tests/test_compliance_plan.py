@@ -24,7 +24,8 @@ def test_compliance_resolves_the_plan_once(data_dir, tmp_path, monkeypatch):
         return spy
 
     monkeypatch.setattr(harness.hw.topology, "detect", counted("detect", harness.hw.topology.detect))
-    monkeypatch.setattr(harness.data.integrity, "verify_loaded", counted("verify_loaded", harness.data.integrity.verify_loaded))
+    monkeypatch.setattr(harness.data.integrity, "verify_loaded",
+                        counted("verify_loaded", harness.data.integrity.verify_loaded))
     assert appliance("run", *common, "--mode", "TEST04") == 0
     assert calls == {"detect": 1, "verify_loaded": 4}, calls  # the plan's check, then one per run
     folder = tmp_path / "sut" / "resnet50" / "Offline" / "TEST04"

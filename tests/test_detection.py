@@ -15,10 +15,11 @@ import pytest
 from helpers import DETECTION_SAMPLES, STEADY_PROFILE, appliance, validity_explained
 from onnx import TensorProto, helper
 
+from harness.core.scenarios import SCENARIOS
 from harness.data import benchmarks
 from harness.data.accuracy import coco as coco_scoring
-from harness.data.datasets import coco, store
-from harness.records.results import read_detail
+from harness.data.datasets import coco
+from harness.records import detail_log, store
 from harness.run import loadgen_settings
 from harness.run.loadgen_settings import Requested, effective_user_conf
 
@@ -190,7 +191,7 @@ def test_real_card_performance_run(det_data_dir, tmp_path):
     """The real path in performance mode: onnxruntime card, host NMS on the completion thread, LoadGen."""
     assert appliance("run", "-b", "ssd-mobilenet", "-s", "SingleStream", "--data-dir", det_data_dir, "--results",
                      tmp_path, "--cards", "emulate:1", "--duration-ms", 500, "--count", 8, "-q") == 0
-    detail = read_detail(runs(tmp_path, "ssd-mobilenet", "SingleStream", "performance/run_1")
+    detail = detail_log.values(runs(tmp_path, "ssd-mobilenet", "SingleStream", "performance/run_1")
                          / "mlperf_log_detail.txt")
     assert detail["effective_qsl_rng_seed"] == V61_QSL_SEED
     assert validity_explained(runs(tmp_path, "ssd-mobilenet", "SingleStream", "performance/run_1"))
@@ -199,7 +200,7 @@ def test_real_card_performance_run(det_data_dir, tmp_path):
 # ------------------------------------------------------------------------------------------------
 # every scenario on a steady simulated card (its latency, not this machine's speed; host NMS still runs)
 
-SCENARIOS = [(b, s) for b in ("ssd-mobilenet", "ssd-resnet34") for s in benchmarks.SCENARIOS] + \
+SCENARIOS = [(b, s) for b in ("ssd-mobilenet", "ssd-resnet34") for s in SCENARIOS] + \
             [("retinanet", "Offline"), ("retinanet", "Server")]
 
 
@@ -211,7 +212,7 @@ def test_scenarios_on_simulated_cards(bench, scenario, det_data_dir, tmp_path):
     assert appliance("run", "-b", bench, "-s", scenario, "--data-dir", det_data_dir, "--results", tmp_path / "r",
                      "--cards", f"simulate:{profile}:1", "--duration-ms", 1000, "-q", *extra) == 0
     run = runs(tmp_path / "r", bench, scenario, "performance/run_1")
-    detail = read_detail(run / "mlperf_log_detail.txt")
+    detail = detail_log.values(run / "mlperf_log_detail.txt")
     assert detail["effective_scenario"] == scenario and detail["effective_qsl_rng_seed"] == V61_QSL_SEED
     assert validity_explained(run)["result_min_duration_met"] is True and detail["_errors"] == []
     if scenario == "Server" and bench != "ssd-mobilenet":

@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from harness.data import nms
+from harness.data import benchmarks, nms
 from harness.data.models import detection
 from harness.data.models.stats import model_stats
 
@@ -49,8 +49,8 @@ def test_ssd_mobilenet_outputs_feed_nms() -> None:
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).normal(0, 60, (1, 3, 300, 300)).astype(np.float32)
     boxes, scores = sess.run(None, {detection.SSD_MOBILENET_INPUT: x})
-    out = nms.postprocess("ssd-mobilenet", boxes[0], scores[0])
+    out = nms.postprocess(benchmarks.get("ssd-mobilenet"), boxes[0], scores[0])
     assert 0 < len(out) <= 100
-    q = nms.quantise("ssd-mobilenet", {"boxes": boxes[0], "scores": scores[0]})
+    q = nms.quantise(benchmarks.get("ssd-mobilenet"), {"boxes": boxes[0], "scores": scores[0]})
     assert q["scores"].dtype == np.uint8 and q["boxes"].dtype == np.uint8
-    assert abs(len(nms.postprocess("ssd-mobilenet", q["boxes"], q["scores"])) - len(out)) <= 2
+    assert abs(len(nms.postprocess(benchmarks.get("ssd-mobilenet"), q["boxes"], q["scores"])) - len(out)) <= 2

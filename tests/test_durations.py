@@ -17,7 +17,7 @@ import pytest
 from helpers import appliance
 
 from harness.data import benchmarks
-from harness.records.results import read_detail
+from harness.records import detail_log
 from harness.run import loadgen_settings
 from harness.run.calibration import describe_estimate, estimate_seconds
 from harness.run.loadgen_settings import Calibration, Requested, effective_user_conf
@@ -48,7 +48,7 @@ def _run(data_dir: Path, results: Path, scenario: str, cards: str) -> tuple[Path
 def test_offline_run_lasts_close_to_its_duration(cards, data_dir, tmp_path, capsys):
     run, conf = _run(data_dir, tmp_path, "Offline", cards)
     out = capsys.readouterr().out
-    detail = read_detail(run / "mlperf_log_detail.txt")
+    detail = detail_log.values(run / "mlperf_log_detail.txt")
     seconds = loadgen_seconds(run / "mlperf_log_detail.txt")
     assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
     assert D_MS / 1000 <= seconds <= 4 * D_MS / 1000, (seconds, conf)
@@ -63,7 +63,7 @@ def test_sixteen_simulated_cards_server_default_target_is_valid(data_dir, tmp_pa
     """README: `appliance run --cards simulate:cloud-ai-100:16 -s Server` (shortened); its target used to
     be half the cards' nominal sum, six times what the harness completes, and the run ended INVALID."""
     run, _ = _run(data_dir, tmp_path, "Server", "simulate:cloud-ai-100:16")
-    detail = read_detail(run / "mlperf_log_detail.txt")
+    detail = detail_log.values(run / "mlperf_log_detail.txt")
     assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
     nominal = 16 * 22667
     assert detail["effective_target_qps"] < 0.5 * nominal / 2  # the measured rate, not the nominal sum

@@ -18,7 +18,7 @@ from helpers import appliance
 
 from harness.core.errors import ApplianceError, DataError
 from harness.hw import gpu
-from harness.run.cards import BackendSpec
+from harness.run.cards.spec import BackendSpec
 
 HAS_ORT_GPU = "CUDAExecutionProvider" in ort.get_available_providers()
 _needs_ort_gpu = pytest.mark.skipif(not HAS_ORT_GPU,

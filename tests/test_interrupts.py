@@ -66,7 +66,7 @@ def test_reproduce_stops_whole_on_a_signal(sig: signal.Signals, data_dir: Path, 
     REPRODUCIBLE row, the next row started, and the process aborted in C++ with exit 134)."""
     tree = _tree(tmp_path, data_dir)
     out = tmp_path / "audit"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "reproduce", str(tree), "--data-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "reproduce", str(tree), "--data-dir",
                              str(data_dir), "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     _wait_for(".audit.*.tmp/runs/**/.run_1.staging-*/mlperf_log_detail.txt", tmp_path, proc)
@@ -83,7 +83,7 @@ def test_reproduce_stops_whole_on_a_signal(sig: signal.Signals, data_dir: Path, 
 def test_run_stopped_during_loadgen_is_kept_incomplete(sig: signal.Signals, data_dir: Path, tmp_path: Path) -> None:
     """SIGTERM (`docker stop`) ends a run as Ctrl-C does, with its own exit code (it was 130 for both)."""
     results = tmp_path / "results"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *RUN, "--data-dir", str(data_dir), "--results",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
                              str(results), "--duration-ms", "60000"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for("**/.run_1.staging-*/mlperf_log_detail.txt", results, proc)
@@ -113,7 +113,7 @@ def test_prepare_stopped_by_sigterm_keeps_the_old_data(data_dir: Path, tmp_path:
     local = linked_copy(data_dir, tmp_path / "data")
     manifest = local / "preprocessed" / "resnet50" / "manifest.json"
     before = manifest.read_bytes()
-    done = _signalled_in("harness.data.datasets.store.close_array", signal.SIGTERM, "prepare", "--data-dir", local,
+    done = _signalled_in("harness.records.store.close_array", signal.SIGTERM, "prepare", "--data-dir", local,
                          "--samples", 24, "-q")
     assert done.returncode == 143, done.stderr
     assert _one_line(done.stderr) == "appliance: terminated (SIGTERM)"
@@ -125,7 +125,7 @@ def test_compliance_stopped_between_its_runs_keeps_them(data_dir: Path, tmp_path
     """SIGTERM after TEST04's three runs, before the verdict: they are kept in TEST04.incomplete and the line
     names it (the process was killed, leaving .TEST04.staging-PID and its claim)."""
     args = [*RUN, "--data-dir", data_dir, "--results", tmp_path, "--duration-ms", 300]
-    assert subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)], capture_output=True).returncode == 0
+    assert subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True).returncode == 0
     done = _signalled_in("harness.audit.compliance.verify_bracketed", signal.SIGTERM, *args, "--mode", "TEST04")
     assert done.returncode == 143, done.stderr
     (kept,) = tmp_path.rglob("TEST04.incomplete")
@@ -141,7 +141,7 @@ def offline_runs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     """An Offline performance and accuracy run of the null backend: what `submission build` needs."""
     root = tmp_path_factory.mktemp("offline-runs")
     for mode in ("performance", "accuracy"):
-        done = subprocess.run([sys.executable, "-m", "harness.cli.main", *RUN, "--mode", mode, "--data-dir",
+        done = subprocess.run([sys.executable, "-m", "harness.cli", *RUN, "--mode", mode, "--data-dir",
                                str(data_dir), "--results", str(root), "--duration-ms", "300", "--system", "box"],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr

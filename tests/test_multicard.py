@@ -14,8 +14,8 @@ import pytest
 from helpers import SAMPLES, appliance
 
 from harness.data import benchmarks
-from harness.data.datasets import store
-from harness.prepare.steps import Layout
+from harness.records import store
+from harness.records.layout import Layout
 from harness.run.cards.base import CardInfo
 from harness.run.qsl import ALIGN, SampleLibrary, plan_replicas
 from harness.run.sut import CardSlot, SystemUnderTest

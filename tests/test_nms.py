@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.core.errors import DataError
 from harness.data import benchmarks, nms
+from harness.records.benchmark import NMS_PARAM_SETS, DetectionSpec, OutputQuant
 
 # ---------------------------------------------------------------------------------------------
 # the plain reference: a direct transcription of the semantics in harness/data/nms.py's docstring
@@ -166,7 +167,7 @@ CASES = [("ssd-mobilenet", False), ("ssd-mobilenet", True), ("ssd-resnet34", Fal
 @pytest.mark.parametrize(("bench", "quantised"), CASES)
 def test_fast_nms_equals_reference(bench: str, quantised: bool) -> None:
     @_settings
-    @given(detection_inputs(bench, quantised), st.sampled_from(benchmarks.NMS_PARAM_SETS))
+    @given(detection_inputs(bench, quantised), st.sampled_from(NMS_PARAM_SETS))
     def prop(arrays, params):
         _check(bench, arrays, params)
 
@@ -230,14 +231,14 @@ def test_caps_and_order() -> None:
 def test_qsl_idx_and_wrong_shapes() -> None:
     arrays = _raw_arrays("ssd-mobilenet", False)
     arrays["scores"][5, 3] = 0.9
-    out = nms.postprocess("ssd-mobilenet", arrays["boxes"], arrays["scores"], qsl_idx=17)
+    out = nms.postprocess(benchmarks.get("ssd-mobilenet"), arrays["boxes"], arrays["scores"], qsl_idx=17)
     assert out.shape == (1, 7) and out[0, 0] == 17 and out[0, 6] == 3
     with pytest.raises(DataError, match=r"scores have shape \(91, 1917\), expected \(1917, 91\)"):
-        nms.postprocess("ssd-mobilenet", arrays["boxes"], arrays["scores"].T)
+        nms.postprocess(benchmarks.get("ssd-mobilenet"), arrays["boxes"], arrays["scores"].T)
     with pytest.raises(DataError, match="not a detection benchmark"):
-        nms.postprocess("resnet50", arrays["boxes"], arrays["scores"])
+        nms.postprocess(benchmarks.get("resnet50"), arrays["boxes"], arrays["scores"])
     with pytest.raises(DataError, match="unknown NMS parameter set"):
-        nms.postprocess("ssd-mobilenet", arrays["boxes"], arrays["scores"], params="fast")
+        nms.postprocess(benchmarks.get("ssd-mobilenet"), arrays["boxes"], arrays["scores"], params="fast")
 
 
 def test_raw_threshold_codes_match_values() -> None:
@@ -270,10 +271,10 @@ def test_raw_float_codes_exclude_negative_nan_and_keep_inf() -> None:
         arrays["scores"][3, 30] = np.inf
         arrays["scores"][4, 40] = 0.7
         if quantised:
-            arrays = nms.quantise("ssd-resnet34", arrays)
+            arrays = nms.quantise(benchmarks.get("ssd-resnet34"), arrays)
         _check("ssd-resnet34", arrays)
-        out = nms.postprocess("ssd-resnet34", arrays["boxes"], arrays["scores"])
-        ids = nms.layout("ssd-resnet34").class_ids
+        out = nms.postprocess(benchmarks.get("ssd-resnet34"), arrays["boxes"], arrays["scores"])
+        ids = nms.layout(benchmarks.get("ssd-resnet34")).class_ids
         assert sorted(out[:, 6].tolist()) == [ids[3], ids[4]]
 
 
@@ -282,9 +283,9 @@ def test_postprocessor_keeps_one_plan_per_dtype() -> None:
     pp = nms.Postprocessor("ssd-mobilenet", "krai")
     arrays = _raw_arrays("ssd-mobilenet", False)
     arrays["scores"][7, 5], arrays["scores"][9, 5], arrays["scores"][300, 12] = 0.8, 0.75, 0.5
-    for form in (arrays, nms.quantise("ssd-mobilenet", arrays), arrays):
+    for form in (arrays, nms.quantise(benchmarks.get("ssd-mobilenet"), arrays), arrays):
         out = pp(form["boxes"], form["scores"], qsl_idx=3)
-        ref = nms.postprocess("ssd-mobilenet", form["boxes"], form["scores"], params="krai", qsl_idx=3)
+        ref = nms.postprocess(benchmarks.get("ssd-mobilenet"), form["boxes"], form["scores"], params="krai", qsl_idx=3)
         np.testing.assert_array_equal(out, ref)
         assert len(out) == 3 and (out[:, 0] == 3).all()
     assert len(pp._plans) == 2
@@ -295,7 +296,7 @@ def test_postprocessor_keeps_one_plan_per_dtype() -> None:
 
 YOLO = benchmarks.YOLO_DETECTION
 YOLO_ANCHOR_MAJOR = benchmarks._variant(YOLO, "anchor-major")
-_UINT8 = benchmarks.OutputQuant("uint8", (2.5,) * 4 + (1 / 255,) * 80, 0)  # box rows 2.5 px, scores 1/255
+_UINT8 = OutputQuant("uint8", (2.5,) * 4 + (1 / 255,) * 80, 0)  # box rows 2.5 px, scores 1/255
 _YOLO_UINT8 = replace(YOLO, quantised={"output": _UINT8})
 YOLO_SPECS = {("attribute-major", "uint8"): _YOLO_UINT8,
               ("anchor-major", "uint8"): benchmarks._variant(_YOLO_UINT8, "anchor-major"),  # scales along axis 1
@@ -303,7 +304,7 @@ YOLO_SPECS = {("attribute-major", "uint8"): _YOLO_UINT8,
                  for form in ("float32", "float16")}}
 
 
-def _dequantise(q: benchmarks.OutputQuant, codes: np.ndarray) -> np.ndarray:
+def _dequantise(q: OutputQuant, codes: np.ndarray) -> np.ndarray:
     """uint8 codes back to values: scale x (code - zero point), one scale per attribute along `q.axis`."""
     scale = np.asarray(q.scale, dtype=np.float64)
     if scale.ndim:
@@ -313,7 +314,7 @@ def _dequantise(q: benchmarks.OutputQuant, codes: np.ndarray) -> np.ndarray:
     return scale * (codes.astype(np.float64) - q.zero_point)
 
 
-def reference_yolo(spec: benchmarks.DetectionSpec, output: np.ndarray, original: tuple[int, int]) -> np.ndarray:
+def reference_yolo(spec: DetectionSpec, output: np.ndarray, original: tuple[int, int]) -> np.ndarray:
     """Ultralytics' steps written plainly: best class per anchor (the first of equal scores), score >
     threshold, per-class greedy NMS (score desc, ties by anchor), all kept sorted by score desc, class,
     rank; the first 300; boxes through scale_boxes (8.4) and clip, normalised to the original image."""

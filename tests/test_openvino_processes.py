@@ -163,7 +163,7 @@ def test_killed_workers_end_the_run_in_one_line(data_dir, tmp_path, capsys):
 def test_killed_appliance_leaves_no_segment_and_no_worker(data_dir, tmp_path):
     """The appliance itself killed mid-run: Python's resource tracker unlinks the segments, and the workers,
     their stdin at EOF, close and exit."""
-    run = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", "--data-dir", str(data_dir), "--results",
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--data-dir", str(data_dir), "--results",
                             str(tmp_path), "--backend", "openvino", "--cards", "emulate:2", "--duration-ms", "60000",
                             "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -39,7 +39,7 @@ def test_wheel_install_runs_simulated_cards_and_shows_paper_maps(data_dir: Path,
     env = {**os.environ, "PYTHONPATH": str(site)}
 
     def appliance(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
                               env=env, cwd=elsewhere, timeout=600)
 
     where = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"], capture_output=True,

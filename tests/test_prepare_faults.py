@@ -17,7 +17,7 @@ import pytest
 from helpers import appliance
 
 from harness.core import leftovers
-from harness.data.datasets import store
+from harness.records import store
 
 
 def _leftovers(root: Path) -> list[Path]:
@@ -69,7 +69,7 @@ def test_a_disk_filling_mid_prepare_is_one_line_and_leaves_nothing_half_written(
 def test_leftovers_of_a_killed_prepare_are_removed_by_the_next(data_dir, tmp_path, capsys):
     d = _with_model(data_dir, tmp_path / "d")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "prepare", "--benchmark", "resnet50",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "prepare", "--benchmark", "resnet50",
                              "--samples", "300", "--data-dir", str(d), "-q"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from helpers import appliance
 
-from harness.data.datasets import imagenet, store
+from harness.data.datasets import imagenet
+from harness.records import store
 
 
 def reference_preprocess(path) -> np.ndarray:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
+from harness.core import processes
 from harness.run import rundirs
 
 RUN = ["run", "--backend", "null", "-q"]
@@ -80,7 +81,7 @@ def test_two_runs_started_together_both_finish(attempt: int, tmp_path: Path, dat
 def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_dir: Path) -> None:
     results = tmp_path / "results"
     args = [*RUN, "--data-dir", str(data_dir), "--results", str(results)]
-    child = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *args, "--duration-ms", "60000"],
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--duration-ms", "60000"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list(results.rglob(".run_1.staging-*/mlperf_log_detail.txt")):
@@ -88,7 +89,7 @@ def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_d
     child.send_signal(signal.SIGKILL)
     child.wait(30)
     (staging,) = results.rglob(".run_1.staging-*")
-    next_run = subprocess.run([sys.executable, "-m", "harness.cli.main", *args, "--duration-ms", "300"],
+    next_run = subprocess.run([sys.executable, "-m", "harness.cli", *args, "--duration-ms", "300"],
                               capture_output=True, text=True, timeout=300)
     assert next_run.returncode == 0, next_run.stderr
     assert f"PID {child.pid}" in next_run.stdout and "run_1.incomplete" in next_run.stdout
@@ -175,7 +176,7 @@ def test_nearly_full_disk_is_refused_before_the_run(small_disk, tmp_path: Path, 
 def test_disk_filling_during_a_run_ends_it_incomplete(small_disk, tmp_path: Path, data_dir: Path) -> None:
     """A real full disk: the run passes the free-space check, then the disk fills while LoadGen runs."""
     disk = small_disk("20m")
-    child = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *RUN, "--data-dir", str(data_dir),
+    child = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir),
                               "--results", str(disk), "--duration-ms", "4000"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -227,7 +228,7 @@ def test_a_claim_whose_pid_runs_again_is_recovered(tmp_path: Path) -> None:
     """Issue 26 item 9: in the image the appliance is PID 1, so a killed container left `.run_1.staging-1`
     that no later container recovered (PID 1 is always alive). The claim names boot id and start time too:
     PID 1 started at another time is another process."""
-    assert rundirs.pid_alive(1)
+    assert processes.pid_alive(1)
     boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     _left_by(tmp_path, f"1:{boot}:0", 1)  # PID 1 of a container started at tick 0 of this boot: not this one
     lines: list[str] = []
@@ -255,7 +256,7 @@ def _in_new_pid_namespace(*args: str) -> subprocess.Popen[str]:
     """The CLI as PID 1 of a new PID namespace, as in the image (`ENTRYPOINT ["appliance"]`); root only."""
     if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode != 0:
         pytest.skip("cannot make a PID namespace here (needs root and unshare)")
-    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "harness.cli.main", *args],
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "harness.cli", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -304,7 +305,7 @@ def test_runs_on_the_same_cores_warn_of_each_other(tmp_path: Path, data_dir: Pat
     registry is empty once both are done."""
     import json
 
-    first = subprocess.Popen([sys.executable, "-m", "harness.cli.main", *RUN, "--data-dir", str(data_dir), "--results",
+    first = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
                               str(tmp_path / "a"), "--duration-ms", "15000"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import SAMPLES, STEADY_PROFILE, appliance, validity_explained
 
-from harness.records.results import read_detail
+from harness.records import detail_log
 
 V61_SEEDS = {"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
              "schedule_rng_seed": 16159082839903944936}
@@ -34,7 +34,7 @@ def test_scenario_writes_compliant_logs(scenario, data_dir, tmp_path, capsys):
     assert run.name == "run_1"
     for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "user.conf", "mlperf.conf", "manifest.json"):
         assert (run / name).is_file(), name
-    detail = read_detail(run / "mlperf_log_detail.txt")
+    detail = detail_log.values(run / "mlperf_log_detail.txt")
     for key, value in V61_SEEDS.items():
         assert detail[f"effective_{key}"] == value
     assert detail["effective_scenario"] == scenario
@@ -61,7 +61,7 @@ def test_second_run_never_overwrites_first(data_dir, tmp_path):
     assert second.name == "run_2"
     assert (first / "mlperf_log_detail.txt").read_bytes() == before
     # a second LoadGen test in one process must not log "Multiple conf files are used" (fails the checker)
-    assert read_detail(second / "mlperf_log_detail.txt")["_errors"] == []
+    assert detail_log.values(second / "mlperf_log_detail.txt")["_errors"] == []
 
 
 @pytest.mark.slow
@@ -83,7 +83,7 @@ def test_fast_card_gives_valid_results(scenario, data_dir, tmp_path):
         card = ["--cards", f"simulate:{profile}:1"]
     results = tmp_path / "results"
     assert appliance("run", "-s", scenario, "--data-dir", data_dir, "--results", results, *card, "-q", *extra) == 0
-    detail = read_detail(only_run(results, scenario) / "mlperf_log_detail.txt")
+    detail = detail_log.values(only_run(results, scenario) / "mlperf_log_detail.txt")
     # on failure: LoadGen's own figures (latency percentiles, over-latency count, early stopping verdict)
     why = {k: v for k, v in detail.items() if k.startswith(("result_", "early_stopping"))}
     assert detail["result_validity"] == "VALID", why

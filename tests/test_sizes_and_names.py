@@ -33,7 +33,7 @@ def _limit() -> None:
 
 def limited(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess under ULIMIT_KB of address space (a crash there cannot take pytest down)."""
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True, text=True,
                           preexec_fn=_limit, timeout=timeout)
 
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import appliance
 from onnx import TensorProto, helper, numpy_helper
 
-from harness.records.results import read_detail
+from harness.records import detail_log
 
 SAMPLES = 2
 STEADY_YOLO = """version: 1
@@ -61,7 +61,7 @@ def test_edge_scenarios_on_a_simulated_card(scenario: str, yolo_dir: tuple[Path,
     count = {"SingleStream": 16, "MultiStream": 4, "Offline": 32}[scenario]
     assert appliance("run", "-b", "yolo-99", "-s", scenario, "--data-dir", yolo_dir[0], "--results", tmp_path / "r",
                      "--cards", f"simulate:{profile}:1", "--duration-ms", 300, "--count", count, "-q") == 0
-    detail = read_detail(_run_dir(tmp_path / "r", scenario, "performance/run_1") / "mlperf_log_detail.txt")
+    detail = detail_log.values(_run_dir(tmp_path / "r", scenario, "performance/run_1") / "mlperf_log_detail.txt")
     assert detail["effective_scenario"] == scenario and detail["_errors"] == []
     assert detail["result_validity"] in ("VALID", "INVALID")
     assert detail["effective_performance_sample_count"] == SAMPLES  # 64 in the round, capped by the data

@@ -38,9 +38,10 @@ import numpy as np
 from harness.cli.main import main as appliance
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks
-from harness.data.datasets import store
 from harness.hw import system
-from harness.prepare.steps import TUNED_ON, Layout, read_model_record
+from harness.records import store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import TUNED_ON, Layout, read_model_record
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
 
@@ -63,7 +64,7 @@ def vector_extensions() -> list[str]:
     return [v for v in VECTOR_FLAGS if v in flags]
 
 
-def openvino_alone(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
+def openvino_alone(model_path: str, bench: Benchmark, data: store.PreparedData, batch: int,
                    seconds: float, precision_hint: str | None) -> float:
     """Images/s of OpenVINO's own throughput loop (benchmark_app-like) on the ONNX file; `precision_hint`:
     its INFERENCE_PRECISION_HINT (None: OpenVINO's default for the CPU)."""
@@ -103,7 +104,7 @@ def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, 
     return float(outcome.perf.metric or 0.0), outcome.perf.valid
 
 
-def compare(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.PreparedData,
+def compare(args: argparse.Namespace, bench: Benchmark, data: store.PreparedData,
             models: dict[str, str], precisions: list[str]) -> dict[str, object]:
     """One round: OpenVINO alone before, every appliance configuration, OpenVINO alone after."""
     seconds = args.duration_ms / 1000 / 2

@@ -29,8 +29,8 @@ from bench_harness import harness_run
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks
-from harness.prepare.steps import PRECISIONS
 from harness.records import tuned
+from harness.records.layout import PRECISIONS, Layout
 from harness.tune.search import Measured, choose
 
 
@@ -56,7 +56,7 @@ def main() -> int:
         raise ApplianceError("--cards must include 1: one card on all cores is the baseline")
     layouts = [f"emulate:{n}" for n in counts]
     bench = benchmarks.get("resnet50")
-    record_path = args.tuned or tuned.default_path(args.data_dir, bench.name).with_name("scaling.json")
+    record_path = args.tuned or Layout(args.data_dir, bench).tuned.with_name("scaling.json")
     steps = prepare_steps(args.data_dir, args.precision)
     if args.tuned is None:
         steps.append(["tune", "--data-dir", str(args.data_dir), "--precisions", args.precision, "--backends",

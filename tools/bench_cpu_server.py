@@ -38,10 +38,9 @@ from bench_harness import harness_run, retrying, server_max
 from harness.cli.main import main as appliance
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks
-from harness.data.datasets import store
 from harness.hw import system
-from harness.prepare.steps import PRECISIONS, Layout
-from harness.records import tuned
+from harness.records import store, tuned
+from harness.records.layout import PRECISIONS, Layout
 
 
 def physical_cores() -> int:
@@ -105,7 +104,7 @@ def main() -> int:
 
     bench = benchmarks.get("resnet50")
     steps = prepare_steps(args.data_dir, args.precision)
-    record_path = args.tuned or tuned.default_path(args.data_dir, bench.name)
+    record_path = args.tuned or Layout(args.data_dir, bench).tuned
     if args.tuned is None:
         steps.append(["tune", "--data-dir", str(args.data_dir), "--precisions", args.precision, "--batch-sizes",
                       args.batch_sizes, "--requests", args.requests, "--cards", args.cards, "-o", str(record_path),

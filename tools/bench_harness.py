@@ -37,15 +37,16 @@ import onnxruntime as ort
 
 from harness.cli.main import main as appliance
 from harness.data import benchmarks
-from harness.data.datasets import store
 from harness.hw import system
-from harness.prepare.steps import Layout, read_model_record
+from harness.records import store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import Layout, read_model_record
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
 from harness.run.sut import loadgen_window
 
 
-def raw_loop(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData, batch: int,
+def raw_loop(model_path: str, bench: Benchmark, data: store.PreparedData, batch: int,
              threads: int, seconds: float) -> float:
     """Samples/s of session.run on preconverted batches, nothing else."""
     opts = ort.SessionOptions()
@@ -68,12 +69,13 @@ def raw_loop(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedD
     return done / (time.perf_counter() - start)
 
 
-def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: str, target_qps: float,
+def bare_run(bench: Benchmark, data: store.PreparedData, scenario: str, target_qps: float,
              duration_ms: int, batch: int) -> tuple[float, bool]:
     """LoadGen with a SUT that completes inline; returns (LoadGen's metric, VALID)."""
     import mlperf_loadgen as lg
 
-    from harness.records.results import perf_result, read_detail
+    from harness.records import detail_log
+    from harness.records.detail_log import perf_result
     from harness.run.loadgen_settings import effective_user_conf, test_settings
 
     payload = np.zeros(1, np.float32)
@@ -99,7 +101,7 @@ def bare_run(bench: benchmarks.Benchmark, data: store.PreparedData, scenario: st
             lg.StartTestWithLogSettings(sut, qsl, settings, log)
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
-        perf = perf_result(read_detail(Path(out) / "mlperf_log_detail.txt"), scenario)
+        perf = perf_result(detail_log.values(Path(out) / "mlperf_log_detail.txt"), scenario)
     return perf.metric, perf.valid
 
 
@@ -161,7 +163,7 @@ def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) 
     return _bisect(probe, lo, hi, bisect_steps, tried), tried
 
 
-def null_main(args: argparse.Namespace, bench: benchmarks.Benchmark, data: store.PreparedData) -> int:
+def null_main(args: argparse.Namespace, bench: Benchmark, data: store.PreparedData) -> int:
     """Alternate bare and harness runs for --rounds rounds; medians of each side, ratio of the medians."""
     b, ms, qps = args.batch_size, args.duration_ms, args.offline_target_qps
     bare_off, ours_off, bare_srv, ours_srv, tried = [], [], [], [], []

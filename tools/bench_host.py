@@ -35,10 +35,12 @@ import cv2
 import numpy as np
 
 from harness.cli.main import main as appliance
-from harness.data import benchmarks
-from harness.data.datasets import coco, store
+from harness.data import benchmarks, concrete
+from harness.data.datasets import coco
 from harness.hw import system
-from harness.prepare.steps import Layout, read_model_record
+from harness.records import store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import Layout, read_model_record
 
 CONF, IOU, MAX_DET, MAX_NMS, MAX_WH = 0.001, 0.7, 300, 30000, 7680  # Ultralytics' defaults, conf the reference's
 
@@ -105,7 +107,7 @@ def _reference_sample(path: Path, pred: np.ndarray, nms: Callable[[np.ndarray], 
                                 float(benchmarks.COCO_80_IDS[int(d[5])])) for d in det)
 
 
-def _card_outputs(model_path: str, bench: benchmarks.Benchmark, data: store.PreparedData) -> list[np.ndarray]:
+def _card_outputs(model_path: str, bench: Benchmark, data: store.PreparedData) -> list[np.ndarray]:
     """The FP32 model's output for every prepared image ([84, 8400] each), onnxruntime CPU."""
     import onnxruntime as ort
 
@@ -195,7 +197,7 @@ def main() -> int:
             ["prepare", "-b", bench.name, "--data-dir", str(args.data_dir), "--samples", str(args.samples), "-q"]):
         return 1
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(args.data_dir))
-    bench = coco.for_prepared(bench, data)
+    bench = concrete.for_prepared(bench, data)
     model = read_model_record(layout)
     count = data.count
     preds = _card_outputs(model["path"], bench, data)  # computed once, outside the timed runs

@@ -28,10 +28,9 @@ import numpy as np
 
 from harness.core.sysfs import parse_cpulist
 from harness.data import benchmarks
-from harness.data.datasets import store
 from harness.hw import system
-from harness.prepare.steps import PRECISIONS, Layout, read_model_record
-from harness.records.results import read_detail
+from harness.records import detail_log, store
+from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.run import keep_warm
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
@@ -85,7 +84,7 @@ def through_harness(data_dir: Path, precision: str, cards: str, qps: float, dura
                                                        target_qps=qps),
                                  data_dir, Path(results), backend="openvino", batch_size=1, cards=cards,
                                  precision=precision, requests=1, keep_warm=warm), echo=lambda m: None)
-        detail = read_detail(outcome.path / "mlperf_log_detail.txt")
+        detail = detail_log.values(outcome.path / "mlperf_log_detail.txt")
     return {"p50": round(detail["result_50.00_percentile_latency_ns"] / 1e6, 2),
             "p99": round(detail["result_99.00_percentile_latency_ns"] / 1e6, 2),
             "valid": bool(outcome.perf and outcome.perf.valid)}

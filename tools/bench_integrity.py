@@ -17,10 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.data import benchmarks
-from harness.data.datasets import store
 from harness.data.integrity import verify_prepared
 from harness.hw import system
-from harness.prepare.steps import Layout, read_model_record
+from harness.records import store
+from harness.records.layout import Layout, read_model_record
 
 
 def main() -> None:

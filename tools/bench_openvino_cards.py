@@ -33,8 +33,8 @@ from harness.cli.main import main as appliance
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks
 from harness.hw import system
-from harness.prepare.steps import Layout
-from harness.run.cards import PROCESS_ENV
+from harness.records.layout import Layout
+from harness.run.cards.spec import PROCESS_ENV
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
 

@@ -47,9 +47,9 @@ from bench_harness import harness_run, retrying, server_max
 
 from harness.cli.main import main as appliance
 from harness.data import benchmarks
-from harness.data.datasets import store
 from harness.hw import system
-from harness.prepare.steps import Layout
+from harness.records import store
+from harness.records.layout import Layout
 from harness.tune.search import server_qps
 
 

@@ -9,7 +9,7 @@
 set -euo pipefail
 data=$1 results=$2 n=${3:-20} load=${4:-2} ms=${5:-1500}
 [ ! -e "$results" ] || { echo "$results exists; give a new folder" >&2; exit 2; }
-app() { python -m harness.cli.main run -b resnet50 -s Offline --data-dir "$data" --results "$results" \
+app() { python -m harness.cli run -b resnet50 -s Offline --data-dir "$data" --results "$results" \
           --cards simulate:rehearsal-200:1 --system honest -q "$@"; }
 app --mode accuracy >/dev/null
 app --duration-ms "$ms" >/dev/null

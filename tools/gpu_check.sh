@@ -55,7 +55,7 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-appliance() { "$py" -m harness.cli.main "$@"; }
+appliance() { "$py" -m harness.cli "$@"; }
 
 # 2. The C++ extensions, for this interpreter.
 if ! "$py" -c 'import harness._copy, harness._intake' 2>/dev/null; then

@@ -29,7 +29,8 @@ from harness.core.errors import ApplianceError, DataError, Interrupted, stopped_
 from harness.core.fsutil import atomic_write_text
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, integrity
-from harness.records.results import METRICS, read_detail
+from harness.records import detail_log
+from harness.records.detail_log import METRICS
 from harness.run.loadgen_settings import OFFLINE_TARGET_PER_RATE
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def _threshold(scenario: Scenario, ref: float) -> float:
 
 def verify_performance(ref_detail: Path, test_detail: Path, *, no_faster_only: bool) -> Verdict:
     """TEST01/TEST05 (within the threshold) or TEST04 (`no_faster_only`: not faster than the threshold)."""
-    ref, test = read_detail(ref_detail), read_detail(test_detail)
+    ref, test = detail_log.values(ref_detail), detail_log.values(test_detail)
     lines = [f"reference: {ref_detail}", f"test: {test_detail}"]
     for name, d in (("reference", ref), ("test", test)):
         if d.get("result_validity") != "VALID":
@@ -163,7 +164,7 @@ def same_load(plan: RunPlan, ref_detail: Path, offline_slack: float = 1.0) -> Ru
     the same load, not each its own calibration's. Offline takes the larger of its target and what its
     measured rate would have called for, times `offline_slack`: more samples, the same throughput, and
     a machine that turned faster meanwhile still fills min_duration (a shorter run is INVALID)."""
-    detail = read_detail(ref_detail)
+    detail = detail_log.values(ref_detail)
     scenario, target = detail.get("effective_scenario"), detail.get("effective_target_qps")
     if scenario not in (Scenario.OFFLINE, Scenario.SERVER) or not target:
         return plan
@@ -223,7 +224,7 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
         echo(f"{test}: a reference run right after the test run (same settings and target)")
         after = fresh_reference(loaded, staging / "reference" / "run_2", echo)
         perf = verify_bracketed([before, after], test_run / "mlperf_log_detail.txt", no_faster_only=test == "TEST04")
-        score = _score(read_detail(submitted / "mlperf_log_detail.txt"), submitted)[1]
+        score = _score(detail_log.values(submitted / "mlperf_log_detail.txt"), submitted)[1]
         perf = Verdict(perf.passed, (*perf.lines, f"submission's performance run (not compared): {submitted}, "
                                                   f"score {score}"))
 

@@ -31,11 +31,13 @@ from harness.core.errors import ApplianceError, Interrupted, stopped_by
 from harness.core.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file, staged_dir
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, integrity
-from harness.data.datasets import store
 from harness.hw import system
-from harness.prepare.steps import PRECISIONS, Layout, read_model_record
-from harness.records.readers import Detail, read_detail, read_json_object, read_manifest, read_text
-from harness.records.results import FALLBACK, METRICS
+from harness.records import detail_log, store
+from harness.records import manifest as run_manifest
+from harness.records.benchmark import Benchmark
+from harness.records.detail_log import FALLBACK, METRICS, Detail
+from harness.records.layout import PRECISIONS, Layout, read_model_record
+from harness.records.readers import read_json_object, read_text
 from harness.run.loadgen_settings import Requested, loadgen_version
 from harness.run.runner import RunOptions, RunOutcome, latest_run, run
 
@@ -191,7 +193,7 @@ class Artefacts:
         self.data_dir = data_dir
         self._cache: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
 
-    def check(self, bench: benchmarks.Benchmark,
+    def check(self, bench: Benchmark,
               precision: str = "fp32") -> tuple[dict[str, Any], dict[str, Any], list[str]]:
         """(model record of `precision`, dataset manifest, files whose bytes differ from their local record).
         Raises ApplianceError (with the command to prepare it) when the benchmark is not prepared here."""
@@ -286,7 +288,7 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
 
 
 def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
-    new = read_manifest(new_run) or {}
+    new = run_manifest.read_lenient(new_run) or {}
     old_cards, new_cards = manifest.get("cards"), new.get("cards")
     old_map = [c.get("cpus") for c in old_cards if isinstance(c, dict)] if isinstance(old_cards, list) else []
     new_map = [c.get("cpus") for c in new_cards if isinstance(c, dict)] if isinstance(new_cards, list) else []
@@ -354,7 +356,7 @@ def overall(rows: list[Row]) -> str:
     return FAIL if any(r.verdict == FAIL for r in rows) else UNREPRODUCIBLE
 
 
-def _bench_or_reason(row: Row, t: Target) -> benchmarks.Benchmark | None:
+def _bench_or_reason(row: Row, t: Target) -> Benchmark | None:
     name = {"resnet": "resnet50"}.get(t.benchmark, t.benchmark)
     if name not in benchmarks.NAMES:
         row.reasons.append(f"the appliance does not run {t.benchmark!r} (it runs {', '.join(benchmarks.NAMES)})")
@@ -362,7 +364,7 @@ def _bench_or_reason(row: Row, t: Target) -> benchmarks.Benchmark | None:
     return benchmarks.get(name)
 
 
-def _prepared_or_reason(row: Row, bench: benchmarks.Benchmark, artefacts: Artefacts,
+def _prepared_or_reason(row: Row, bench: Benchmark, artefacts: Artefacts,
                         precision: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Local model record (of the precision the tree's run used) and data manifest; None with the reason
     (and the command) when not prepared."""
@@ -383,7 +385,7 @@ class Recorded:
     """What a target's run says a re-run needs, once its benchmark is prepared here and the tree's manifest
     names the same artefacts as the local ones."""
 
-    bench: benchmarks.Benchmark
+    bench: Benchmark
     manifest: dict[str, Any] | None
     backend: str
     batch: int | None
@@ -413,7 +415,7 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     bench = _bench_or_reason(row, t)
     if bench is None:
         return None
-    manifest = read_manifest(run_dir)
+    manifest = run_manifest.read_lenient(run_dir)
     if manifest is None and (run_dir / "manifest.json").exists():
         sink: list[str] = []
         read_json_object(run_dir / "manifest.json", str(run_dir / "manifest.json"), sink.append)
@@ -492,7 +494,7 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
         row.reasons.append(f"no finished run_N (with mlperf_log_detail.txt) in {t.folder / 'performance'}")
         return
     sink: list[str] = []
-    recorded = read_detail(run_dir / "mlperf_log_detail.txt", str(run_dir / "mlperf_log_detail.txt"), sink.append)
+    recorded = detail_log.read(run_dir / "mlperf_log_detail.txt", str(run_dir / "mlperf_log_detail.txt"), sink.append)
     if recorded is None:
         row.reasons += sink
         return

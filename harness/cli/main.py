@@ -20,9 +20,9 @@ from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code
 from harness.core.fsutil import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
-from harness.data.benchmarks import CARD_OUTPUTS
-from harness.prepare.steps import PRECISIONS, Layout
-from harness.run.cards import BACKENDS
+from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS
+from harness.records.layout import PRECISIONS, Layout
+from harness.run.cards.spec import BACKENDS
 from harness.run.loadgen_settings import Requested
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
@@ -109,7 +109,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     if calibration_list is not None and precision != "int8":
         raise click.UsageError("--calibration-list is for --precision int8")
     if precision == "bf16":  # before any work: this CPU may have no bf16
-        from harness.prepare.bf16 import require
+        from harness.hw.bf16_support import require
 
         require("--precision bf16")
     bench = benchmarks.get(benchmark)
@@ -137,7 +137,7 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
     prepare_dataset(layout, samples, source, click.echo)
     prepare_golden(layout, record, bench.default_batch, click.echo)
     if precision != "fp32":
-        from harness.data.datasets.store import open_prepared
+        from harness.records.store import open_prepared
 
         data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
         models, target = layout.model_record.parent, layout.record_for(precision)
@@ -204,7 +204,7 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
               help="Precision the cards return their outputs in: fp32, or quantised as the paper's cards do "
                    "(the forms in the detection record's spec, e.g. ssd-mobilenet: uint8 scores and boxes).")
-@click.option("--nms-params", type=click.Choice(benchmarks.NMS_PARAM_SETS), default="reference", show_default=True,
+@click.option("--nms-params", type=click.Choice(NMS_PARAM_SETS), default="reference", show_default=True,
               help="Detection: the host NMS parameter set of the benchmark's record, MLCommons' reference values "
                    "or KRAI's NMS-ABP ones (e.g. --nms-params krai).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=None,
@@ -264,7 +264,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
     default_run = all(ctx.get_parameter_source(p) is not ParameterSource.COMMANDLINE
                       for p in ctx.params if p not in ("results_dir", "as_json", "quiet", "system_name"))
     if default_run:
-        from harness.prepare.steps import Layout
+        from harness.records.layout import Layout
 
         duration_ms = DEFAULT_RUN_MS
         if not (Layout(data_dir, bench).preprocessed / "manifest.json").is_file():
@@ -513,7 +513,7 @@ def _main(argv: list[str] | None) -> int:
 def _file_fault(exc: OSError) -> str | None:
     """One line for a writer stopped by the machine (full or read-only file system, failing disk) or by a
     folder's permissions, naming where; None for any other OSError (a bug: an internal error)."""
-    from harness.run.rundirs import disk_fault
+    from harness.core.fsutil import disk_fault
 
     fault = disk_fault(exc)
     if fault is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -154,3 +155,19 @@ def ensure_writable_dir(path: Path, what: str) -> Path:
         raise ApplianceError(f"{what} {path} is not writable ({exc.strerror}); "
                              f"choose another with the option or fix its permissions") from None
     return path
+
+
+# errors of the machine, not of the run: the disk is full, over quota, read-only or failing
+DISK_FAULTS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+               errno.EIO: "input/output error (a failing disk?)", errno.EROFS: "the file system is read-only"}
+
+
+
+def disk_fault(exc: BaseException, name_file: bool = True) -> str | None:
+    """One line for an error of the machine (full disk, I/O error), None for anything else; `name_file`:
+    with the file it was writing (not when that was a temporary the caller has removed)."""
+    if isinstance(exc, OSError) and exc.errno in DISK_FAULTS:
+        target = exc.filename2 or exc.filename  # a copy's or rename's destination, else the file
+        where = f" writing {target}" if target and name_file else ""
+        return f"{DISK_FAULTS[exc.errno]} ({errno.errorcode[exc.errno]}){where}"
+    return None

@@ -16,8 +16,8 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from harness.core.processes import pid_alive, start_ticks
 from harness.core.sysfs import Sysfs
-from harness.run.rundirs import pid_alive, start_ticks
 
 _TMP = re.compile(r"^\..+\.(?P<pid>\d+)\.(?:[A-Za-z0-9_]+\.)?tmp$")
 

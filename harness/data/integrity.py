@@ -16,8 +16,7 @@ from typing import Any
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
-from harness.data.datasets import store
-from harness.records import model_record
+from harness.records import model_record, store
 
 _HASHED: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime_ns, inode) -> sha256, this process
 
@@ -43,7 +42,7 @@ def sha256_once(path: Path) -> str:
 
 
 def verify_loaded(model: dict[str, Any], data: store.PreparedData) -> list[Mismatch]:
-    """Check a read model record (`prepare.read_model_record`) and opened prepared data against the files."""
+    """Check a read model record (`layout.read_model_record`) and opened prepared data against the files."""
     return _verify(Path(model["path"]), model["sha256"], data.root, data.manifest)
 
 
@@ -51,7 +50,7 @@ def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> 
     """Every file a run of `benchmark` at `precision` would load from `data_dir`, checked against its
     prepare record: empty when all match, a missing or changed file is a Mismatch. Raises DataError
     (one line) when nothing is prepared there or a record is unreadable."""
-    from harness.prepare.steps import Layout, located
+    from harness.records.layout import Layout, located
 
     bench = benchmarks.get(benchmark)
     layout = Layout(data_dir, bench)

@@ -46,7 +46,6 @@ the GIL, so NMS on a host thread runs beside the harness's other threads.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,8 +56,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from harness.core.errors import ApplianceError, DataError
-from harness.data.benchmarks import DetectionSpec, NMSParams, OutputQuant
+from harness.core.errors import DataError
+from harness.records.benchmark import DetectionSpec, NMSParams, OutputQuant
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
 
@@ -118,24 +117,11 @@ def retinanet_priors() -> np.ndarray:
     return np.concatenate(out)
 
 
-@cache
-def priors(spec: DetectionSpec) -> np.ndarray:
-    if spec.make_priors is None:
-        return np.empty((0, 4))
-    p = np.ascontiguousarray(spec.make_priors())
-    assert p.shape == (spec.num_anchors, 4), p.shape
-    p.setflags(write=False)
-    return p
-
-
 def layout(benchmark: Any) -> DetectionSpec:
-    """The detection spec of a record, a benchmark's name, or the spec itself."""
+    """The detection spec of a benchmark record, or the spec itself (names are the catalogue's:
+    `benchmarks.get(name)` first)."""
     if isinstance(benchmark, DetectionSpec):
         return benchmark
-    if isinstance(benchmark, str):
-        from harness.data import benchmarks
-        with contextlib.suppress(ApplianceError):  # not a benchmark at all: said below
-            benchmark = benchmarks.get(benchmark)
     spec: DetectionSpec | None = getattr(benchmark, "detection", None)
     if spec is None:
         name = getattr(benchmark, "name", benchmark)
@@ -809,12 +795,12 @@ def bound(spec: DetectionSpec, params: str | NMSParams = "reference") -> Postpro
 def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
                 params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
-    key = benchmark if isinstance(benchmark, str | DetectionSpec) else layout(benchmark)  # records: unhashable
+    key = layout(benchmark)  # records are unhashable, their specs are (by identity)
     return _postprocessor(key, params)(boxes, scores, indices, qsl_idx)
 
 
 @cache
-def _postprocessor(benchmark: str | DetectionSpec, params: str | NMSParams) -> Postprocessor:
+def _postprocessor(benchmark: DetectionSpec, params: str | NMSParams) -> Postprocessor:
     return bound(layout(benchmark), params)
 
 
@@ -834,3 +820,26 @@ def warm_up(*specs: DetectionSpec) -> None:
                   for role, shape in lay.shapes.items()}
         for form in (arrays, quantise(lay, arrays)) if lay.quantised else (arrays,):
             bound(lay).of([form[role] for role in lay.outputs])
+
+
+@dataclass(frozen=True, eq=False)
+class DetectionEncoder:
+    """Host NMS per image (harness.data.nms) as the record's encoder: rows of 7 float32 [qsl_idx, ymin, xmin,
+    ymax, xmax, score, class] per sample. `image_sizes` [N, 2] (height, width) per QSL index: the original
+    images, for specs whose boxes go back through a letterbox (None: the model's input size)."""
+
+    spec: DetectionSpec
+    params: str = "reference"
+    image_sizes: np.ndarray | None = None
+
+    def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from harness.data import nms
+
+        post = nms.bound(self.spec, self.params)
+        sizes = self.image_sizes
+        rows = [post.of([o[j] for o in outputs], int(i), None if sizes is None else (int(sizes[i, 0]),
+                                                                                      int(sizes[i, 1])))
+                for j, i in enumerate(qsl)]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([r.size for r in rows], out=offsets[1:])
+        return (np.concatenate(rows).ravel() if rows else np.empty(0, np.float32)), offsets

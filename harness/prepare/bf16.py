@@ -5,7 +5,7 @@ activations to bf16 when it compiles the model (INFERENCE_PRECISION_HINT bf16), 
 AVX512_BF16 (AMD Zen 4, Intel Cooper Lake) or AMX-BF16 (Intel Sapphire Rapids and later). On such
 CPUs it is OpenVINO's own default for an FP32 model, so a user's `benchmark_app` runs FP32 models in
 bf16; the appliance does it only when asked, and only after prepare has measured that the bf16
-results agree with FP32 well enough (the same rule as int8: `quantize.AGREEMENT`, `tune.eligibility`).
+results agree with FP32 well enough (the same rule as int8: `model_record.AGREEMENT`, `tune.eligibility`).
 
 The model file is the FP32 model with its input retyped to uint8 (Cast + Sub(mean) in the graph, as
 the int8 model has), so staging a batch is a byte copy. onnxruntime has no bf16 path on x86 CPUs
@@ -23,59 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.errors import ApplianceError, DataError
+from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets import store
 from harness.data.models import registry
 from harness.hw import system
-from harness.prepare.quantize import AGREEMENT, agreement, uint8_input
-from harness.prepare.steps import TUNED_ON, dataset_pass, existing_record, stored_path
-from harness.records import model_record
-from harness.records.model_record import ModelRecord
+from harness.hw.bf16_support import CPU_FLAGS, HINT, PRECISION, check_compiled, require
+from harness.prepare.quantize import agreement, uint8_input
+from harness.prepare.steps import dataset_pass
+from harness.records import model_record, store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import existing_record, stored_path
+from harness.records.model_record import AGREEMENT, ModelRecord
 
 Echo = Callable[[str], None]
-PRECISION = "bf16"
-HINT = "bf16"               # OpenVINO's INFERENCE_PRECISION_HINT for it
-CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of the instructions OpenVINO's bf16 kernels use
-BACKENDS = TUNED_ON[PRECISION]  # the card backends with a bf16 path: openvino
-
-
-def missing(flags: set[str] | frozenset[str], capabilities: list[str] | tuple[str, ...]) -> str | None:
-    """Why this CPU cannot run bf16 (None: it can): neither bf16 CPU flag, or OpenVINO's CPU plugin not
-    offering BF16 among its OPTIMIZATION_CAPABILITIES."""
-    if not set(CPU_FLAGS) & set(flags):
-        return (f"the CPU has neither {' nor '.join(CPU_FLAGS)} (bf16 needs AMD Zen 4 or later, or Intel "
-                f"Cooper Lake / Sapphire Rapids or later)")
-    if "BF16" not in capabilities:
-        return (f"OpenVINO's CPU plugin does not offer BF16 on this CPU (its capabilities: "
-                f"{', '.join(capabilities) or 'none'})")
-    return None
-
-
-def openvino_capabilities() -> list[str]:
-    try:
-        import openvino as ov
-    except ImportError:
-        raise ApplianceError("bf16 needs the openvino package (pip install openvino, the version in "
-                             "requirements.lock)") from None
-    caps: list[str] = list(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-    return caps
-
-
-def require(what: str) -> None:
-    """ApplianceError (one line, naming the missing CPU flag) unless this CPU can compute bf16."""
-    why = missing(system.cpu_flags(), openvino_capabilities())
-    if why is not None:
-        raise ApplianceError(f"{what}: {why}; on {system.cpu_model()} use fp32 or int8")
-
-
-def check_backend(backend: str) -> None:
-    """bf16 runs only on backends with a bf16 path; one line for the others."""
-    if backend not in BACKENDS:
-        raise ApplianceError(f"--precision bf16 runs on --backend {' / '.join(BACKENDS)} only: {backend} has no bf16 "
-                             f"path on this CPU (onnxruntime's CPU provider computes FP32); use --backend openvino "
-                             f"or --precision fp32")
 
 
 def openvino_pass(model_path: Path, bench: Benchmark, data: store.PreparedData, batch: int,
@@ -101,13 +61,6 @@ def openvino_pass(model_path: Path, bench: Benchmark, data: store.PreparedData, 
         return [request.get_tensor(o).data[:n].copy() for o in outputs]
 
     return dataset_pass(infer, raw, bench, data, batch, label)
-
-
-def check_compiled(compiled: Any) -> None:
-    """RuntimeError unless the compiled model computes in bf16 (what OpenVINO says it compiled for)."""
-    got = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
-    if "bf16" not in got and "bfloat16" not in got:
-        raise RuntimeError(f"OpenVINO compiled the model for {got}, not bf16")
 
 
 def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],

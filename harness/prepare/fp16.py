@@ -28,13 +28,13 @@ import numpy as np
 from harness.core import progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets import store
 from harness.data.models import registry
-from harness.prepare.quantize import AGREEMENT, agreement, uint8_input
-from harness.prepare.steps import existing_record, reference_pass, stored_path
-from harness.records import model_record
-from harness.records.model_record import ModelRecord
+from harness.prepare.quantize import agreement, uint8_input
+from harness.prepare.steps import reference_pass
+from harness.records import model_record, store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import existing_record, stored_path
+from harness.records.model_record import AGREEMENT, ModelRecord
 
 if TYPE_CHECKING:
     import onnx

@@ -24,12 +24,12 @@ import numpy as np
 from harness.core import progress
 from harness.core.errors import DataError
 from harness.core.fsutil import atomic_write_text, sha256_file, tmp_prefix
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets import store
 from harness.data.models import registry
-from harness.prepare.steps import existing_record, reference_pass, stored_path
-from harness.records import model_record
-from harness.records.model_record import ModelRecord
+from harness.prepare.steps import reference_pass
+from harness.records import model_record, store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import existing_record, stored_path
+from harness.records.model_record import AGREEMENT, ModelRecord
 
 if TYPE_CHECKING:
     import onnx
@@ -39,8 +39,6 @@ CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet li
 CAL_SEED = 2027
 CAL_BATCH = 8
 CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
-AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with FP32 (read by tune)
-    "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 
 

@@ -5,7 +5,7 @@ Data dir layout::
     models/<benchmark>.json        which model runs: path, digests, synthetic or official, size
     models/<file>.onnx             the seeded model (or the fetched official one)
     <dataset>/                     raw dataset in its official layout (synthetic unless --source)
-    preprocessed/<benchmark>/      uint8 shards + manifest (harness.data.datasets.store)
+    preprocessed/<benchmark>/      uint8 shards + manifest (harness.records.store)
 
 Records name files inside the data dir relative to it (`stored_path`), so a prepared data dir can be
 copied, moved or mounted read-only anywhere and used from any working directory.
@@ -20,7 +20,6 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,46 +27,17 @@ import numpy as np
 
 from harness.core import leftovers, progress
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file, staged_dir
+from harness.core.fsutil import atomic_write_bytes, atomic_write_json, disk_fault, sha256_file, staged_dir
 from harness.data import benchmarks
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets import Listing, store
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
-from harness.records import model_record
-from harness.run.rundirs import disk_fault
+from harness.records import model_record, store
+from harness.records.benchmark import Benchmark, Listing
+from harness.records.layout import Layout, existing_record, stored_path
 
 Echo = Callable[[str], None]
 DATASET_SEED = 2026
 MODEL_SEED = 0
-PRECISIONS = ("fp32", "int8", "fp16", "bf16")  # from the fp32 model: harness.prepare.quantize, harness.prepare.fp16, harness.prepare.bf16
-TUNED_ON = {"fp16": ("onnxruntime-cuda", "onnxruntime-tensorrt"),  # precisions some backends compute, and `tune`
-            "bf16": ("openvino",)}                                 # times on those only (harness.prepare.bf16.BACKENDS)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where a benchmark's files live under a data dir."""
-
-    data_dir: Path
-    bench: Benchmark
-
-    @property
-    def model_record(self) -> Path:
-        return self.data_dir / "models" / f"{self.bench.name}.json"
-
-    def record_for(self, precision: str) -> Path:
-        """The model record of `precision` (fp32: `model_record`)."""
-        return self.model_record if precision == "fp32" else self.model_record.with_name(
-            f"{self.bench.name}-{precision}.json")
-
-    @property
-    def raw(self) -> Path:
-        return self.data_dir / self.bench.dataset.name
-
-    @property
-    def preprocessed(self) -> Path:
-        return self.data_dir / "preprocessed" / self.bench.name
 
 
 def space_needed(layout: Layout, samples: int | None, source: Path | None, precision: str,
@@ -135,46 +105,6 @@ def sweep_leftovers(layout: Layout, echo: Echo) -> None:
     pre = layout.data_dir / "preprocessed"
     subdirs = sorted(p for p in pre.iterdir() if p.is_dir()) if pre.is_dir() else []
     leftovers.sweep([layout.data_dir, layout.data_dir / "models", pre, *subdirs], echo)
-
-
-def stored_path(data_dir: Path, path: Path) -> str:
-    """How a record names `path`: relative to the data dir when inside it, else absolute."""
-    full, root = path.resolve(), data_dir.resolve()
-    return str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
-
-
-def located(data_dir: Path, recorded: str, folder: str) -> Path:
-    """The file a record names. Relative: inside the data dir. Records from before paths were relative
-    hold absolute or working-directory-relative paths: taken as given if the file is there, else its
-    name in the data dir's `folder` (so an old data dir that was moved still works)."""
-    given = Path(recorded)
-    candidates = [given] if given.is_absolute() else [data_dir / given, given]
-    candidates.append(data_dir / folder / given.name)
-    return Path(os.path.abspath(next((c for c in candidates if c.is_file()), data_dir / given)))
-
-
-def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]:
-    """The model record (harness.records.model_record) as a dict, its `path` made absolute: located in this data
-    dir wherever the dir now lives."""
-    hint = layout.bench.prepare_hint(layout.data_dir) + ("" if precision == "fp32" else f" --precision {precision}")
-    path = layout.record_for(precision)
-    try:
-        record = model_record.read(path)
-    except FileNotFoundError:
-        raise DataError(f"no {precision} model prepared for {layout.bench.name} in {layout.data_dir}: "
-                        f"run `{hint}`") from None
-    except DataError as exc:
-        raise DataError(f"{exc}; rerun `{hint}`") from None
-    model = located(layout.data_dir, record.path, "models")
-    if not model.is_file():
-        raise DataError(f"model {model} (named in {path}) is missing; rerun `{hint}`")
-    return {**record.to_json(), "path": str(model)}
-
-
-def model_bench(bench: Benchmark, record: dict[str, Any]) -> Benchmark:
-    """`bench` reading the recorded model's outputs in the layout prepare recorded (`--output-layout`)."""
-    kind = record.get("output_layout")
-    return bench if kind is None else bench.with_output_layout(kind)
 
 
 def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
@@ -285,15 +215,6 @@ def _builder_digest(bench: Benchmark) -> str:
     return hashlib.sha256("".join(sha256_file(Path(f or "")) for f in files).encode()).hexdigest()
 
 
-def existing_record(path: Path) -> dict[str, Any] | None:
-    """The model record at `path` (<data>/models/x.json) as `read_model_record` gives it, or None."""
-    try:
-        record = model_record.read(path)
-    except (FileNotFoundError, DataError):
-        return None
-    return {**record.to_json(), "path": str(located(path.parent.parent, record.path, "models"))}
-
-
 def read_source(bench: Benchmark, source: Path, samples: int | None) -> Listing:
     """The listing of a real dataset folder: `prepare` reads it before building the model, so a wrong or
     empty --source is one line at once, not after minutes of work."""
@@ -398,7 +319,7 @@ def dataset_pass(infer: Callable[[np.ndarray], list[np.ndarray]], raw: bool, ben
                  label: str) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """`infer` over the prepared dataset in batches of at most `batch`: per batch, the QSL indices and the
     encoded (payload, offsets). `raw`: the model reads the stored uint8 bytes, else mean-subtracted floats."""
-    from harness.data.datasets.coco import for_prepared
+    from harness.data.concrete import for_prepared
 
     bench = for_prepared(bench, data)
     mean = np.asarray(bench.input_mean, dtype=np.float32).reshape(-1, 1, 1)

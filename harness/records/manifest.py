@@ -15,6 +15,7 @@ from typing import Any
 from harness.core.errors import DataError
 from harness.core.fsutil import atomic_write_json
 from harness.records.base import load_json, required_fields, versioned
+from harness.records.readers import Problem, read_json_object
 
 FORMAT = 1
 NAME = "manifest.json"
@@ -31,7 +32,7 @@ class RunManifest:
     batch_size: int
     backend: str
     card_outputs: str
-    backend_choice: dict[str, Any]  # which backend and why (harness.records.tuned.resolve)
+    backend_choice: dict[str, Any]  # which backend and why (harness.run.tuned_choice.resolve)
     model: dict[str, Any]           # path (absolute), sha256, md5, synthetic, seed, official_artefact, ...
     precision: str
     quantization: dict[str, Any] | None
@@ -97,3 +98,12 @@ def read(run: Path) -> RunManifest:
     except FileNotFoundError:
         raise DataError(f"{run} has no {NAME}: not a finished `appliance run` folder") from None
     return parse(data, path)
+
+
+def read_lenient(run: Path, problem: Problem = lambda _: None, where: str | None = None) -> dict[str, Any] | None:
+    """The manifest of a run folder in a tree someone else's tools may have touched (reproduce, submission check,
+    report): its JSON object as it is, or None when absent or unusable (a problem line said why). Never raises."""
+    path = run / NAME
+    if not path.is_file():
+        return None
+    return read_json_object(path, where or str(path), problem)

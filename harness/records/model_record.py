@@ -2,7 +2,7 @@
 
 One writer (`write`: prepare and the int8 quantiser) and one reader (`read`), versioned by `format`.
 Records from before the field existed are format 1 too (same keys). `path` names the file relative to
-the data dir when it lies inside it (harness.prepare.steps.stored_path), so the data dir can move.
+the data dir when it lies inside it (harness.records.layout.stored_path), so the data dir can move.
 """
 
 from __future__ import annotations
@@ -73,3 +73,7 @@ def read(path: Path) -> ModelRecord:
 
 def write(path: Path, record: ModelRecord) -> None:
     atomic_write_json(path, record.to_json())
+
+
+AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with FP32 (read by tune)
+    "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BY
 
 def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any] | None:
     """A JSON file that must hold an object."""
-    size = _size(path)
+    size = file_size(path)
     if size is not None and size > MAX_LOG_BYTES:
         problem(f"{where}: {size} bytes, larger than the {MAX_LOG_BYTES // 2**20} MB a tree may hold per file")
         return None
@@ -65,112 +64,10 @@ def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any]
     return data
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The appliance's own manifest.json of a run folder; None when absent or unusable (others' trees)."""
-    if not (run_dir / "manifest.json").is_file():
-        return None
-    return read_json_object(run_dir / "manifest.json", str(run_dir / "manifest.json"), lambda _: None)
-
-
-def _size(path: Path) -> int | None:
+def file_size(path: Path) -> int | None:
     try:
         return os.stat(path).st_size
     except OSError:
         return None
 
 
-@dataclass
-class Detail:
-    """The values of one mlperf_log_detail.txt, read through typed getters."""
-
-    where: str
-    problem: Problem
-    values: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    garbled: bool = False  # a `:::MLLOG` line that is not a JSON record (reported once)
-
-    def has(self, key: str) -> bool:
-        return key in self.values
-
-    def raw(self, key: str) -> Any:
-        return self.values.get(key)
-
-    def integer(self, key: str) -> int | None:
-        """An integer value (LoadGen logs them as JSON numbers); anything else is a problem line."""
-        v = self.values.get(key)
-        if key not in self.values:
-            self.problem(f"{self.where}: no {key} in it")
-            return None
-        if isinstance(v, bool) or not isinstance(v, int):
-            if isinstance(v, float) and v.is_integer():
-                return int(v)
-            self.problem(f"{self.where}: {key} is {_show(v)}, not an integer")
-            return None
-        return v
-
-    def number(self, key: str) -> float | None:
-        v = self.values.get(key)
-        if key not in self.values:
-            self.problem(f"{self.where}: no {key} in it")
-            return None
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            self.problem(f"{self.where}: {key} is {_show(v)}, not a number")
-            return None
-        return float(v)
-
-    def text(self, key: str) -> str | None:
-        v = self.values.get(key)
-        if key not in self.values:
-            self.problem(f"{self.where}: no {key} in it")
-            return None
-        if not isinstance(v, str):
-            self.problem(f"{self.where}: {key} is {_show(v)}, not a string")
-            return None
-        return v
-
-    def flag(self, key: str) -> bool | None:
-        v = self.values.get(key)
-        if key not in self.values:
-            self.problem(f"{self.where}: no {key} in it")
-            return None
-        if not isinstance(v, bool):
-            self.problem(f"{self.where}: {key} is {_show(v)}, not true/false")
-            return None
-        return v
-
-
-def _show(v: Any) -> str:
-    text = json.dumps(v) if not isinstance(v, str) else repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def read_detail(path: Path, where: str, problem: Problem) -> Detail | None:
-    """Every `:::MLLOG` record of a LoadGen detail log (last value per key); None if unreadable or too big."""
-    size = _size(path)
-    if size is not None and size > MAX_LOG_BYTES:
-        problem(f"{where}: {size} bytes, larger than the {MAX_LOG_BYTES // 2**20} MB a tree may hold per file")
-        return None
-    detail = Detail(where, problem)
-    try:
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
-                if not raw.startswith(b":::MLLOG"):
-                    continue
-                try:
-                    rec = json.loads(raw[len(b":::MLLOG"):].decode("utf-8", errors="replace"))
-                except (json.JSONDecodeError, RecursionError):
-                    # the official checker's parser (strict) refuses such a log: a cut or edited record
-                    if not detail.garbled:
-                        problem(f"{where}: line {number} is not a whole LoadGen record (a truncated or edited log)")
-                    detail.garbled = True
-                    continue
-                if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
-                    continue
-                detail.values[rec["key"]] = rec.get("value")
-                meta = rec.get("metadata")
-                if isinstance(meta, dict) and meta.get("is_error"):
-                    detail.errors.append(f"{rec['key']}: {_show(rec.get('value'))}")
-    except OSError as exc:
-        problem(unreadable(exc, where))
-        return None
-    return detail

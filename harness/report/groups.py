@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import ApplianceError
-from harness.records.readers import read_json_object
-from harness.records.results import read_detail
+from harness.records import detail_log
+from harness.records import manifest as run_manifest
 
 COMPLIANCE_DIR = re.compile(r"TEST0\d(_\d+)?")
 
@@ -145,11 +145,11 @@ def collect(results: Path) -> Collected:
         if _hidden(folder, results) or folder.name.endswith(".incomplete"):
             left_out.append(f"{rel}: an unfinished run (staging or incomplete folder)")
             continue
-        manifest = read_json_object(manifest_path, str(rel / "manifest.json"), left_out.append)
+        manifest = run_manifest.read_lenient(folder, left_out.append, str(rel / run_manifest.NAME))
         if manifest is None:  # there, but empty, `null` or not JSON: said as such, not as missing
             continue
         try:
-            detail = read_detail(folder / "mlperf_log_detail.txt")
+            detail = detail_log.values(folder / "mlperf_log_detail.txt")
             run = Run(folder, manifest, detail)
             _ = (run.benchmark, run.scenario, run.mode, run.setup)
         except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_bytes, atomic_write_text
-from harness.records.results import perf_result
+from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import mlperf_loadgen as lg
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import tmp_prefix
 from harness.core.leftovers import PROBES
-from harness.records.results import read_detail
+from harness.records import detail_log
 from harness.run.loadgen_settings import Calibration
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def _probe(sut: SystemUnderTest, samples: int) -> float:
             log_out.copy_summary_to_stdout = False
             log_settings.log_output = log_out
             lg.StartTestWithLogSettings(sut.handle, lg_qsl, settings, log_settings)
-            detail = read_detail(Path(tmp) / "mlperf_log_detail.txt")
+            detail = detail_log.values(Path(tmp) / "mlperf_log_detail.txt")
     finally:
         lg.DestroyQSL(lg_qsl)
     rate = float(detail.get("result_samples_per_second") or 0.0)

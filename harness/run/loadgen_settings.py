@@ -17,7 +17,7 @@ import mlperf_loadgen as lg
 
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
-from harness.data.benchmarks import Benchmark
+from harness.records.benchmark import Benchmark
 
 SUBMISSION_MIN_DURATION_MS = 600_000
 

@@ -18,15 +18,15 @@ import numpy as np
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import ensure_writable_dir, plain_name
 from harness.core.scenarios import Mode, Scenario
-from harness.data import benchmarks, integrity
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets import coco, store
+from harness.data import benchmarks, concrete, integrity
 from harness.hw import system
 from harness.hw.gpu import GpuRef
 from harness.hw.topology.cards import CardSpec, check_card_count, parse_card_spec
 from harness.hw.topology.model import Topology
-from harness.prepare.steps import Layout, model_bench, read_model_record
-from harness.run.cards import BACKENDS, GPU_BACKENDS
+from harness.records import store
+from harness.records.benchmark import Benchmark
+from harness.records.layout import Layout, read_model_record
+from harness.run.cards.spec import BACKENDS, GPU_BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
 from harness.run.qsl import REPLICATE
 from harness.run.sut import CardSlot
@@ -46,13 +46,13 @@ class RunOptions:
     test05: bool = False              # TEST05: LoadGen's alternate seeds
     cards: str | None = None          # auto | emulate:N | simulate:PROFILE:N | cuda:all | cuda:0,1 | <map.yaml>;
                                       # None: the tuned record's layout with --tuned / --backend auto, else
-                                      # auto (tuned.resolve)
+                                      # auto (tuned_choice.resolve)
     replicate: str = "node"           # sample buffer replicas: node | card | none
     max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
     card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
     nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
     precision: str | None = None      # which prepared model: fp32 | int8 (harness.prepare.quantize); None: the tuned
-                                      # record's with --tuned / --backend auto, else fp32 (tuned.resolve)
+                                      # record's with --tuned / --backend auto, else fp32 (tuned_choice.resolve)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
     requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
     keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.run.keep_warm)
@@ -109,32 +109,32 @@ class RunPlan:
 def resolve(opts: RunOptions) -> RunPlan:
     """Check the options, apply a tuned record, open the prepared data and place the cards (detecting once)."""
     from harness.hw.topology import detect
-    from harness.records import tuned
+    from harness.run import tuned_choice
 
     if opts.system_name is not None:
         plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
-    opts, choice = tuned.resolve(opts)
-    bench = benchmarks.get(opts.benchmark).with_card_outputs(opts.card_outputs).with_nms_params(opts.nms_params)
+    opts, choice = tuned_choice.resolve(opts)
+    bench = benchmarks.get(opts.benchmark)
     _check_choice("backend", opts.backend, BACKENDS)
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
-    assert opts.cards is not None  # tuned.resolve made it concrete
+    assert opts.cards is not None  # tuned_choice.resolve made it concrete
     spec = parse_card_spec(opts.cards)
     layout = Layout(opts.data_dir, bench)
-    assert opts.precision is not None  # tuned.resolve made it concrete
+    assert opts.precision is not None  # tuned_choice.resolve made it concrete
     model = read_model_record(layout, opts.precision)
-    bench = model_bench(bench, model)  # the output layout prepare recorded (--output-layout)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
-    bench = coco.for_prepared(bench, data)  # YOLO: the original image sizes its host NMS maps boxes back to
+    bench = concrete.for_run(opts.benchmark, opts.card_outputs, opts.nms_params, model, data)
     topology = detect()
     cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
     if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
-        from harness.prepare import bf16
+        from harness.hw import bf16_support
+        from harness.run.cards import check_bf16_backend
 
-        bf16.check_backend(cards.backend)
-        bf16.require(f"--precision {opts.precision}")
+        check_bf16_backend(cards.backend)
+        bf16_support.require(f"--precision {opts.precision}")
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
     check_buffer_memory(bench, cards, model, batch)

@@ -22,8 +22,8 @@ import numpy as np
 
 from harness import _copy
 from harness.core import syscalls
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets.store import PreparedData
+from harness.records.benchmark import Benchmark
+from harness.records.store import PreparedData
 
 ALIGN = 256
 REPLICATE = ("node", "card", "none")

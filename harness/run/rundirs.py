@@ -14,7 +14,6 @@ same folder and kept as NAME.incomplete, with INCOMPLETE.txt and a printed line 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import shutil
@@ -25,59 +24,15 @@ from pathlib import Path
 
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_text, make_dirs
-from harness.core.sysfs import Sysfs
+from harness.core.processes import identity, owner_alive, owner_pid
 
 Echo = Callable[[str], None]
 INCOMPLETE = ".incomplete"
-# errors of the machine, not of the run: the disk is full, over quota, read-only or failing
-DISK_FAULTS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-               errno.EIO: "input/output error (a failing disk?)", errno.EROFS: "the file system is read-only"}
 
 
 def numbered(stem: str, n: int, bare_first: bool) -> str:
     """`run_3`; with bare_first the first is the stem itself: `accuracy`, `accuracy_2`."""
     return stem if bare_first and n == 1 else f"{stem}_{n}"
-
-
-def start_ticks(pid: int) -> str | None:
-    """When process `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None if unknown."""
-    stat = Sysfs().text(f"proc/{pid}/stat")
-    fields = stat.rsplit(")", 1)[-1].split() if stat is not None else []
-    return fields[19] if len(fields) > 19 else None  # fields[0] is field 3, the state
-
-
-def identity(pid: int | None = None) -> str:
-    """The owner a claim names: `PID:BOOT_ID:START`, or the PID alone where /proc does not tell the rest."""
-    pid = os.getpid() if pid is None else pid
-    boot, start = Sysfs().text("proc/sys/kernel/random/boot_id"), start_ticks(pid)
-    return f"{pid}:{boot}:{start}" if boot and start else str(pid)
-
-
-def owner_alive(owner: str) -> bool:
-    """Whether the process a claim names (`identity`) still runs: the same PID, boot and start time."""
-    pid, _, rest = owner.partition(":")
-    if not pid_alive(int(pid)):
-        return False
-    boot, _, start = rest.partition(":")
-    return not rest or (boot == Sysfs().text("proc/sys/kernel/random/boot_id") and start == start_ticks(int(pid)))
-
-
-def _owner_pid(owner: str) -> int:
-    return int(owner.partition(":")[0])
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` still runs (a zombie, killed but not yet reaped, does not)."""
-    stat = Sysfs().text(f"proc/{pid}/stat")
-    if stat is not None:
-        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 @dataclass
@@ -202,7 +157,7 @@ def recover(parent: Path, echo: Echo = print) -> list[Path]:
             with contextlib.suppress(OSError, ValueError):
                 who = os.readlink(path)
                 if not owner_alive(who) and not any(parent.glob(f".{m['name']}.staging-*")):
-                    _drop_claim(path, _owner_pid(who))
+                    _drop_claim(path, owner_pid(who))
     return kept
 
 
@@ -211,14 +166,14 @@ def _staging_owner(owner: Path, pid: int) -> str:
     (a compliance test's inner run has none), else the PID alone."""
     try:
         who = os.readlink(owner)
-        return who if _owner_pid(who) == pid else str(pid)
+        return who if owner_pid(who) == pid else str(pid)
     except (OSError, ValueError):
         return str(pid)
 
 
 def _drop_claim(owner: Path, pid: int) -> None:
     with contextlib.suppress(OSError, ValueError):
-        if _owner_pid(os.readlink(owner)) == pid:
+        if owner_pid(os.readlink(owner)) == pid:
             os.unlink(owner)
 
 
@@ -231,16 +186,6 @@ def check_free_space(folder: Path, need: int, what: str) -> None:
     if free < need:
         raise ApplianceError(f"only {_mb(free)} free in {probe}; {what} needs about {_mb(need)} for its logs: "
                              f"free some space or choose another --results folder")
-
-
-def disk_fault(exc: BaseException, name_file: bool = True) -> str | None:
-    """One line for an error of the machine (full disk, I/O error), None for anything else; `name_file`:
-    with the file it was writing (not when that was a temporary the caller has removed)."""
-    if isinstance(exc, OSError) and exc.errno in DISK_FAULTS:
-        target = exc.filename2 or exc.filename  # a copy's or rename's destination, else the file
-        where = f" writing {target}" if target and name_file else ""
-        return f"{DISK_FAULTS[exc.errno]} ({errno.errorcode[exc.errno]}){where}"
-    return None
 
 
 def _mb(n: int) -> str:

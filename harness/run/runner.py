@@ -27,18 +27,19 @@ import mlperf_loadgen as lg
 from harness.core import leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
-from harness.core.fsutil import atomic_write_text, sha256_file
+from harness.core.fsutil import atomic_write_text, disk_fault, sha256_file
 from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
-from harness.data.benchmarks import Benchmark
-from harness.data.datasets import store
 from harness.hw import gpu, system
 from harness.hw.energy import EnergyMeter
+from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
-from harness.records.results import PerfResult, perf_result, read_detail
+from harness.records.benchmark import Benchmark
+from harness.records.detail_log import PerfResult, perf_result
 from harness.run import calibration, keep_warm, launch_checks, rundirs
-from harness.run.cards import BackendSpec, make_card
+from harness.run.cards import make_card
 from harness.run.cards.base import AsyncCard, Card
+from harness.run.cards.spec import BackendSpec
 from harness.run.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
@@ -325,7 +326,7 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
         kept = folder.abandon(f"{stopped_by(exc)} by the user before LoadGen finished", keep=logged)
         return Interrupted(f"run {stopped_by(exc)}; " + (f"logs so far kept in {kept}" if kept else
                                                   "LoadGen had not started, so nothing was kept"), exc)
-    fault = rundirs.disk_fault(exc)
+    fault = disk_fault(exc)
     if fault is not None:
         kept = folder.abandon(f"stopped by a fault of the machine: {fault}", keep=True)
         return ApplianceError(f"run stopped: {fault}; what it wrote is kept in {kept}; free some space "
@@ -350,7 +351,7 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
                           f"({cards.profile.model}), profile {cards.profile.path}.\nNo inference was done; "
                           f"each batch was held for the profile's latency. The figures show how the harness "
                           f"scales, not how fast a real card is.\n")
-    detail = read_detail(staging / "mlperf_log_detail.txt")
+    detail = detail_log.values(staging / "mlperf_log_detail.txt")
     if detail["_errors"]:
         raise LoadGenErrors(f"LoadGen logged {len(detail['_errors'])} error(s): " + "; ".join(detail["_errors"][:3]))
     min_ms = int(detail.get("effective_min_duration_ms", 0))

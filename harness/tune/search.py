@@ -27,15 +27,15 @@ from harness.core import progress, queueing
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_text, ensure_writable_dir
 from harness.core.scenarios import Scenario
-from harness.data import benchmarks, integrity
-from harness.data.datasets import store
-from harness.hw import gpu, system
+from harness.data import benchmarks, concrete, integrity
+from harness.hw import bf16_support, gpu, system
 from harness.hw.topology.cards import parse_card_spec
 from harness.hw.topology.model import Topology
-from harness.prepare import bf16, quantize
-from harness.prepare.steps import PRECISIONS, TUNED_ON, Layout, model_bench, read_model_record
-from harness.records import tuned
-from harness.run.cards import GPU_BACKENDS
+from harness.records import store, tuned
+from harness.records.benchmark import Benchmark
+from harness.records.layout import PRECISIONS, TUNED_ON, Layout, read_model_record
+from harness.records.model_record import AGREEMENT
+from harness.run.cards.spec import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, calibrated_setting
 from harness.run.plan import check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
@@ -93,7 +93,7 @@ class Sweep:
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
 
     def candidates(self) -> list[tuple[str, str, str, int, int]]:
-        """Every combination, less the precisions meant for other backends (`prepare.TUNED_ON`)."""
+        """Every combination, less the precisions meant for other backends (`layout.TUNED_ON`)."""
         return [(c, p, b, n, r) for c in self.layouts for p in self.precisions for b in self.backends
                 if b in TUNED_ON.get(p, (b,))
                 for n in (self.batches or (GPU_BATCHES if b in GPU_BACKENDS else CPU_BATCHES))
@@ -114,13 +114,13 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
     """What `tune` sweeps by default: fp32, and every other precision with a model record in `data_dir`
     that this machine computes (bf16 only on a CPU with it)."""
     layout = Layout(data_dir, benchmarks.get(benchmark))
-    bf16_here = bf16.missing(system.cpu_flags(), bf16.openvino_capabilities()) is None \
+    bf16_here = bf16_support.missing(system.cpu_flags(), bf16_support.openvino_capabilities()) is None \
         if importlib.util.find_spec("openvino") is not None else False
     return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()
-                      and (p != bf16.PRECISION or bf16_here)))
+                      and (p != bf16_support.PRECISION or bf16_here)))
 
 
-def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[bool, str]:
+def eligibility(bench: Benchmark, model: dict[str, Any]) -> tuple[bool, str]:
     """Whether a prepared model may be chosen, and why: FP32 is the reference; a quantised model only if
     the agreement with FP32 its prepare measured (top-1 agreement, or mAP against the FP32 detections)
     reaches the benchmark's accuracy fraction (99% for resnet50): the proxy prepare records for the
@@ -128,17 +128,17 @@ def eligibility(bench: benchmarks.Benchmark, model: dict[str, Any]) -> tuple[boo
     if model.get("precision", "fp32") == "fp32":
         return True, "the FP32 reference model"
     q = model.get("quantization") or {}
-    metric = next((k for k in quantize.AGREEMENT if isinstance(q.get(k), int | float)), None)
+    metric = next((k for k in AGREEMENT if isinstance(q.get(k), int | float)), None)
     if metric is None:
         return False, (f"its model record holds no agreement with FP32: rerun `appliance prepare --precision "
                        f"{model.get('precision')}`")
     target = 100 * bench.quality_fraction
     verdict = ">=" if q[metric] >= target else "<"
-    return q[metric] >= target, (f"{quantize.AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "
+    return q[metric] >= target, (f"{AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "
                                  f"{bench.name} must reach")
 
 
-def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
+def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
              batch: int, requests: int, layout: str) -> Measured:
     from harness.hw.topology import detect
 
@@ -161,16 +161,16 @@ def _measure(bench: benchmarks.Benchmark, data: store.PreparedData, model: dict[
                     layout=layout)
 
 
-def _check_memory(bench: benchmarks.Benchmark, models: dict[str, dict[str, Any]],
+def _check_memory(bench: Benchmark, models: dict[str, dict[str, Any]],
                   candidates: list[tuple[str, str, str, int, int]], topology: Topology) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
     for cards, precision, backend, batch, requests in candidates:
         card_plan = plan_cards(cards, backend, bench.name, topology, requests)
-        check_buffer_memory(model_bench(bench, models[precision]), card_plan, models[precision], batch,
+        check_buffer_memory(concrete.for_run(bench.name, model=models[precision]), card_plan, models[precision], batch,
                             "--batch-sizes")
 
 
-def server_qps(bench: benchmarks.Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
+def server_qps(bench: Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
     """The Server QPS an ideal queue sustains within the bound with this candidate's batch latency under
     load and its batches in flight (cards x requests), at the harness's batching deadline; None: edge."""
     if bench.server_latency_ms is None:
@@ -180,7 +180,7 @@ def server_qps(bench: benchmarks.Benchmark, batch: int, latency_s: float, server
     return round(load * rate, 3)
 
 
-def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[Measured, str]:
+def choose(bench: Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[Measured, str]:
     """The candidate for `scenario`, and why in one line."""
     if scenario == Scenario.OFFLINE:
         best = max(rows, key=lambda m: m.samples_per_second)
@@ -206,7 +206,7 @@ def choose(bench: benchmarks.Benchmark, scenario: Scenario, rows: list[Measured]
     return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms, --cards {best.layout})"
 
 
-def user_conf_text(bench: benchmarks.Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
+def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
     when = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
     for scenario, (m, why) in chosen.items():
@@ -245,7 +245,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
     if any(m.get("inference_precision") for m in models.values()):
-        bf16.require("--precisions bf16")
+        bf16_support.require("--precisions bf16")
     eligible = {p: eligibility(bench, m) for p, m in models.items()}
     if not any(ok for ok, _ in eligible.values()):
         raise ApplianceError("no precision to tune meets the accuracy target (" + "; ".join(
@@ -256,14 +256,14 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     candidates = sweep.candidates()
     _check_memory(bench, models, candidates, topology)  # before anything is made
-    path = output or tuned.default_path(data_dir, bench.name)
+    path = output or Layout(data_dir, bench).tuned
     ensure_writable_dir(path.parent, "tuned record folder")
     rows: list[Measured] = []
     with progress.bar(len(candidates), "tune", unit="config") as bar:
         for cards, precision, backend, batch, r in candidates:
             bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
-            rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch, r,
-                                 cards))
+            run_bench = concrete.for_run(bench.name, model=models[precision])
+            rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards))
             bar.update()  # the rows are printed once, in the summary table
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}

@@ -31,7 +31,10 @@ from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks as appliance_benchmarks
-from harness.records.readers import MAX_LOG_BYTES, Detail, read_detail, read_json_object, read_manifest, read_text
+from harness.records import detail_log
+from harness.records import manifest as run_manifest
+from harness.records.detail_log import Detail
+from harness.records.readers import MAX_LOG_BYTES, read_json_object, read_text
 
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("accuracy.txt", "mlperf_log_accuracy.json", "mlperf_log_detail.txt", "mlperf_log_summary.txt")
@@ -139,7 +142,7 @@ def _detect_round(root: Path, divisions: list[Path], rep: Report) -> str | None:
     seedless: list[str] = []  # logs that name no seeds at all: empty, damaged, not LoadGen's
     for log in _perf_logs(divisions):
         sink: list[str] = []
-        detail = read_detail(log, _rel(rep, log), sink.append)
+        detail = detail_log.read(log, _rel(rep, log), sink.append)
         if detail is None or not any(detail.has(f"effective_{k}") for k in rounds.SEED_KEYS):
             seedless.append(sink[0] if sink else f"{_rel(rep, log)}: no RNG seeds in it (no LoadGen :::MLLOG "
                                                                  f"records of them: empty or damaged?)")
@@ -323,7 +326,7 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
 
 def _manifest(run: Path) -> dict[str, Any]:
     """The appliance's own run manifest, when there is one (absent in other tools' trees)."""
-    return read_manifest(run) or {}
+    return run_manifest.read_lenient(run) or {}
 
 
 def _synthetic(manifest: dict[str, Any], what: str) -> bool:
@@ -417,7 +420,7 @@ def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, An
     rep, rnd, rules = ctx.rep, ctx.rnd, ctx.rules
     P = rep.problems.append
     where = _rel(rep, path)
-    d = read_detail(path, where, P)
+    d = detail_log.read(path, where, P)
     if d is None:
         return
     if not d.has("effective_scenario"):
@@ -546,7 +549,7 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
                               f"{where}: {label} {below[0]:.3f}% below the target {rules.accuracy_target:.3f}% "
                               f"({ctx.rnd.version} {rules.model})")
     detail_path = acc / "mlperf_log_detail.txt"
-    d = read_detail(detail_path, _rel(rep, detail_path), P)
+    d = detail_log.read(detail_path, _rel(rep, detail_path), P)
     if d is None:
         return
     for err in d.errors:

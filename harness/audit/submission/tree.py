@@ -31,11 +31,10 @@ from harness.audit.submission import system_json
 from harness.audit.submission.truncate import truncate_accuracy_log, with_hash
 from harness.core import leftovers
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import atomic_write_json, make_dirs, plain_name, public_mode, tmp_prefix
+from harness.core.fsutil import atomic_write_json, disk_fault, make_dirs, plain_name, public_mode, tmp_prefix
 from harness.core.scenarios import SCENARIOS, Scenario
 from harness.data import benchmarks
-from harness.records.readers import read_manifest
-from harness.run.rundirs import disk_fault
+from harness.records import manifest as run_manifest
 
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 RUN_EXTRAS = ("manifest.json", "user.conf", "mlperf.conf")  # kept for `appliance reproduce`
@@ -65,7 +64,7 @@ class ScenarioRuns:
 
 
 def _manifest(run: Path) -> dict[str, Any]:
-    return read_manifest(run) or {}
+    return run_manifest.read_lenient(run) or {}
 
 
 def _complete(run: Path, required: Iterable[str]) -> bool:

@@ -8,29 +8,10 @@ golden reference from the per-sample payloads of an FP32 reference pass.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from harness.core.errors import DataError
-from harness.data.datasets.store import PreparedData
-
-
-@dataclass(frozen=True)
-class Score:
-    key: str            # manifest key and metric name: "top1" or "mAP"
-    percent: float
-    line: str           # the official first line of accuracy.txt
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Scorer:
-    score: Callable[[Path, PreparedData, str], Score | None]  # (log, data, against) -> None: no golden made
-    golden: Callable[[list[np.ndarray], PreparedData], tuple[str, bytes, str]]  # payloads -> (file, bytes, summary)
 
 
 def read_log(log_path: Path) -> list[dict[str, Any]]:

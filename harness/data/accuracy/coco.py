@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import DataError
-from harness.data.accuracy import Score, Scorer, read_log
-from harness.data.datasets.store import PreparedData
+from harness.data.accuracy import read_log
+from harness.records.benchmark import Score, Scorer
+from harness.records.store import PreparedData
 
 ROW = 7
 MAX_DETS = 100  # COCOeval's maxDets for the AP it reports first

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.accuracy import Score, Scorer, read_log
-from harness.data.datasets.store import PreparedData
+from harness.data.accuracy import read_log
+from harness.records.benchmark import Score, Scorer
+from harness.records.store import PreparedData
 
 
 @dataclass(frozen=True)

@@ -6,33 +6,12 @@ to read its official layout into a `Listing` and how to draw a synthetic one in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
 
 from harness.core.errors import DataError
-
-
-@dataclass(frozen=True)
-class Listing:
-    """The samples of a dataset folder, in LoadGen index order."""
-
-    names: list[str]                     # image paths relative to the dataset root
-    labels: np.ndarray                   # per sample: class label (ImageNet) or image id (COCO format)
-    annotations: dict[str, Any] | None   # COCO-format ground truth of exactly these images, in this order
-
-
-@dataclass(frozen=True)
-class DatasetFormat:
-    name: str                            # folder under the data dir
-    index_file: str                      # the file listing the samples, relative to the dataset root
-    read: Callable[[Path, int | None], Listing]                              # (root, limit)
-    make_synthetic: Callable[[Path, int, int, Callable[[], None] | None], None]  # (root, count, seed, on_image)
-    prefix_stable: bool = False  # a synthetic set of N images is the first N of any larger one (same seed)
 
 
 def decode_image(path: Path, listed_in: str) -> np.ndarray:

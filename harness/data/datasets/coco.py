@@ -31,11 +31,11 @@ import cv2
 import numpy as np
 
 from harness.core.errors import DataError
-from harness.data.datasets import DatasetFormat, Listing, decode_image
+from harness.data.datasets import decode_image
+from harness.records.benchmark import DatasetFormat, Listing
 
 if TYPE_CHECKING:
-    from harness.data.benchmarks import Benchmark
-    from harness.data.datasets.store import PreparedData
+    pass
 
 # COCO 2017: the 80 categories of instances_val2017.json, (id, name, supercategory)
 _COCO_GROUPS = (
@@ -291,24 +291,6 @@ def letterbox_geometry(height: int, width: int, size: int = LETTERBOX_SIZE) -> t
     gain = min(size / height, size / width)
     new_h, new_w = max(round(height * gain), 1), max(round(width * gain), 1)
     return new_w / width, new_h / height, round((size - new_w) / 2 - 0.1), round((size - new_h) / 2 - 0.1)
-
-
-def image_sizes(annotations: dict[str, Any]) -> np.ndarray:
-    """[N, 2] int (height, width) of the prepared samples, in QSL order, from their annotations document."""
-    return np.asarray([(im["height"], im["width"]) for im in annotations["images"]], dtype=np.int32).reshape(-1, 2)
-
-
-def for_prepared(bench: Benchmark, data: PreparedData) -> Benchmark:
-    """`bench` with the original image sizes of `data`'s samples, when its host NMS undoes a letterbox (YOLO):
-    read from the prepared annotations, whose images are the samples in QSL order."""
-    spec = bench.detection
-    entry = data.manifest.get("annotations")
-    if spec is None or not spec.letterbox:
-        return bench
-    if not entry:
-        raise DataError(f"{data.root} has no annotations to take the original image sizes from; rerun "
-                        f"`appliance prepare --benchmark {bench.name}`")
-    return bench.with_image_sizes(image_sizes(json.loads((data.root / entry["file"]).read_text())))
 
 
 def preprocess_yolo(path: Path) -> np.ndarray:

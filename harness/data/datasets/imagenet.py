@@ -13,7 +13,8 @@ import cv2
 import numpy as np
 
 from harness.core.errors import DataError
-from harness.data.datasets import DatasetFormat, Listing, decode_image
+from harness.data.datasets import decode_image
+from harness.records.benchmark import DatasetFormat, Listing
 
 VAL_MAP = "val_map.txt"
 NUM_LABELS = 1000

@@ -8,39 +8,11 @@ Which backend makes the cards of a run is the only thing the harness asks of thi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
+from harness.core.errors import ApplianceError
+from harness.records.layout import TUNED_ON
 from harness.run.cards.base import AsyncCard, Card
-
-if TYPE_CHECKING:
-    from harness.data.benchmarks import OutputQuant
-    from harness.hw.gpu import GpuRef
-
-ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
-GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs, by CUDA ordinal (harness.hw.gpu)
-# "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
-PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
-BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """What every card of a run is made from."""
-
-    backend: str
-    model_path: Path | None
-    input_name: str
-    outputs: tuple[str, ...]
-    output_specs: tuple[tuple[tuple[int, ...], str], ...]
-    profile: object | None = None  # simulated_card.Profile for backend "simulated"
-    output_casts: tuple[OutputQuant | None, ...] = ()  # per output: the reduced precision a card returns
-    processes: bool = False  # openvino: each card in a worker process of its own (runs with several cards)
-    requests: int = 1  # openvino: infer requests (one stream each) per card, its depth; `appliance run --requests`
-    inference_precision: str = "f32"  # what the runtime computes in: f32, or bf16 (openvino; harness.prepare.bf16)
-    gpus: tuple[GpuRef, ...] = ()  # GPU backends: card i's GPU
-    warm_batch: int = 1  # GPU backends: the run's batch size, run once at load so one that does not fit is refused
+from harness.run.cards.spec import PROCESS_ENV, BackendSpec
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -69,7 +41,13 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
     from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
-        from harness.prepare.bf16 import check_backend
-
-        check_backend(spec.backend)
+        check_bf16_backend(spec.backend)
     return OnnxRuntimeCard(spec, index, cpus)
+
+
+def check_bf16_backend(backend: str) -> None:
+    """bf16 runs only on backends with a bf16 path (`TUNED_ON`); one line for the others."""
+    if backend not in TUNED_ON["bf16"]:
+        raise ApplianceError(f"--precision bf16 runs on --backend {' / '.join(TUNED_ON['bf16'])} only: {backend} has "
+                             f"no bf16 path on this CPU (onnxruntime's CPU provider computes FP32); use --backend "
+                             f"openvino or --precision fp32")

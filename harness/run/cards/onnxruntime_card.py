@@ -32,10 +32,10 @@ import numpy as np
 import onnxruntime as ort
 
 from harness.core.errors import ApplianceError, DataError
-from harness.data.benchmarks import OutputQuant
 from harness.hw import gpu
-from harness.run.cards import BackendSpec
+from harness.records.benchmark import OutputQuant
 from harness.run.cards.base import CardInfo
+from harness.run.cards.spec import BackendSpec
 
 # backend name -> (execution provider, option naming the device, device label); CPU has no device id
 PROVIDERS: dict[str, tuple[str, str | None, str]] = {

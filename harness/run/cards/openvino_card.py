@@ -61,7 +61,7 @@ class OpenVinoCard:
         # f32: an FP32 model runs in FP32 (on bf16 CPUs OpenVINO would otherwise pick bf16 by itself); bf16
         # only when the prepared model says so (`prepare --precision bf16`), on a CPU that has it
         if inference_precision != "f32":
-            from harness.prepare.bf16 import HINT, require
+            from harness.hw.bf16_support import HINT, require
 
             if inference_precision != HINT:
                 raise DataError(f"the model record asks for inference precision {inference_precision!r}; "
@@ -95,7 +95,7 @@ class OpenVinoCard:
         self.model.reshape({self.input_name: [n, *dims]})
         compiled = self.core.compile_model(self.model, "CPU", self.config)
         if self.config["INFERENCE_PRECISION_HINT"] != "f32":
-            from harness.prepare.bf16 import check_compiled
+            from harness.hw.bf16_support import check_compiled
 
             check_compiled(compiled)  # never a silent FP32 result labelled bf16
         self.requests = [compiled.create_infer_request() for _ in range(self.depth)]

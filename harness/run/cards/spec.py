@@ -1,0 +1,48 @@
+"""The backends a card can be made by, and what every card of a run is made from (`BackendSpec`): below the card
+modules, which read it, and `make_card` (harness.run.cards), which picks the module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.records.benchmark import OutputQuant
+
+if TYPE_CHECKING:
+    from harness.hw.gpu import GpuRef
+
+
+ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
+
+
+
+GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs, by CUDA ordinal (harness.hw.gpu)
+
+
+
+# "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
+PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
+
+
+
+BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
+
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What every card of a run is made from."""
+
+    backend: str
+    model_path: Path | None
+    input_name: str
+    outputs: tuple[str, ...]
+    output_specs: tuple[tuple[tuple[int, ...], str], ...]
+    profile: object | None = None  # simulated_card.Profile for backend "simulated"
+    output_casts: tuple[OutputQuant | None, ...] = ()  # per output: the reduced precision a card returns
+    processes: bool = False  # openvino: each card in a worker process of its own (runs with several cards)
+    requests: int = 1  # openvino: infer requests (one stream each) per card, its depth; `appliance run --requests`
+    inference_precision: str = "f32"  # what the runtime computes in: f32, or bf16 (openvino; harness.prepare.bf16)
+    gpus: tuple[GpuRef, ...] = ()  # GPU backends: card i's GPU
+    warm_batch: int = 1  # GPU backends: the run's batch size, run once at load so one that does not fit is refused
