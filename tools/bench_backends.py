@@ -41,7 +41,8 @@ from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store
 from harness.records.benchmark import Benchmark
-from harness.records.layout import TUNED_ON, Layout, read_model_record
+from harness.records.layout import Layout, read_model_record
+from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
 
@@ -113,7 +114,7 @@ def compare(args: argparse.Namespace, bench: Benchmark, data: store.PreparedData
                 openvino_alone(models["fp32"], bench, data, args.batch_size, seconds, None))
 
     before = alone()
-    configs = [(b, p, r) for b in args.backends.split(",") for p in precisions if b in TUNED_ON.get(p, (b,))
+    configs = [(b, p, r) for b in args.backends.split(",") for p in precisions if backends.get(b).computes(p)
                for r in ([int(x) for x in args.requests.split(",")] if b == "openvino" else [1])]
     ours = {f"{b}/{p}" + (f"/{r}req" if b == "openvino" else ""):
             appliance_offline(args.data_dir, b, p, args.batch_size, args.duration_ms, r, args.cards)

@@ -69,8 +69,9 @@ say "GPU, driver, CUDA, cuDNN, onnxruntime"
 "$py" - "$backend" <<'PY' | tee "$out/versions.json"
 import json, sys
 import onnxruntime as ort
-from harness import gpu
-from harness.run.cards.onnxruntime_card import GPU_BACKENDS, check_gpu_libraries, cuda_build
+from harness.hw import gpu
+from harness.run.cards.backends import GPU_BACKENDS
+from harness.run.cards.onnxruntime_card import check_gpu_libraries, cuda_build
 facts = gpu.read_nvml()
 info = {"onnxruntime": ort.__version__, "onnxruntime_providers": ort.get_available_providers(),
         "onnxruntime_cuda_build": cuda_build(), "nvidia": gpu.host_facts()}

@@ -22,7 +22,7 @@ from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
 from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS
 from harness.records.layout import PRECISIONS, Layout
-from harness.run.cards.spec import BACKENDS
+from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine

@@ -27,8 +27,6 @@ PRECISIONS = ("fp32", "int8", "fp16", "bf16")  # from the fp32 model: harness.pr
 
 
 
-TUNED_ON = {"fp16": ("onnxruntime-cuda", "onnxruntime-tensorrt"),  # precisions some backends compute, and `tune`
-            "bf16": ("openvino",)}                                 # times on those only
 
 
 

@@ -26,7 +26,8 @@ from harness.hw.topology.model import Topology
 from harness.records import store
 from harness.records.benchmark import Benchmark
 from harness.records.layout import Layout, read_model_record
-from harness.run.cards.spec import BACKENDS, GPU_BACKENDS
+from harness.run.cards import backends
+from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
 from harness.run.qsl import REPLICATE
 from harness.run.sut import CardSlot
@@ -80,7 +81,7 @@ class CardPlan:
         if self.profile is not None:
             cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
             return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
-        return system.default_system_name(self.backend, n, emulated=self.backend in ("onnxruntime", "openvino", "null"))
+        return system.default_system_name(self.backend, n, emulated=backends.get(self.backend).emulated)
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
     if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
         from harness.hw import bf16_support
-        from harness.run.cards import check_bf16_backend
-
-        check_bf16_backend(cards.backend)
+        backends.check_computes(cards.backend, "bf16")
         bf16_support.require(f"--precision {opts.precision}")
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
@@ -148,12 +147,12 @@ def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch
     """The memory the harness allocates for a batch size, all cards together: per card the staging buffers
     (the batches in flight + 2, and openvino's padded copies of the batches in flight) and the outputs
     of the batches in flight + 1 (harness.run.qsl, harness.run.sut). The backend's own working memory comes on top."""
-    in_dtype = (None if cards.backend == "null" else cards.profile.input_dtype if cards.profile is not None
-                else model.get("input_dtype") or "float32")
+    in_dtype = (None if not backends.get(cards.backend).infers and cards.profile is None
+                else cards.profile.input_dtype if cards.profile is not None else model.get("input_dtype") or "float32")
     sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
     sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
     depth = cards.requests
-    padded = depth if cards.backend == "openvino" else 0
+    padded = depth if backends.get(cards.backend).padded_copies else 0
     return len(cards.slots) * batch * (sample_in * (depth + 2 + padded) + sample_out * (depth + 1))
 
 
@@ -183,7 +182,8 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
     spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
     profile = None
     gpus: tuple[GpuRef, ...] = ()
-    if backend in GPU_BACKENDS:  # the libraries first: a missing one says more than "no GPU visible"
+    record = backends.get(backend)
+    if record.gpu:  # the libraries first: a missing one says more than "no GPU visible"
         from harness.run.cards.onnxruntime_card import check_gpu_libraries
 
         check_gpu_libraries(backend)
@@ -200,24 +200,24 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
     else:
         if backend == "simulated":
             raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
-        if spec.kind == "cuda" and backend not in GPU_BACKENDS:
+        if spec.kind == "cuda" and not record.gpu:
             raise ApplianceError(f"--cards {spec.text} names NVIDIA GPUs; run them with --backend onnxruntime-cuda "
                                  f"(or onnxruntime-tensorrt), not {backend}")
-        if backend in GPU_BACKENDS and spec.kind == "emulate":
+        if record.gpu and spec.kind == "emulate":
             raise ApplianceError(f"--backend {backend} runs on NVIDIA GPUs, not on {spec.text} CPU-emulated cards; "
                                  f"use --cards cuda:all (or cuda:0,1)")
         if spec.kind == "map":
             cmap = load_card_map(spec.text, topology)
             how = f"card map {spec.text}"
         else:
-            text = "cuda:all" if backend in GPU_BACKENDS and spec.kind == "auto" else spec.text
+            text = "cuda:all" if record.gpu and spec.kind == "auto" else spec.text
             cmap = plan(topology, text)
             how = f"--cards {text}: L3-aligned policy (topologies/README.md)"
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
-        if backend in GPU_BACKENDS:
+        if record.gpu:
             gpus = _gpu_refs(cmap.cards, spec.text)
         check_card_count(len(slots), how)
-    if requests > 1 and backend != "openvino":
+    if requests > 1 and not backends.get(backend).requests:
         raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
                              f"{backend} cards take no --requests: drop it or use --backend openvino")
     if gpus:

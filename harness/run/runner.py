@@ -37,7 +37,7 @@ from harness.records import manifest as run_manifest
 from harness.records.benchmark import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
 from harness.run import calibration, keep_warm, launch_checks, rundirs
-from harness.run.cards import make_card
+from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import BackendSpec
 from harness.run.loadgen_settings import (
@@ -246,7 +246,7 @@ class LoadGenErrors(ApplianceError):
 
 def _announce(p: RunPlan, echo: Echo) -> None:
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
-    per_card = f", {p.cards.requests} infer request(s) per card" if p.cards.backend == "openvino" else ""
+    per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
     echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice['why']}")
     if p.cards.profile is not None:
         prof = p.cards.profile

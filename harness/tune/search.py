@@ -33,14 +33,14 @@ from harness.hw.topology.cards import parse_card_spec
 from harness.hw.topology.model import Topology
 from harness.records import store, tuned
 from harness.records.benchmark import Benchmark
-from harness.records.layout import PRECISIONS, TUNED_ON, Layout, read_model_record
+from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import AGREEMENT
-from harness.run.cards.spec import GPU_BACKENDS
+from harness.run.cards import backends
+from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, calibrated_setting
 from harness.run.plan import check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
 
-CPU_BACKENDS = ("onnxruntime", "openvino")  # what a CPU-only machine can run (tested here)
 CPU_BATCHES = (1, 2, 4, 8, 16)
 GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
@@ -67,7 +67,8 @@ class Measured:
 def available_backends(default: bool = False) -> tuple[str, ...]:
     """The backends this installation can make cards of; `default`: those `tune` times unasked (a GPU
     backend only where NVML sees a GPU)."""
-    have = tuple(b for b in CPU_BACKENDS if importlib.util.find_spec(b) is not None)
+    have = tuple(b.name for b in backends.RECORDS.values()
+                 if b.tuned_unasked and b.package and importlib.util.find_spec(b.package) is not None)
     if importlib.util.find_spec("onnxruntime") is None:
         return have
     import onnxruntime as ort
@@ -93,10 +94,10 @@ class Sweep:
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
 
     def candidates(self) -> list[tuple[str, str, str, int, int]]:
-        """Every combination, less the precisions meant for other backends (`layout.TUNED_ON`)."""
+        """Every combination, less the precisions meant for other backends (the backends' records)."""
         return [(c, p, b, n, r) for c in self.layouts for p in self.precisions for b in self.backends
-                if b in TUNED_ON.get(p, (b,))
-                for n in (self.batches or (GPU_BATCHES if b in GPU_BACKENDS else CPU_BATCHES))
+                if backends.get(b).computes(p)
+                for n in (self.batches or (GPU_BATCHES if backends.get(b).gpu else CPU_BATCHES))
                 for r in (self.requests if b == "openvino" else (1,))]
 
     def check(self) -> None:
@@ -105,9 +106,10 @@ class Sweep:
         for layout in self.layouts:
             parse_card_spec(layout)
         for p in self.precisions:
-            if not any(b in TUNED_ON.get(p, (b,)) for b in self.backends):
-                raise ApplianceError(f"--precisions {p} runs on --backends {','.join(TUNED_ON[p])} only; add one "
-                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, TUNED_ON[p][0])))})")
+            if not any(backends.get(b).computes(p) for b in self.backends):
+                on = backends.computing(p)
+                raise ApplianceError(f"--precisions {p} runs on --backends {','.join(on)} only; add one "
+                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, on[0])))})")
 
 
 def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
@@ -241,7 +243,8 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     topology = detect()
     for cards in sweep.layouts:  # a layout this machine cannot place: one line before anything is timed
         for backend in sweep.backends:
-            plan_cards(cards, backend, bench.name, topology, max(sweep.requests) if backend == "openvino" else 1)
+            requests = max(sweep.requests) if backends.get(backend).requests else 1
+            plan_cards(cards, backend, bench.name, topology, requests)
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
     if any(m.get("inference_precision") for m in models.values()):

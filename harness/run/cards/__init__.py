@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 
-from harness.core.errors import ApplianceError
-from harness.records.layout import TUNED_ON
+from harness.run.cards.backends import check_computes
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import PROCESS_ENV, BackendSpec
 
@@ -41,13 +40,6 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
     from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
-        check_bf16_backend(spec.backend)
+        check_computes(spec.backend, "bf16")
     return OnnxRuntimeCard(spec, index, cpus)
 
-
-def check_bf16_backend(backend: str) -> None:
-    """bf16 runs only on backends with a bf16 path (`TUNED_ON`); one line for the others."""
-    if backend not in TUNED_ON["bf16"]:
-        raise ApplianceError(f"--precision bf16 runs on --backend {' / '.join(TUNED_ON['bf16'])} only: {backend} has "
-                             f"no bf16 path on this CPU (onnxruntime's CPU provider computes FP32); use --backend "
-                             f"openvino or --precision fp32")

@@ -1,6 +1,6 @@
 """onnxruntime card: a CPU-emulated card, or one device of an execution provider (CUDA, TensorRT, OpenVINO).
 
-A GPU card (`GPU_BACKENDS`) runs on its GPU or not at all. onnxruntime quietly runs a graph on the CPU
+A GPU card (a backend whose record says gpu) runs on its GPU or not at all. onnxruntime quietly runs a graph on the CPU
 when its CUDA provider cannot start (a library missing, no driver) and places nodes the provider has no
 kernel for on the CPU; the card forbids both with the session option `session.disable_cpu_ep_fallback`
 = "1": with it (and the CPU provider not listed, which onnxruntime 1.31 refuses as conflicting)
@@ -34,6 +34,7 @@ import onnxruntime as ort
 from harness.core.errors import ApplianceError, DataError
 from harness.hw import gpu
 from harness.records.benchmark import OutputQuant
+from harness.run.cards import backends
 from harness.run.cards.base import CardInfo
 from harness.run.cards.spec import BackendSpec
 
@@ -44,7 +45,6 @@ PROVIDERS: dict[str, tuple[str, str | None, str]] = {
     "onnxruntime-tensorrt": ("TensorrtExecutionProvider", "device_id", "tensorrt:{i}"),
     "onnxruntime-openvino": ("OpenVINOExecutionProvider", "device_type", "openvino:{i}"),
 }
-GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs: never a CPU fallback
 _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
@@ -77,7 +77,7 @@ class OnnxRuntimeCard:
             raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
         provider, id_key, device_fmt = PROVIDERS[backend]
         require_provider(backend)
-        on_gpu = backend in GPU_BACKENDS
+        on_gpu = backends.get(backend).gpu
         device = (gpu_ref.ordinal if gpu_ref is not None else index) if on_gpu else index
         opts = ort.SessionOptions()
         threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))

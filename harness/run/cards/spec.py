@@ -13,21 +13,8 @@ if TYPE_CHECKING:
     from harness.hw.gpu import GpuRef
 
 
-ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "onnxruntime-openvino")
-
-
-
-GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs, by CUDA ordinal (harness.hw.gpu)
-
-
-
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
 PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
-
-
-
-BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
-
 
 
 @dataclass(frozen=True)
