@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -231,7 +231,8 @@ class Benchmark:
         enc = self.encode_response
         if not isinstance(enc, HostNMSEncoder):
             raise ApplianceError(f"{self.name} has no host NMS encoder")
-        return replace(enc, **changes)
+        encoder: Encoder = replace(cast(Any, enc), **changes)  # a dataclass (HostNMSEncoder says so)
+        return encoder
 
     def with_image_sizes(self, sizes: np.ndarray) -> Benchmark:
         """This detection record with the original (height, width) of each QSL sample, [N, 2]: host NMS maps

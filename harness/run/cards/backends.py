@@ -50,7 +50,6 @@ RECORDS: dict[str, Backend] = {b.name: b for b in (
 )}
 BACKENDS = tuple(RECORDS)
 GPU_BACKENDS = tuple(b.name for b in RECORDS.values() if b.gpu)
-ONNXRUNTIME_BACKENDS = tuple(b.name for b in RECORDS.values() if b.package == "onnxruntime")
 
 
 def get(name: str) -> Backend:
