@@ -9,6 +9,7 @@ from harness.audit import compliance
 from harness.audit.submission import rounds
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks, nms
+from harness.records.benchmark import _variant
 
 
 @pytest.mark.parametrize("name", ["resnet50", "yolo-95", "yolo-99"])
@@ -58,6 +59,6 @@ def test_output_layouts_and_loadgen_name() -> None:
     assert record.loadgen_model == "ssd-resnet34" and benchmarks.get("resnet50").compliance_tests == ("TEST01",
                                                                                                       "TEST04")
     assert benchmarks.YOLO_DETECTION.variants == ("anchor-major",)
-    alt = benchmarks._variant(benchmarks.YOLO_DETECTION, "anchor-major")
-    assert alt.shapes == {"output": (8400, 84)} and alt is benchmarks._variant(benchmarks.YOLO_DETECTION,
+    alt = _variant(benchmarks.YOLO_DETECTION, "anchor-major")
+    assert alt.shapes == {"output": (8400, 84)} and alt is _variant(benchmarks.YOLO_DETECTION,
                                                                                  "anchor-major")

@@ -92,7 +92,7 @@ def test_in_container_markers(tmp_path, monkeypatch):
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to restrict to 1")
 def test_a_real_restricted_affinity_is_noticed():
     """In a child restricted to one CPU, the whole machine's card map wants more: --cpuset-cpus is named."""
-    code = ("import dataclasses, os\nfrom harness import launch_checks as lc\n"
+    code = ("import dataclasses, os\nfrom harness.run import launch_checks as lc\n"
             "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
             "facts = dataclasses.replace(lc.gather(mempolicy=lambda: 0), in_container=True)\n"
             "print(*lc.warnings(facts), sep='\\n')\n")

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from harness.core.errors import DataError
 from harness.data import benchmarks, nms
-from harness.records.benchmark import NMS_PARAM_SETS, DetectionSpec, OutputQuant
+from harness.records.benchmark import NMS_PARAM_SETS, DetectionSpec, OutputQuant, _variant
+
+RECORDS = {name: benchmarks.get(name) for name in benchmarks.NAMES}  # host NMS takes records, not names
 
 # ---------------------------------------------------------------------------------------------
 # the plain reference: a direct transcription of the semantics in harness/data/nms.py's docstring
@@ -65,7 +67,7 @@ def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
 
 def reference_nms(bench: str, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                   params: str = "reference") -> np.ndarray:
-    lay, p = nms.layout(bench), nms.params_for(bench, params)
+    lay, p = nms.layout(RECORDS[bench]), nms.params_for(RECORDS[bench], params)
     sv, bv = _dequant(scores, lay.score_quant), _dequant(boxes, lay.box_quant)
     cands: dict[int, list[tuple[float, int, int]]] = {}  # class -> (score, candidate index, anchor)
     if lay.kind == "box-major":
@@ -104,18 +106,18 @@ def reference_nms(bench: str, boxes: np.ndarray, scores: np.ndarray, indices: np
 # random inputs: few candidates on clustered anchors, scores and deltas from small sets (ties, overlaps)
 
 def _raw_arrays(bench: str, quantised: bool) -> dict[str, np.ndarray]:
-    lay = nms.layout(bench)
+    lay = nms.layout(RECORDS[bench])
     out = {"boxes": np.zeros(lay.shapes["boxes"], np.float32), "scores": np.zeros(lay.shapes["scores"], np.float32)}
     if "indices" in lay.shapes:
         out["indices"] = np.zeros(lay.shapes["indices"], np.int64)
-    return nms.quantise(bench, out) if quantised else out
+    return nms.quantise(RECORDS[bench], out) if quantised else out
 
 
 @st.composite
 def detection_inputs(draw, bench: str, quantised: bool):
-    lay = nms.layout(bench)
+    lay = nms.layout(RECORDS[bench])
     arrays = _raw_arrays(bench, quantised)
-    p = nms.params_for(bench)
+    p = nms.params_for(RECORDS[bench])
     th = p.score_threshold
     score_pool = draw(st.lists(st.sampled_from([0.0, th * 0.5, th, th + 1e-3, 0.31, 0.5, 0.5, 0.77, 0.9, 1.0]),
                                min_size=1, max_size=4))
@@ -145,14 +147,14 @@ def detection_inputs(draw, bench: str, quantised: bool):
     if lay.kind == "topk":
         raw["indices"] = indices
     if quantised:
-        raw = nms.quantise(bench, raw)
+        raw = nms.quantise(RECORDS[bench], raw)
     for k, v in raw.items():
         arrays[k] = v
     return arrays
 
 
 def _check(bench: str, arrays: dict[str, np.ndarray], params: str = "reference") -> None:
-    fast = nms.postprocess(bench, arrays["boxes"], arrays["scores"], arrays.get("indices"), params=params)
+    fast = nms.postprocess(RECORDS[bench], arrays["boxes"], arrays["scores"], arrays.get("indices"), params=params)
     ref = reference_nms(bench, arrays["boxes"], arrays["scores"], arrays.get("indices"), params=params)
     assert fast.dtype == np.float32 and fast.shape[1] == 7
     np.testing.assert_array_equal(fast, ref)
@@ -177,24 +179,25 @@ def test_fast_nms_equals_reference(bench: str, quantised: bool) -> None:
 @pytest.mark.parametrize(("bench", "quantised"), CASES)
 def test_empty_and_all_below_threshold(bench: str, quantised: bool) -> None:
     arrays = _raw_arrays(bench, quantised)
-    assert nms.postprocess(bench, arrays["boxes"], arrays["scores"], arrays.get("indices")).shape == (0, 7)
-    lay = nms.layout(bench)
+    assert nms.postprocess(RECORDS[bench], arrays["boxes"], arrays["scores"], arrays.get("indices")).shape == (0, 7)
+    lay = nms.layout(RECORDS[bench])
     below = {k: v.copy() for k, v in _raw_arrays(bench, False).items()}
-    th = nms.params_for(bench).score_threshold
+    th = nms.params_for(RECORDS[bench]).score_threshold
     at = np.float32(th) if float(np.float32(th)) <= th else np.nextafter(np.float32(th), np.float32(0))
     below["scores"][...] = at  # the largest float32 not above the threshold
     if quantised:
-        below = nms.quantise(bench, below)
+        below = nms.quantise(RECORDS[bench], below)
         if lay.score_quant is not None:  # the code at or below the threshold
-            below["scores"][...] = np.uint8(np.floor(nms.params_for(bench).score_threshold / lay.score_quant.scale))
+            threshold = nms.params_for(RECORDS[bench]).score_threshold
+            below["scores"][...] = np.uint8(np.floor(threshold / lay.score_quant.scale))
     _check(bench, below)
-    assert nms.postprocess(bench, below["boxes"], below["scores"], below.get("indices")).shape == (0, 7)
+    assert nms.postprocess(RECORDS[bench], below["boxes"], below["scores"], below.get("indices")).shape == (0, 7)
 
 
 @pytest.mark.parametrize("bench", ["ssd-mobilenet", "ssd-resnet34"])
 def test_all_overlapping_keeps_one_per_class(bench: str) -> None:
     """Every anchor of the first cell decodes to the same box: one detection per class survives."""
-    lay = nms.layout(bench)
+    lay = nms.layout(RECORDS[bench])
     arrays = _raw_arrays(bench, False)
     same = 6
     pr = lay.priors
@@ -207,7 +210,7 @@ def test_all_overlapping_keeps_one_per_class(bench: str) -> None:
             arrays["boxes"][:, a] = [(pr[0, 0] - pr[a, 0]) / pr[a, 2] * 10, (pr[0, 1] - pr[a, 1]) / pr[a, 3] * 10,
                                      math.log(pr[0, 2] / pr[a, 2]) * 5, math.log(pr[0, 3] / pr[a, 3]) * 5]
             arrays["scores"][1, a] = arrays["scores"][2, a] = 0.9 - 0.01 * a
-    out = nms.postprocess(bench, arrays["boxes"], arrays["scores"])
+    out = nms.postprocess(RECORDS[bench], arrays["boxes"], arrays["scores"])
     _check(bench, arrays)
     assert len(out) == 2 and set(out[:, 6]) == {lay.class_ids[1], lay.class_ids[2]}
 
@@ -219,8 +222,8 @@ def test_caps_and_order() -> None:
     rng = np.random.default_rng(1)
     arrays["scores"][1:4, :] = rng.random((3, 15130)).astype(np.float32)
     arrays["boxes"][...] = rng.normal(0, 1, (4, 15130)).astype(np.float32)
-    out = nms.postprocess(bench, arrays["boxes"], arrays["scores"])
-    p = nms.params_for(bench)
+    out = nms.postprocess(RECORDS[bench], arrays["boxes"], arrays["scores"])
+    p = nms.params_for(RECORDS[bench])
     assert len(out) == p.max_per_image
     assert (np.diff(out[:, 5]) <= 0).all()
     assert (out[:, 1:5] >= 0).all() and (out[:, 1:5] <= 1).all()
@@ -280,7 +283,7 @@ def test_raw_float_codes_exclude_negative_nan_and_keep_inf() -> None:
 
 def test_postprocessor_keeps_one_plan_per_dtype() -> None:
     """One bound Postprocessor fed float then quantised outputs of the same image: each form as postprocess."""
-    pp = nms.Postprocessor("ssd-mobilenet", "krai")
+    pp = nms.Postprocessor(RECORDS["ssd-mobilenet"], "krai")
     arrays = _raw_arrays("ssd-mobilenet", False)
     arrays["scores"][7, 5], arrays["scores"][9, 5], arrays["scores"][300, 12] = 0.8, 0.75, 0.5
     for form in (arrays, nms.quantise(benchmarks.get("ssd-mobilenet"), arrays), arrays):
@@ -295,11 +298,11 @@ def test_postprocessor_keeps_one_plan_per_dtype() -> None:
 # YOLO: one output [84, 8400] (attribute-major) or [8400, 84] (anchor-major), letterboxed input
 
 YOLO = benchmarks.YOLO_DETECTION
-YOLO_ANCHOR_MAJOR = benchmarks._variant(YOLO, "anchor-major")
+YOLO_ANCHOR_MAJOR = _variant(YOLO, "anchor-major")
 _UINT8 = OutputQuant("uint8", (2.5,) * 4 + (1 / 255,) * 80, 0)  # box rows 2.5 px, scores 1/255
 _YOLO_UINT8 = replace(YOLO, quantised={"output": _UINT8})
 YOLO_SPECS = {("attribute-major", "uint8"): _YOLO_UINT8,
-              ("anchor-major", "uint8"): benchmarks._variant(_YOLO_UINT8, "anchor-major"),  # scales along axis 1
+              ("anchor-major", "uint8"): _variant(_YOLO_UINT8, "anchor-major"),  # scales along axis 1
               **{(kind, form): spec for kind, spec in (("attribute-major", YOLO), ("anchor-major", YOLO_ANCHOR_MAJOR))
                  for form in ("float32", "float16")}}
 

@@ -109,5 +109,5 @@ def test_a_run_manifest_reads_back_with_version_and_commit(data_dir: Path, tmp_p
     (run / "manifest.json").write_text(json.dumps(data))
     with pytest.raises(DataError, match="'dataset' is missing"):
         run_manifest.read(run)
-    with pytest.raises(ValueError, match=r"not in harness\.manifest\.RunManifest"):
+    with pytest.raises(ValueError, match=r"not in harness\.records\.manifest\.RunManifest"):
         run_manifest.write(tmp_path, {**data, "surprise": 1})

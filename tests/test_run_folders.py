@@ -102,7 +102,7 @@ def test_sigkilled_run_becomes_incomplete_at_the_next_run(tmp_path: Path, data_d
 
 _INTERRUPTED_WARM_UP = """
 import os, signal, sys, time
-from harness import calibration
+from harness.run import calibration
 from harness.cli.main import main
 real = calibration.calibrate
 def interrupted_warm_up(*args, **kwargs):  # a real SIGINT, delivered while the cards warm up

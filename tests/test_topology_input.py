@@ -63,6 +63,6 @@ def test_hint_never_suggests_overwriting_a_shipped_map(tmp_path, monkeypatch):
             assert not target.resolve().is_relative_to(REPO), hint
     # a map of the user's own, outside the appliance, is regenerated in place
     mine = tmp_path / "mine.yaml"
-    mine.write_text((REPO / "harness" / "topology" / "maps" / "g292-z43-16cards.yaml").read_text())
+    mine.write_text((REPO / "harness" / "hw" / "topology" / "maps" / "g292-z43-16cards.yaml").read_text())
     with pytest.raises(ApplianceError, match=f"-o {mine}`"):
         load_card_map(mine, small)

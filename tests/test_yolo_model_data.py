@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from harness.core.errors import DataError
+from harness.data import concrete
 from harness.data.datasets import coco
 from harness.data.models import yolo
 from harness.data.models.stats import model_stats
@@ -109,7 +110,7 @@ def test_coco_safe_layout_round_trip(tmp_path: Path) -> None:
     assert (tmp_path / "annotations" / "instances_val2017.json").is_file()
     assert listing.annotations is not None and len(listing.annotations["images"]) == 3
     assert {c["id"] for c in listing.annotations["categories"]} >= {1, 90}
-    assert coco.image_sizes(listing.annotations).shape == (3, 2)
+    assert concrete.image_sizes(listing.annotations).shape == (3, 2)
 
 
 def test_coco_safe_refuses_unannotated_images(tmp_path: Path) -> None:

@@ -47,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.data import benchmarks, nms
 
+RECORDS = {name: benchmarks.get(name) for name in benchmarks.NAMES}  # host NMS takes records, not names
+
 # per-image budgets: the paper's §II.F for the SSD models; YOLO11l: a card doing ~1,000 images/s leaves
 # the host 1 ms per image per core (issue 20): typical at most 0.5 ms, dense at most 1.5 ms
 BUDGET_S = {"ssd-mobilenet": {"typical": 1 / 19363, "dense": 1 / 19363},
@@ -60,8 +62,8 @@ YOLO_OBJECTS = 25
 
 def make_image(bench: str, candidates: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """One image's raw outputs, quantised as the paper's cards return them."""
-    lay = nms.layout(bench)
-    th = nms.params_for(bench).score_threshold
+    lay = nms.layout(RECORDS[bench])
+    th = nms.params_for(RECORDS[bench]).score_threshold
     a_n, c_n = lay.num_anchors, lay.num_classes
     flat = rng.choice(a_n * (c_n - 1), size=candidates, replace=False)
     anchors, classes = flat % a_n, flat // a_n + 1
@@ -155,7 +157,7 @@ def torch_pipeline(bench: str):
     except ImportError:
         return None, None
     torch.set_num_threads(1)
-    lay, p = nms.layout(bench), nms.params_for(bench)
+    lay, p = nms.layout(RECORDS[bench]), nms.params_for(RECORDS[bench])
     priors = torch.from_numpy(lay.priors.copy())  # read-only arrays make torch warn
     class_ids = torch.from_numpy(lay.class_ids.copy())
     bq, sq = lay.box_quant, lay.score_quant
@@ -211,7 +213,7 @@ def _pipelines(bench: str) -> tuple[Any, Any, Any]:
                 torch_yolo_pipeline())
     torch_run, _ = torch_pipeline(bench)
     return (lambda n, rng: make_image(bench, n, rng),
-            lambda img: nms.postprocess(bench, img["boxes"], img["scores"]),
+            lambda img: nms.postprocess(RECORDS[bench], img["boxes"], img["scores"]),
             None if torch_run is None else lambda img: torch_run(img["boxes"], img["scores"]))
 
 

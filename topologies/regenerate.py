@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MAPS = REPO / "harness" / "topology" / "maps"
+MAPS = REPO / "harness" / "hw" / "topology" / "maps"
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sysfs_fixtures import PAPER_SYSTEMS, build  # noqa: E402

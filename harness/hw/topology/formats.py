@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+import harness
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import FIXED_BOUND, CpuBound, cpu_bound, format_cpulist, parse_cpulist
 from harness.hw import gpu
@@ -145,7 +146,7 @@ RENDERERS: dict[str, Callable[[CardMap], str]] = {
 def regenerate_hint(path: Path) -> str:
     """How to make a map for this machine, never by overwriting a file shipped with the appliance
     (the repository's or the package's reference maps): those get a new file outside them."""
-    shipped = Path(__file__).resolve().parents[2]  # the checkout, or site-packages for a wheel
+    shipped = Path(harness.__file__).resolve().parents[1]  # the checkout, or site-packages for a wheel
     if not path.resolve().is_relative_to(shipped):
         return f"regenerate it with `appliance topology detect --format yaml -o {path}`"
     folder = Path.home() if Path.cwd().resolve().is_relative_to(shipped) else Path(".")

@@ -45,6 +45,7 @@ from typing import IO, Any
 
 import numpy as np
 
+import harness
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, Outputs
 
@@ -90,7 +91,7 @@ class OpenVinoProcessCard:
         self._death_lock = threading.Lock()
         self._why = ""
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the child's stderr, closed in close())
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(Path(harness.__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         # started from the card thread: the child inherits the card's CPUs at fork, before it runs anything
         self.proc = subprocess.Popen(
