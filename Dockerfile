@@ -4,7 +4,7 @@
 #   docker build -t mlperf-appliance --build-arg GIT_COMMIT="$(git rev-parse HEAD)" .
 #   docker run --rm -v "$PWD/results:/results" mlperf-appliance
 #
-# Base: pin it for real use, e.g. FROM debian:bookworm-slim@sha256:<digest> (README, "Container image").
+# Base: pin it for real use, e.g. FROM debian:bookworm-slim@sha256:<digest> (docs/container.md).
 # Targets: image-cpu (the default, last stage) and image-gpu (`--target image-gpu`): the GPU variant
 #                    installs requirements-gpu.lock: onnxruntime-gpu, NVIDIA's CUDA 13.0 runtime, cuBLAS,
 #                    cuFFT, cuRAND, NVRTC and cuDNN 9 wheels and nvidia-ml-py, so that

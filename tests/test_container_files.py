@@ -1,5 +1,5 @@
 """The container files: hadolint finds nothing in the Dockerfile, the compose files are valid, and the
-Dockerfile keeps the facts the README promises (the image itself is built and run by ci/container-test)."""
+Dockerfile keeps the facts docs/container.md promises (the image itself is built and run by ci/container-test)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_offline_run_lasts_close_to_its_duration(cards, data_dir, tmp_path, caps
 
 @pytest.mark.slow
 def test_sixteen_simulated_cards_server_default_target_is_valid(data_dir, tmp_path, capsys):
-    """README: `appliance run --cards simulate:cloud-ai-100:16 -s Server` (shortened); its target used to
+    """docs/run.md: `appliance run --cards simulate:cloud-ai-100:16 -s Server` (shortened); its target used to
     be half the cards' nominal sum, six times what the harness completes, and the run ended INVALID."""
     run, _ = _run(data_dir, tmp_path, "Server", "simulate:cloud-ai-100:16")
     detail = detail_log.values(run / "mlperf_log_detail.txt")

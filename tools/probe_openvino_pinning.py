@@ -6,8 +6,8 @@ first, so OpenVINO's own CPU order cannot match by luck) compiles the model with
 and infers with `start_async` / `wait` as the openvino card does. The compiles run one after the
 other, so the threads that appear during a card's compile and first batch are that card's. While both
 infer, every thread's Cpus_allowed_list and last-run CPU (/proc/self/task/TID/stat field 39) are
-sampled. A card is held to its CPU only when all its threads are allowed that CPU alone. The README's
-"--backend openvino" section has what OpenVINO 2026.4.1 did; run this again on another version:
+sampled. A card is held to its CPU only when all its threads are allowed that CPU alone. docs/run.md's
+"--backend openvino" item has what OpenVINO 2026.4.1 did; run this again on another version:
 
     python tools/probe_openvino_pinning.py data/models/resnet50-seeded-s0.onnx ENABLE_CPU_PINNING=1
 """

@@ -28,7 +28,7 @@ _.show_cmd  # `appliance topology show`
 
 # Record fields written to JSON through dataclasses.asdict (read by people, `reproduce`, `report`, the tree)
 _.created_utc  # manifest.Manifest and tuned.TunedRecord
-_.backend_choice  # manifest.Manifest: read by tests/test_tune.py, README documents it
+_.backend_choice  # manifest.Manifest: read by tests/test_tune.py, docs/tune.md documents it
 _.quantization  # manifest.Manifest and model_record.ModelRecord
 _.sample_buffers  # manifest.Manifest: read by reproduce.py
 _.appliance  # manifest.Manifest: the harness version and commit
@@ -40,7 +40,7 @@ _.adopted_from  # model_record.ModelRecord: provenance of a --model FILE rewritt
 
 # Public API used by tools/ (and tests/)
 _.letterbox_geometry  # datasets/coco.py: tools/check_letterbox.py, tools/bench_host.py
-_.verify_prepared  # integrity.py: tools/bench_integrity.py, README's integrity section
+_.verify_prepared  # integrity.py: tools/bench_integrity.py, docs/prepare.md's integrity section
 _.params_for  # nms.py: tools/bench_nms.py, tests/test_nms.py
 _.postprocess  # nms.py: tools/bench_nms.py (timed per image), tests/test_nms.py (the kernels' entry point)
 _.lstopo_xml  # topology/hwloc_xml.py: tools/topology_vs_lstopo.py, tests/test_topology_hwloc.py

@@ -2,10 +2,10 @@
 
 A separate backend rather than onnxruntime's OpenVINO execution provider: `onnxruntime-openvino` is
 its own build of the `onnxruntime` module and cannot share one environment with `onnxruntime`
-(README). One compiled model per card, as many inference threads as the card has CPUs, and
+(docs/run.md). One compiled model per card, as many inference threads as the card has CPUs, and
 `requests` infer requests (one stream each) kept in flight as an `AsyncCard` of that depth.
 OpenVINO's own pinning is off (it pins by its own CPU map, not the card's CPUs). In one process
-OpenVINO's stream threads take the process's CPUs, not the compiling card thread's (README), so a run
+OpenVINO's stream threads take the process's CPUs, not the compiling card thread's (docs/run.md), so a run
 with several openvino cards runs each of these in a worker process of its own, pinned to the card's
 CPUs before OpenVINO is imported (openvino_process.py); one card on all the CPUs runs in-process.
 

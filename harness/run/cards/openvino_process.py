@@ -1,7 +1,7 @@
 """OpenVINO card in a worker process of its own, pinned to the card's CPUs before OpenVINO is imported.
 
 Why a process: in one process OpenVINO 2026.4.1's CPU plugin does not keep a card's inference on the
-card's CPUs (README, "--backend openvino"): with its pinning off its stream threads take the process's
+card's CPUs (docs/run.md, "--backend openvino"): with its pinning off its stream threads take the process's
 CPUs, with pinning on (and CPU reservation) it places streams by its own CPU map in compile order, not
 by the compiling thread's affinity. A process whose affinity is the card's CPUs from its first
 instruction leaves OpenVINO nothing else to see, so every thread it starts stays there.
