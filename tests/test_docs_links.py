@@ -137,7 +137,7 @@ def test_test_counts_and_times_live_only_in_benchmarks_md():
 
 
 def _command(words: list[str]) -> tuple[click.Command, list[str]] | None:
-    from harness.cli import _register_subcommands, cli
+    from harness.cli.main import _register_subcommands, cli
 
     _register_subcommands()
     cmd: click.Command = cli
@@ -157,7 +157,7 @@ def _options(cmd: click.Command) -> set[str]:
 @pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.name)
 def test_options_in_example_blocks_exist(page):
     """Every `--option` an example line gives `appliance <command>` is an option of that command."""
-    from harness.cli import cli
+    from harness.cli.main import cli
 
     unknown = []
     for line in _code_blocks(page.read_text()):
