@@ -28,10 +28,13 @@ from harness import calibration, gpu, keep_warm, launch_checks, leftovers, progr
 from harness import manifest as run_manifest
 from harness.benchmarks import Benchmark
 from harness.build_info import appliance_info
-from harness.cards import BackendSpec, make_card
+from harness.cards import IO_BINDING_ENV, BackendSpec, make_card
 from harness.cards.base import AsyncCard, Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
+from harness.gpu import GpuRef
+from harness.gpu_energy import GpuEnergyMeter
+from harness.gpu_plan import run_buckets
 from harness.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
 from harness.fsutil import atomic_write_text, sha256_file
 from harness.loadgen_settings import (
@@ -93,7 +96,8 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
     spec = BackendSpec(cards.backend, Path(model["path"]), bench.input_name, bench.outputs, bench.output_specs,
                        cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
                        inference_precision=model.get("inference_precision") or "f32", gpus=cards.gpus,
-                       warm_batch=batch)
+                       warm_batch=batch, benchmark=bench.name, precision=model.get("precision", "fp32"),
+                       io_binding=os.environ.get(IO_BINDING_ENV) == "1", buckets=run_buckets(scenario, batch))
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -139,7 +143,7 @@ def _poisson_wait(k: int, p: float) -> float:
 
 
 def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSettings, outdir: Path,
-                 expected: int | None) -> dict[str, Any]:
+                 expected: int | None, gpus: tuple[GpuRef, ...] = ()) -> dict[str, Any]:
     """StartTest on a helper thread, so Ctrl-C reaches the main thread while LoadGen works.
 
     Returns the host energy over the test (RAPL, informational; `available: False` where unreadable).
@@ -164,7 +168,9 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
             done.set()
 
     meter = EnergyMeter()
+    gpu_meter = GpuEnergyMeter(gpus, lambda: [w.completed for w in sut.workers])  # NVML beside RAPL
     meter.start()
+    gpu_meter.start()
     threading.Thread(target=body, name="loadgen", daemon=True).start()
     start = time.monotonic()
     min_s = settings.min_duration_ms / 1000
@@ -175,10 +181,14 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
             bar.set_postfix_str(f"{sut.completed / max(1e-9, elapsed):.1f}/s, {elapsed:.0f}/{min_s:.0f} s min",
                                 refresh=False)
     meter.stop()
+    gpu_meter.stop()
     lg.DestroyQSL(lg_qsl)
     if failure:
         raise failure[0]
-    return meter.result(sut.completed)
+    energy = meter.result(sut.completed)
+    if gpus:
+        energy["gpu"] = gpu_meter.result()
+    return energy
 
 
 @contextlib.contextmanager
@@ -294,7 +304,7 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
     with _working_dir(staging), warm as cpus:  # LoadGen looks for audit.config in the working directory only
         if cpus:
             echo(f"--keep-warm: a SCHED_IDLE spinner on each of CPUs {format_cpulist(cpus)}")
-        return _run_loadgen(sut, sut.qsl, settings, staging, expected)
+        return _run_loadgen(sut, sut.qsl, settings, staging, expected, p.cards.gpus)
 
 
 def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.TestSettings:

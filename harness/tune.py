@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import benchmarks, bf16, gpu, integrity, progress, quantize, queueing, system, tuned
+from harness import benchmarks, bf16, gpu, gpu_plan, integrity, progress, quantize, queueing, system, tuned
 from harness.cards import GPU_BACKENDS
 from harness.datasets import store
 from harness.errors import ApplianceError
@@ -90,8 +90,9 @@ class Sweep:
 
     def candidates(self) -> list[tuple[str, str, str, int, int]]:
         """Every combination, less the precisions meant for other backends (`prepare.TUNED_ON`)."""
-        return [(c, p, b, n, r) for c in self.layouts for p in self.precisions for b in self.backends
+        return [(c, p, b, n, r) for layout in self.layouts for p in self.precisions for b in self.backends
                 if b in TUNED_ON.get(p, (b,))
+                for c in gpu_plan.tune_layouts(layout, b in GPU_BACKENDS)
                 for n in (self.batches or (GPU_BATCHES if b in GPU_BACKENDS else CPU_BATCHES))
                 for r in (self.requests if b == "openvino" else (1,))]
 
@@ -255,12 +256,23 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     path = output or tuned.default_path(data_dir, bench.name)
     ensure_writable_dir(path.parent, "tuned record folder")
     rows: list[Measured] = []
+    too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
     with progress.bar(len(candidates), "tune", unit="config") as bar:
         for cards, precision, backend, batch, r in candidates:
             bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
-            rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch, r,
-                                 cards))
+            if batch >= too_big.get((cards, precision, backend), batch + 1):
+                bar.update()
+                continue  # a smaller batch already did not fit in the GPU's memory
+            try:
+                rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch,
+                                     r, cards))
+            except ApplianceError as exc:
+                if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
+                    raise
+                too_big[(cards, precision, backend)] = batch  # the GPU's memory bounds the batch: larger ones skipped
             bar.update()  # the rows are printed once, in the summary table
+    if not rows:
+        raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}

@@ -22,6 +22,8 @@ ONNXRUNTIME_BACKENDS = ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt
 GPU_BACKENDS = ("onnxruntime-cuda", "onnxruntime-tensorrt")  # NVIDIA GPUs, by CUDA ordinal (harness.gpu)
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
 PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
+# "1": --backend onnxruntime runs the GPU cards' IO-binding data path on the CPU provider (the GPU check's rehearsal)
+IO_BINDING_ENV = "APPLIANCE_IO_BINDING"
 BACKENDS = (*ONNXRUNTIME_BACKENDS, "openvino", "null", "simulated")
 
 
@@ -41,6 +43,10 @@ class BackendSpec:
     inference_precision: str = "f32"  # what the runtime computes in: f32, or bf16 (openvino; harness.bf16)
     gpus: tuple[GpuRef, ...] = ()  # GPU backends: card i's GPU
     warm_batch: int = 1  # GPU backends: the run's batch size, run once at load so one that does not fit is refused
+    benchmark: str = ""  # the benchmark's name (IO-binding card: its input mean, the outputs the host reads)
+    precision: str = "fp32"  # the prepared model's precision (TensorRT's precision flags, its engine key)
+    buckets: tuple[int, ...] = ()  # IO-binding card: the batch sizes it runs and warms (gpu_plan.run_buckets)
+    io_binding: bool = False  # onnxruntime: the IO-binding card (harness.cards.gpu_iobinding); GPU backends always
 
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -72,4 +78,8 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
         from harness.bf16 import check_backend
 
         check_backend(spec.backend)
+    if spec.backend in GPU_BACKENDS or (spec.backend == "onnxruntime" and spec.io_binding):
+        from harness.cards.gpu_iobinding import IoBindingCard
+
+        return IoBindingCard(spec, index, cpus)
     return OnnxRuntimeCard(spec, index, cpus)
