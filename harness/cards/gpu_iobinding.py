@@ -47,7 +47,7 @@ from harness import benchmarks, gpu, gpu_plan
 from harness.cards import BackendSpec
 from harness.cards.cuda_runtime import Copies, CudaCopies, HostCopies
 from harness.cards.onnxruntime_card import _OOM, GPU_BACKENDS, OnnxRuntimeCard, cast_outputs
-from harness.errors import ApplianceError
+from harness.errors import ApplianceError, DataError
 
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
 GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
@@ -73,7 +73,10 @@ def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
 
     from harness.quantize import uint8_input
 
-    model = onnx.load(str(model_path))
+    try:
+        model = onnx.load(str(model_path))
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
     first = next((i for i in model.graph.input if i.name == spec.input_name), None)
     floats = first is not None and first.type.tensor_type.elem_type != TensorProto.UINT8
     if not floats and not spec.output_casts:
@@ -110,7 +113,7 @@ class IoBindingCard(OnnxRuntimeCard):
         except BaseException:
             self.copies.close()
             raise
-        same = [g for g in spec.gpus if ref is not None and g.pci == ref.pci]
+        same = [i for i, g in enumerate(spec.gpus) if ref is not None and g.pci == ref.pci]  # this GPU's cards
         self.info.details.update(
             intra_op_threads=1 if self.on_gpu else self.info.details.get("intra_op_threads"),
             io_binding={
@@ -126,7 +129,7 @@ class IoBindingCard(OnnxRuntimeCard):
                 "outputs_on_device": [o for o, r in zip(self.outputs, self.reads, strict=True) if not r],
                 "warm_up": f"every bucket {WARM_RUNS} times at load, largest first (algorithm search, graph capture)",
                 "warm_up_ms": warm_ms, "host_buffers_pinned": 0,
-                "slot_on_gpu": f"{same.index(ref) + 1} of {len(same)}" if ref is not None and ref in same else None,
+                "slot_on_gpu": f"{same.index(index) + 1} of {len(same)}" if index in same else None,
                 **({"tensorrt_engine": self.engine} if self.engine else {})})
 
     # the session -----------------------------------------------------------------------------------
@@ -141,10 +144,13 @@ class IoBindingCard(OnnxRuntimeCard):
             self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
             return
         opts.intra_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.opts_spinning = "0"
-        provider, options = providers[0]  # type: ignore[misc]  # a GPU card lists its one provider with options
-        assert isinstance(options, dict)
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # replaces the base card's entry
+        self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
+        if self.opts_spinning != "0":
+            raise ApplianceError(f"{self.label}: onnxruntime kept intra-op spinning on ({self.opts_spinning})")
+        entry = providers[0]  # a GPU card lists its one provider, with its options
+        assert isinstance(entry, tuple)
+        provider, options = entry
         stream = {"has_user_compute_stream": "1", "user_compute_stream": str(self.copies.stream)} \
             if self.settings["user_stream"] else {}
         if provider == "CUDAExecutionProvider":
@@ -178,6 +184,7 @@ class IoBindingCard(OnnxRuntimeCard):
 
     def _warm(self, batch: int) -> None:
         """The base card's one warm batch: done for every bucket in `_warm_all` instead."""
+        del batch
 
     # buffers ---------------------------------------------------------------------------------------
     def _bind(self) -> None:
