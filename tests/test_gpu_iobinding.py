@@ -303,3 +303,34 @@ def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
         assert card.infer(u8, 8)[0].shape == (8,)
     finally:
         card.close()
+
+
+# YOLO11l: the fp16 outputs a GPU card returns, on the CPU provider ----------------------------------------------
+@pytest.mark.slow
+def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
+    """The card returns [84, 8400] in fp16 (a Cast in the graph), from its bound device buffer, equal to the plain
+    card's, and the host NMS (the benchmark's encoder) reads it."""
+    import onnx
+
+    from harness.models import yolo
+
+    bench = benchmarks.get("yolo-99").with_card_outputs("quantised")
+    path = tmp_path / "yolo.onnx"
+    onnx.save(yolo.build_uint8(0), str(path))
+    spec = BackendSpec("onnxruntime", path, bench.input_name, bench.outputs, bench.output_specs,
+                       output_casts=bench.output_casts, benchmark=bench.name, io_binding=True, warm_batch=2,
+                       buckets=(1, 2))
+    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+    try:
+        assert isinstance(card, IoBindingCard) and card.input_dtype == "uint8" == plain.input_dtype
+        assert card.info.details["io_binding"]["outputs_to_host"] == list(bench.outputs)
+        images = np.random.default_rng(0).integers(0, 256, (2, *bench.input_shape), dtype=np.uint8)
+        (out,) = card.infer(images[:1], 1)
+        assert out.shape == (1, 84, 8400) and out.dtype == np.float16
+        assert np.array_equal(out, plain.infer(images[:1], 1)[0])
+        sized = bench.with_image_sizes(np.array([[480, 640]]))
+        payload, offsets = sized.encode_response([out], np.zeros(1, np.int64))
+        assert offsets[0] == 0 and len(payload) == offsets[-1]
+    finally:
+        card.close()
+        plain.close()
