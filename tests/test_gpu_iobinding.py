@@ -285,6 +285,7 @@ def test_gpu_energy_without_gpus_says_why():
 
 # on a GPU -----------------------------------------------------------------------------------------------------
 @needs_gpu
+@pytest.mark.gpu
 def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
     from harness.gpu import cuda_order
 

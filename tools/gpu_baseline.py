@@ -26,11 +26,14 @@ import statistics
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+            "tensor(uint8)": np.uint8}
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -69,53 +72,18 @@ def main() -> None:
     else:
         provider = "CPUExecutionProvider"
     reads = gpu_plan.host_reads(bench.name, len(bench.outputs))
-    shape = (a.batch, *bench.input_shape)
-    host_in = np.empty(shape, np.uint8)  # the prepared samples, repeated to fill the batch
+    host_in = np.empty((a.batch, *bench.input_shape), np.uint8)  # the prepared samples, repeated to fill the batch
     data.gather(np.arange(a.batch) % data.count, host_in)
     results: dict[str, list[float]] = {"device": [], "copy": []}
     outputs_seen: list[list[np.ndarray]] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(a.sessions)
 
+    job = Job(ort, source, provider, bench, reads, host_in, a, barrier, results, outputs_seen)
+
     def loop() -> None:
         try:
-            opts = ort.SessionOptions()
-            opts.log_severity_level = 3
-            if a.device == "cuda":
-                opts.intra_op_num_threads = 1
-                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-            session = ort.InferenceSession(source, opts, providers=[provider])
-            types = {o.name: o.type for o in session.get_outputs()}
-            np_types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
-                        "tensor(uint8)": np.uint8}
-            inp = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.uint8, a.device, 0)
-            outs = [ort.OrtValue.ortvalue_from_shape_and_type([a.batch, *s], np_types[types[name]], a.device, 0)
-                    for name, (s, _) in zip(bench.outputs, bench.output_specs, strict=True)]
-            binding = session.io_binding()
-            binding.bind_ortvalue_input(bench.input_name, inp)
-            for name, value in zip(bench.outputs, outs, strict=True):
-                binding.bind_ortvalue_output(name, value)
-            run_options = ort.RunOptions()
-            if a.device == "cuda":
-                run_options.add_run_config_entry("gpu_graph_id", "0")
-            inp.update_inplace(host_in)
-            for _ in range(3):  # algorithm search, then the graph's capture
-                session.run_with_iobinding(binding, run_options)
-            for name in ("device", "copy"):
-                barrier.wait()
-                n, start = 0, time.perf_counter()
-                while time.perf_counter() - start < a.seconds:
-                    if name == "copy":
-                        inp.update_inplace(host_in)
-                    session.run_with_iobinding(binding, run_options)
-                    if name == "copy":
-                        got = [o.numpy() for o, r in zip(outs, reads, strict=True) if r]
-                    n += 1
-                results[name].append(n * a.batch / (time.perf_counter() - start))
-            if not outputs_seen:
-                outputs_seen.append([o.numpy() for o in outs])
-            del got
+            session_loop(job)
         except BaseException as exc:
             errors.append(exc)
             barrier.abort()
@@ -136,6 +104,62 @@ def main() -> None:
     if bench.detection is not None and outputs_seen:
         out.update(_nms_per_image(bench, outputs_seen[0], a.batch))
     print(json.dumps(out))
+
+
+@dataclass
+class Job:
+    """What every session's thread shares: the model, its inputs, the options, where results go."""
+
+    ort: Any
+    source: Any
+    provider: Any
+    bench: Any
+    reads: tuple[bool, ...]
+    host_in: np.ndarray
+    a: argparse.Namespace
+    barrier: threading.Barrier
+    results: dict[str, list[float]]
+    outputs_seen: list[list[np.ndarray]]
+
+
+def session_loop(job: Job) -> None:
+    """One session on this thread: warm up (algorithm search, graph capture), then each loop for `a.seconds`."""
+    ort, source, provider, bench, reads, host_in, a = (job.ort, job.source, job.provider, job.bench, job.reads,
+                                                       job.host_in, job.a)
+    barrier, results, outputs_seen = job.barrier, job.results, job.outputs_seen
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if a.device == "cuda":
+        opts.intra_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    session = ort.InferenceSession(source, opts, providers=[provider])
+    types = {o.name: NP_TYPES[o.type] for o in session.get_outputs()}
+    inp = ort.OrtValue.ortvalue_from_shape_and_type(list(host_in.shape), np.uint8, a.device, 0)
+    outs = [ort.OrtValue.ortvalue_from_shape_and_type([a.batch, *shape], types[name], a.device, 0)
+            for name, (shape, _) in zip(bench.outputs, bench.output_specs, strict=True)]
+    binding = session.io_binding()
+    binding.bind_ortvalue_input(bench.input_name, inp)
+    for name, value in zip(bench.outputs, outs, strict=True):
+        binding.bind_ortvalue_output(name, value)
+    run_options = ort.RunOptions()
+    if a.device == "cuda":
+        run_options.add_run_config_entry("gpu_graph_id", "0")
+    inp.update_inplace(host_in)
+    for _ in range(3):  # algorithm search, then the graph's capture
+        session.run_with_iobinding(binding, run_options)
+    for name in ("device", "copy"):
+        copy = name == "copy"
+        barrier.wait()
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < a.seconds:
+            if copy:
+                inp.update_inplace(host_in)
+            session.run_with_iobinding(binding, run_options)
+            if copy:
+                outputs_seen[:] = [[o.numpy() for o, r in zip(outs, reads, strict=True) if r]]
+            n += 1
+        results[name].append(n * a.batch / (time.perf_counter() - start))
 
 
 def _nms_per_image(bench: Any, outputs: list[np.ndarray], batch: int) -> dict[str, float]:

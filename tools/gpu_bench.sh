@@ -42,11 +42,13 @@ say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
 
 if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, through the same IO-binding card
   samples=${SAMPLES:-64}; yolo_samples=${YOLO_SAMPLES:-2}; precisions=${PRECISIONS:-fp32}
-  batches=${BATCHES:-2,4}; layouts=${LAYOUTS:-auto}; device=cpu
+  batches=${BATCHES:-2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-3000}
+  yolo_count=(--count 8)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
   export APPLIANCE_IO_BINDING=1
 else
   samples=${SAMPLES:-500}; yolo_samples=${YOLO_SAMPLES:-64}; precisions=${PRECISIONS:-fp16}
   batches=${BATCHES:-128,512}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2,cuda:allx4}; device=cuda
+  yolo_count=()
 fi
 
 # 1. Wheels, C++ extensions: as tools/gpu_check.sh does (the same /tmp/gpu-wheels and /tmp/site).
@@ -130,8 +132,8 @@ yrun() {  # scenario, name, extra args
   appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" --backend "$backend" --cards "$ycards" \
     --precision "$yp" --card-outputs quantised -s "$s" --json -q "$@" >"/tmp/gpu-bench-$name.json"
 }
-yrun Offline yolo-offline --batch-size "$ybatch" --duration-ms "$duration"
-yrun SingleStream yolo-single --duration-ms "$duration"
+yrun Offline yolo-offline --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
+yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
 yrun Offline yolo-accuracy --batch-size "$ybatch" --mode accuracy
 say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
 "$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \

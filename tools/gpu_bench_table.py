@@ -42,76 +42,89 @@ def joules_per_sample(m: dict[str, Any]) -> tuple[float | None, str]:
     return None, gpu.get("note") or energy.get("note") or "not measured"
 
 
-def main() -> None:
-    prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    versions = json.loads((out / "versions.json").read_text())
+Rows = list[tuple[str, str, str]]  # (what, value, verdict / note)
+
+
+def versions_rows(versions: dict[str, Any], backend: str) -> Rows:
     nv = versions.get("nvidia", {})
     gpus = nv.get("gpus") or [{}]
-    rows: list[tuple[str, str, str]] = []  # (what, value, verdict / note)
+    return [("GPU", f"{gpus[0].get('name', 'none')} ({len(nv.get('gpus') or [])} visible)", f"backend {backend}"),
+            ("driver / CUDA", f"{nv.get('driver', nv.get('nvml', '-'))} / {nv.get('cuda_driver', '-')}",
+             f"runtime {versions.get('cuda_runtime', '-')}, cuDNN {versions.get('cudnn', '-')}"),
+            ("onnxruntime", versions["onnxruntime"], f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
+                                                     f"TensorRT {versions.get('tensorrt')}")]
 
-    def row(what: str, value: str, note: str = "") -> None:
-        rows.append((what, value, note))
 
-    row("GPU", f"{gpus[0].get('name', 'none')} ({len(nv.get('gpus') or [])} visible)", f"backend {backend}")
-    row("driver / CUDA", f"{nv.get('driver', nv.get('nvml', '-'))} / {nv.get('cuda_driver', '-')}",
-        f"runtime {versions.get('cuda_runtime', '-')}, cuDNN {versions.get('cudnn', '-')}")
-    row("onnxruntime", versions["onnxruntime"], f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
-                                                f"TensorRT {versions.get('tensorrt')}")
+def resnet_rows(prefix: str) -> Rows:
+    rows: Rows = []
     off = load(prefix, "offline")
+    if not off:
+        return [("ResNet50 Offline", "-", "no run")]
     mo = manifest(off)
     cards = mo.get("cards", [])
     n_gpus = len({(c.get("gpu") or {}).get("pci") for c in cards}) or 1
-    offline = off["perf"]["metric"] if off else None
-    row("ResNet50 Offline", f"{offline:.1f} samples/s {'VALID' if off['perf']['valid'] else 'INVALID'}" if off else "-",
-        f"{mo.get('precision')}, batch {mo.get('batch_size')}, --cards {mo.get('card_map', {}).get('spec')} "
-        f"({len(cards)} cards on {n_gpus} device(s))")
+    offline = off["perf"]["metric"]
+    rows.append(("ResNet50 Offline", f"{offline:.1f} samples/s {'VALID' if off['perf']['valid'] else 'INVALID'}",
+                 f"{mo.get('precision')}, batch {mo.get('batch_size')}, --cards {mo.get('card_map', {}).get('spec')} "
+                 f"({len(cards)} cards on {n_gpus} device(s))"))
     base = load(prefix, "baseline")
-    if base and offline:
-        row("  / onnxruntime's own loop", f"{offline / base['copy_samples_per_second']:.3f}",
-            f"loop with copies {base['copy_samples_per_second']:.1f}/s (must be >= 0.95); device-resident "
-            f"{base['device_samples_per_second']:.1f}/s: ratio {offline / base['device_samples_per_second']:.3f}; "
-            f"{base['sessions']} session(s), batch {base['batch']}")
-    server = next((r for r in (load(prefix, "server"), load(prefix, "server-80")) if r and r["perf"]["valid"]), None)
-    tried = load(prefix, "server")
-    if server and offline:
-        row("ResNet50 Server", f"{server['perf']['metric']:.1f} QPS VALID",
-            f"Server / Offline {server['perf']['metric'] / offline:.3f} (must be >= 0.90)")
+    if base:
+        copy, device = base["copy_samples_per_second"], base["device_samples_per_second"]
+        rows.append(("  / onnxruntime's own loop", f"{offline / copy:.3f}",
+                     f"loop with copies {copy:.1f}/s (must be >= 0.95); device-resident {device:.1f}/s: ratio "
+                     f"{offline / device:.3f}; {base['sessions']} session(s), batch {base['batch']}"))
+    tried = [r for r in (load(prefix, "server"), load(prefix, "server-80")) if r]
+    server = next((r for r in tried if r["perf"]["valid"]), None)
+    if server:
+        rows.append(("ResNet50 Server", f"{server['perf']['metric']:.1f} QPS VALID",
+                     f"Server / Offline {server['perf']['metric'] / offline:.3f} (must be >= 0.90)"))
     elif tried:
-        row("ResNet50 Server", f"{tried['perf']['metric']:.1f} QPS INVALID", "; ".join(tried["perf"]["reasons"]))
+        rows.append(("ResNet50 Server", f"{tried[-1]['perf']['metric']:.1f} QPS INVALID",
+                     "; ".join(tried[-1]["perf"]["reasons"])))
     single = load(prefix, "single")
     if single:
-        row("ResNet50 SingleStream p90", f"{single['perf']['metric']:.3f} ms",
-            "VALID" if single["perf"]["valid"] else "INVALID")
-    if offline:
-        row("  per-GPU Offline / NVIDIA H100 TensorRT", f"{offline / n_gpus / NVIDIA_H100_OFFLINE:.3f}",
-            f"{offline / n_gpus:.0f} of {NVIDIA_H100_OFFLINE:.0f} samples/s (moonshot >= 0.5)")
+        rows.append(("ResNet50 SingleStream p90", f"{single['perf']['metric']:.3f} ms",
+                     "VALID" if single["perf"]["valid"] else "INVALID"))
+    rows.append(("  per-GPU Offline / NVIDIA H100 TensorRT", f"{offline / n_gpus / NVIDIA_H100_OFFLINE:.3f}",
+                 f"{offline / n_gpus:.0f} of {NVIDIA_H100_OFFLINE:.0f} samples/s (moonshot >= 0.5)"))
     j, source = joules_per_sample(mo)
-    row("  ResNet50 Offline joules / sample", f"{j:.4f}" if j else "-", source)
+    rows.append(("  ResNet50 Offline joules / sample", f"{j:.4f}" if j else "-", source))
+    return rows
+
+
+def yolo_rows(prefix: str) -> Rows:
+    rows: Rows = []
     yoff, ysingle, yacc = load(prefix, "yolo-offline"), load(prefix, "yolo-single"), load(prefix, "yolo-accuracy")
     my = manifest(yoff)
     if yoff:
         rate = yoff["perf"]["metric"]
-        row("YOLO11l Offline", f"{rate:.1f} samples/s {'VALID' if yoff['perf']['valid'] else 'INVALID'}",
-            f"{rate / YOLO_BEST_OFFLINE:.2f}x the best published {YOLO_BEST_OFFLINE} (must be >= 10x); "
-            f"{my.get('precision')}, batch {my.get('batch_size')}, {len(my.get('cards', []))} cards")
+        rows.append(("YOLO11l Offline", f"{rate:.1f} samples/s {'VALID' if yoff['perf']['valid'] else 'INVALID'}",
+                     f"{rate / YOLO_BEST_OFFLINE:.2f}x the best published {YOLO_BEST_OFFLINE} (must be >= 10x); "
+                     f"{my.get('precision')}, batch {my.get('batch_size')}, {len(my.get('cards', []))} cards"))
         j, source = joules_per_sample(my)
-        row("  YOLO11l Offline joules / sample", f"{j:.4f}" if j else "-", source)
+        rows.append(("  YOLO11l Offline joules / sample", f"{j:.4f}" if j else "-", source))
     if ysingle:
         p90 = ysingle["perf"]["metric"]
-        row("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
-            f"published {YOLO_BEST_SINGLE_MS} ms: {'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}")
+        rows.append(("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
+                     f"published {YOLO_BEST_SINGLE_MS} ms: {'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}"))
     if yacc:
         res = manifest(yacc).get("result", {})
         golden = next((v for k, v in res.items() if k.startswith("golden_")), None)
-        row("YOLO11l accuracy", yacc.get("accuracy") or "-", f"golden {golden}% (must be 100%)")
+        rows.append(("YOLO11l accuracy", yacc.get("accuracy") or "-", f"golden {golden}% (must be 100%)"))
     ybase = load(prefix, "yolo-baseline")
     if ybase and yoff and "nms_ms_per_image" in ybase:
-        nms = ybase["nms_ms_per_image"]
-        ycards = max(1, len(my.get("cards", [])))
-        per_image_card_ms = 1000 * ycards / yoff["perf"]["metric"]
-        row("  YOLO11l host NMS per image", f"{nms:.3f} ms",
-            f"{100 * nms / per_image_card_ms:.1f}% of a card's time per image; "
-            f"{nms * yoff['perf']['metric'] / 1000:.2f} cores busy with NMS at the Offline rate")
+        nms, rate = ybase["nms_ms_per_image"], yoff["perf"]["metric"]
+        per_image_card_ms = 1000 * max(1, len(my.get("cards", []))) / rate
+        rows.append(("  YOLO11l host NMS per image", f"{nms:.3f} ms",
+                     f"{100 * nms / per_image_card_ms:.1f}% of a card's time per image; "
+                     f"{nms * rate / 1000:.2f} cores busy with NMS at the Offline rate"))
+    return rows
+
+
+def main() -> None:
+    prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    versions = json.loads((out / "versions.json").read_text())
+    rows = versions_rows(versions, backend) + resnet_rows(prefix) + yolo_rows(prefix)
     width = max(len(w) for w, _, _ in rows)
     text = "\n".join(f"{w:{width}s}  {v:30s}  {n}" for w, v, n in rows)
     print(text)
