@@ -281,7 +281,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, chosen))
     record = tuned.TunedRecord(
-        benchmark=bench.name, layouts=list(sweep.layouts),
+        benchmark=bench.name, layouts=list(dict.fromkeys(c for c, *_ in candidates)),  # as timed
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
         method=METHOD, user_conf=conf.name,
