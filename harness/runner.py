@@ -32,11 +32,11 @@ from harness.cards import IO_BINDING_ENV, BackendSpec, make_card
 from harness.cards.base import AsyncCard, Card
 from harness.datasets import store
 from harness.energy import EnergyMeter
+from harness.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
+from harness.fsutil import atomic_write_text, sha256_file
 from harness.gpu import GpuRef
 from harness.gpu_energy import GpuEnergyMeter
 from harness.gpu_plan import run_buckets
-from harness.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
-from harness.fsutil import atomic_write_text, sha256_file
 from harness.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,

@@ -221,6 +221,30 @@ def _choice(m: Measured, why: str) -> tuned.Choice:
     return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why, m.layout)
 
 
+def _time_all(bench: benchmarks.Benchmark, data: store.PreparedData, models: dict[str, dict[str, Any]],
+              candidates: list[tuple[str, str, str, int, int]]) -> list[Measured]:
+    """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
+    rows: list[Measured] = []
+    too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
+    with progress.bar(len(candidates), "tune", unit="config") as bar:
+        for cards, precision, backend, batch, r in candidates:
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
+            if batch >= too_big.get((cards, precision, backend), batch + 1):
+                bar.update()
+                continue  # a smaller batch already did not fit in the GPU's memory
+            try:
+                rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch,
+                                     r, cards))
+            except ApplianceError as exc:
+                if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
+                    raise
+                too_big[(cards, precision, backend)] = batch  # the GPU's memory bounds the batch: larger ones skipped
+            bar.update()  # the rows are printed once, in the summary table
+    if not rows:
+        raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")
+    return rows
+
+
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
          output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
@@ -255,24 +279,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     _check_memory(bench, models, candidates, topology)  # before anything is made
     path = output or tuned.default_path(data_dir, bench.name)
     ensure_writable_dir(path.parent, "tuned record folder")
-    rows: list[Measured] = []
-    too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
-    with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for cards, precision, backend, batch, r in candidates:
-            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
-            if batch >= too_big.get((cards, precision, backend), batch + 1):
-                bar.update()
-                continue  # a smaller batch already did not fit in the GPU's memory
-            try:
-                rows.append(_measure(model_bench(bench, models[precision]), data, models[precision], backend, batch,
-                                     r, cards))
-            except ApplianceError as exc:
-                if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
-                    raise
-                too_big[(cards, precision, backend)] = batch  # the GPU's memory bounds the batch: larger ones skipped
-            bar.update()  # the rows are printed once, in the summary table
-    if not rows:
-        raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")
+    rows = _time_all(bench, data, models, candidates)
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
