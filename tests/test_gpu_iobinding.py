@@ -178,7 +178,7 @@ def test_cpu_ortvalues_are_really_bound_not_copied_by_run():
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-    session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
                                    .SerializeToString(), providers=["CPUExecutionProvider"])
     x = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cpu", 0)
     y = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cpu", 0)

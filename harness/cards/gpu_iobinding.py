@@ -83,6 +83,9 @@ def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
         return None, False
     if floats:
         model = uint8_input(model, benchmarks.get(spec.benchmark))
+    if not spec.output_casts:
+        serialized: bytes = model.SerializeToString()
+        return serialized, floats
     return cast_outputs(model, spec.outputs, spec.output_casts), floats
 
 
