@@ -18,8 +18,9 @@
 #   tools/gpu_bench.sh --backend onnxruntime    the rehearsal without a GPU: the same steps on CPU-emulated cards
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes
 # Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
-# run, default 6000), DATA (default /tmp/gpu-bench-data), PRECISIONS (tuned, default fp16 on a GPU),
-# BATCHES (default 128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2,cuda:allx4), PYTHON.
+# run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
+# default fp16 on a GPU), BATCHES (default 128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2,cuda:allx4),
+# YOLO_CARDS (cuda:allx2), YOLO_BATCH (16), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${BACKEND:-onnxruntime-cuda}
@@ -32,6 +33,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 out=${OUT:-/tmp/gpu-bench-out}
+work=${WORK:-/tmp/gpu-bench}  # run summaries ($work-NAME.json) and the results tree ($work-results)
 data=${DATA:-/tmp/gpu-bench-data}
 duration=${DURATION_MS:-6000}
 py=${PYTHON:-python3}
@@ -54,7 +56,7 @@ fi
 # 1. Wheels, C++ extensions: as tools/gpu_check.sh does (the same /tmp/gpu-wheels and /tmp/site).
 # shellcheck source=tools/gpu_env.sh
 source tools/gpu_env.sh
-gpu_env_setup "$py" "$out"
+gpu_env_setup "$py" "$out" "$( [ "$backend" = onnxruntime ] && echo 0 || echo 1 )"
 appliance() { "$py" -m harness.cli "$@"; }
 
 # 2. The GPU and its software.
@@ -83,18 +85,18 @@ tuned=$data/tuned/resnet50-bench.json
 say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts"
 appliance tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches" \
   --cards "$layouts" -s Offline -s Server -s SingleStream -o "$tuned" -q | tee "$out/tune.txt"
-results=/tmp/gpu-bench-results
+results="$work-results"
 rm -rf "$results"
 run() {  # scenario, name, extra args...
   local s=$1 name=$2; shift 2
   say "resnet50 $s ($name)"
   appliance run --data-dir "$data" --results "$results" --tuned "$tuned" -s "$s" --duration-ms "$duration" \
-    --json -q "$@" >"/tmp/gpu-bench-$name.json"
+    --json -q "$@" >"$work-$name.json"
 }
 run Offline offline
 run Server server
 if ! "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
-    /tmp/gpu-bench-server.json; then
+    "$work-server.json"; then
   qps=$("$py" - "$tuned" <<'PY'
 import json, pathlib, re, sys
 rec = json.loads(pathlib.Path(sys.argv[1]).read_text())
@@ -114,7 +116,7 @@ PY
 per_gpu=$(echo "$choice_cards" | sed -n 's/.*x\([0-9]*\)$/\1/p'); per_gpu=${per_gpu:-1}
 say "onnxruntime's own loop: $choice_precision, batch $choice_batch, $per_gpu session(s)"
 "$py" tools/gpu_baseline.py --data-dir "$data" --precision "$choice_precision" --batch "$choice_batch" \
-  --sessions "$per_gpu" --device "$device" --seconds 4 | tee /tmp/gpu-bench-baseline.json
+  --sessions "$per_gpu" --device "$device" --seconds 4 | tee "$work-baseline.json"
 
 # 4. YOLO11l: fp16 outputs (a GPU card's), host NMS on each card's completion thread.
 ydata=$data-yolo
@@ -130,16 +132,16 @@ yrun() {  # scenario, name, extra args
   local s=$1 name=$2; shift 2
   say "yolo-99 $s ($name)"
   appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" --backend "$backend" --cards "$ycards" \
-    --precision "$yp" --card-outputs quantised -s "$s" --json -q "$@" >"/tmp/gpu-bench-$name.json"
+    --precision "$yp" --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json"
 }
 yrun Offline yolo-offline --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
 yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
 yrun Offline yolo-accuracy --batch-size "$ybatch" --mode accuracy
 say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
 "$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \
-  --batch "$ybatch" --device "$device" --seconds 2 | tee /tmp/gpu-bench-yolo-baseline.json
+  --batch "$ybatch" --device "$device" --seconds 2 | tee "$work-yolo-baseline.json"
 
 # 5. The table.
 say "table"
-"$py" tools/gpu_bench_table.py /tmp/gpu-bench "$out" "$backend"
+"$py" tools/gpu_bench_table.py "$work" "$out" "$backend"
 say "done"

@@ -2,10 +2,11 @@
 # (the same steps, the same places): the wheels tools/gpu_wheels.sh cut into loads, joined from
 # /tmp/gpu-wheels and installed into /tmp/site (NVIDIA's CUDA wheels the machine already has linked beside
 # them for onnxruntime.preload_dlls), then the C++ extensions built for this interpreter.
-# gpu_env_setup PYTHON OUTDIR; exports PYTHONPATH.
+# gpu_env_setup PYTHON OUTDIR [WHEELS]; WHEELS=0 (a rehearsal) uses the interpreter's own packages; exports PYTHONPATH.
 gpu_env_setup() {
-  local py=$1 out=$2 wheels=/tmp/gpu-wheels
+  local py=$1 out=$2 use_wheels=${3:-1} wheels=/tmp/gpu-wheels
   mkdir -p "$wheels"
+  if [ "$use_wheels" = 0 ]; then wheels=/nonexistent; fi
   if compgen -G ".whl/*" >/dev/null; then cp .whl/* "$wheels/"; fi
   if compgen -G "$wheels/*.part-*" >/dev/null; then
     echo "gpu_env: joining onnxruntime-gpu and installing the wheels into /tmp/site"
