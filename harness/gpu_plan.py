@@ -125,10 +125,11 @@ def bucket_sizes(batch: int) -> tuple[int, ...]:
 def run_buckets(scenario: str, batch: int) -> tuple[int, ...]:
     """The buckets a run's cards warm: Server and MultiStream send partial batches of every size (all of
     `bucket_sizes`); Offline sends full batches and at most one partial one at the end, which runs padded in
-    the full bucket; SingleStream sends one sample."""
+    the full bucket, plus 1, for the single-sample latency warm-up and `tune` measure (SingleStream's
+    estimate, which a padded batch would overstate); SingleStream sends one sample."""
     if scenario in ("Server", "MultiStream"):
         return bucket_sizes(batch)
-    return (batch,)
+    return tuple(sorted({1, batch}))
 
 
 def bucket_for(n: int, sizes: tuple[int, ...]) -> int:

@@ -98,7 +98,7 @@ def test_buckets_cover_every_batch_size_a_run_sends():
     with pytest.raises(ValueError):
         gpu_plan.bucket_for(101, sizes)
     assert gpu_plan.run_buckets("Server", 8) == (1, 2, 4, 8) == gpu_plan.run_buckets("MultiStream", 8)
-    assert gpu_plan.run_buckets("Offline", 256) == (256,) and gpu_plan.run_buckets("SingleStream", 1) == (1,)
+    assert gpu_plan.run_buckets("Offline", 256) == (1, 256) and gpu_plan.run_buckets("SingleStream", 1) == (1,)
 
 
 def test_the_outputs_left_on_the_device_are_never_read_by_the_encoder():
@@ -215,7 +215,7 @@ def test_a_run_through_the_io_binding_card(data_dir, tmp_path, monkeypatch):
     assert appliance("run", *common, "--mode", "accuracy") == 0
     (acc,) = results.glob("*/resnet50/Offline/accuracy/manifest.json")
     manifest = json.loads(acc.read_text())
-    assert manifest["cards"][0]["io_binding"]["buckets"] == [4]
+    assert manifest["cards"][0]["io_binding"]["buckets"] == [1, 4]
     assert manifest["result"]["golden_top1"] == 100.0
 
 

@@ -23,8 +23,11 @@ def load(prefix: str, name: str) -> dict[str, Any] | None:
     path = Path(f"{prefix}-{name}.json")
     if not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    return data[0] if isinstance(data, list) else data
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:  # the step failed (its one line is in bench.log)
+        return None
+    return data[0] if isinstance(data, list) and data else data if isinstance(data, dict) else None
 
 
 def manifest(run: dict[str, Any] | None) -> dict[str, Any]:
