@@ -287,9 +287,9 @@ def test_gpu_energy_without_gpus_says_why():
 @needs_gpu
 @pytest.mark.gpu
 def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
-    from harness.gpu import cuda_order
+    from harness.cards.onnxruntime_card import check_gpu_libraries
 
-    cuda_order()
+    check_gpu_libraries("onnxruntime-cuda")  # CUDA_DEVICE_ORDER, NVIDIA's libraries preloaded
     spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
     spec = replace(spec, backend="onnxruntime-cuda", gpus=(GpuRef(0, "", "GPU"),))
     card = make_card(spec, 0, (0,))

@@ -61,6 +61,21 @@ class HostCopies:
         pass
 
 
+def _cudart() -> ctypes.CDLL:
+    """libcudart.so.13 as onnxruntime loads it: already loaded (by soname), else after onnxruntime.preload_dlls."""
+    try:
+        return ctypes.CDLL("libcudart.so.13")
+    except OSError:
+        import contextlib
+        import io
+
+        import onnxruntime as ort
+
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
+            ort.preload_dlls()
+        return ctypes.CDLL("libcudart.so.13")
+
+
 class CudaCopies:
     """A non-blocking CUDA stream on GPU `ordinal`; copies are cudaMemcpyAsync on it (a DMA from page-locked
     memory), `sync` waits for the stream. Use on one thread (the card's), which it makes current on the GPU."""
@@ -70,7 +85,7 @@ class CudaCopies:
     def __init__(self, ordinal: int, label: str) -> None:
         self.label = label
         try:
-            self.rt = ctypes.CDLL("libcudart.so.13")
+            self.rt = _cudart()
         except OSError as exc:
             raise ApplianceError(f"{label}: the CUDA runtime libcudart.so.13 does not load ({exc}); install NVIDIA's "
                                  f"wheels from requirements-gpu.lock") from None

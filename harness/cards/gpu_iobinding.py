@@ -27,6 +27,11 @@ refused) whose batches never go through `session.run` with numpy:
 On the CPU provider (`--backend onnxruntime` with APPLIANCE_IO_BINDING=1, and the tests) the same code runs
 with OrtValues in host memory and memmove copies (harness.cards.cuda_runtime.HostCopies).
 
+Loading: a process's GPU cards load (session, buffers, warm-up) and page-lock their buffers one at a time
+(`_GPU_LOAD`): onnxruntime captures its CUDA graphs in CUDA's global capture mode, in which another thread's
+cudaMalloc or cudaHostRegister on the same device would invalidate the capture. Once captured, graphs replay
+side by side.
+
 Escape hatches, recorded in the manifest: APPLIANCE_CUDA_GRAPH=0 (no graphs), APPLIANCE_CUDA_USER_STREAM=0
 (onnxruntime's own stream; the card then waits for its copy-in before running), APPLIANCE_CUDNN_SEARCH=
 EXHAUSTIVE | HEURISTIC | DEFAULT.
@@ -34,8 +39,10 @@ EXHAUSTIVE | HEURISTIC | DEFAULT.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +59,7 @@ from harness.errors import ApplianceError, DataError
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
 GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
 SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+_GPU_LOAD = threading.Lock()  # one GPU card loading (allocating, capturing, pinning) at a time
 _TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
           "tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(int32)": np.int32}
 
@@ -103,16 +111,18 @@ class IoBindingCard(OnnxRuntimeCard):
             raise ValueError(f"buckets {self.sizes} do not end at the batch {self.batch}")
         self.spec = spec
         self.u8_converted = False
-        self.copies: Copies = CudaCopies(self.ordinal, f"card {index} (cuda:{self.ordinal})") if self.on_gpu \
-            else HostCopies()
+        self.copies: Copies = HostCopies()  # the card's CUDA stream, made under the loading lock on a GPU
         self.engine: dict[str, Any] = {}
         self.ref = ref
         self._source_bytes: bytes | None = None
         self.opts_spinning: str | None = None
         try:
-            super().__init__(spec, index, cpus)
-            self._bind()
-            warm_ms = self._warm_all()
+            with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
+                if self.on_gpu:
+                    self.copies = CudaCopies(self.ordinal, f"card {index} (cuda:{self.ordinal})")
+                super().__init__(spec, index, cpus)
+                self._bind()
+                warm_ms = self._warm_all()
         except BaseException:
             self.copies.close()
             raise
@@ -255,7 +265,8 @@ class IoBindingCard(OnnxRuntimeCard):
     def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
         """Page-lock the card's staging buffers (the worker's, alive as long as the card): copies from them are
         DMAs. Host memory on the CPU provider: nothing to do."""
-        pinned = sum(b.nbytes for b in buffers if self.copies.pin(b.ctypes.data, b.nbytes))
+        with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
+            pinned = sum(b.nbytes for b in buffers if self.copies.pin(b.ctypes.data, b.nbytes))
         self.info.details["io_binding"]["host_buffers_pinned"] = pinned
 
     # batches ---------------------------------------------------------------------------------------
