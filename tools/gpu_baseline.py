@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--no-graph", action="store_true", help="no CUDA graph (as the cards with APPLIANCE_CUDA_GRAPH=0)")
     a = ap.parse_args()
 
     import onnxruntime as ort
@@ -67,7 +68,8 @@ def main() -> None:
     source = u8_model(Path(model["path"]), spec)[0] or str(model["path"])
     if a.device == "cuda":
         ort.preload_dlls()
-        provider: Any = ("CUDAExecutionProvider", {"device_id": "0", "use_tf32": "0", "enable_cuda_graph": "1",
+        provider: Any = ("CUDAExecutionProvider", {"device_id": "0", "use_tf32": "0",
+                                                   "enable_cuda_graph": "0" if a.no_graph else "1",
                                                    "cudnn_conv_algo_search": "EXHAUSTIVE"})
     else:
         provider = "CPUExecutionProvider"
@@ -98,6 +100,7 @@ def main() -> None:
         raise SystemExit(1)
     out: dict[str, Any] = {"benchmark": bench.name, "precision": a.precision, "card_outputs": a.card_outputs,
                            "batch": a.batch, "sessions": a.sessions, "device": a.device, "seconds": a.seconds,
+                           "cuda_graph": a.device == "cuda" and not a.no_graph,
                            "onnxruntime": ort.__version__, "provider": provider if isinstance(provider, str)
                            else provider[0], "device_samples_per_second": round(sum(results["device"]), 2),
                            "copy_samples_per_second": round(sum(results["copy"]), 2)}
@@ -143,7 +146,7 @@ def session_loop(job: Job) -> None:
     for name, value in zip(bench.outputs, outs, strict=True):
         binding.bind_ortvalue_output(name, value)
     run_options = ort.RunOptions()
-    if a.device == "cuda":
+    if a.device == "cuda" and not a.no_graph:
         run_options.add_run_config_entry("gpu_graph_id", "0")
     inp.update_inplace(host_in)
     for _ in range(3):  # algorithm search, then the graph's capture
