@@ -5,10 +5,11 @@ rebuilds it in every process (minutes for ResNet50 at int8) and, without explici
 new batch size, mid-run in Server. Here every engine has one explicit profile (batch 1 up to the run's
 batch, optimised for the run's batch) and lives in `<data dir>/models/engines/<key>/`, where the key is the
 sha256 of what determines the engine: the model bytes the session is given (after the harness's in-graph
-input and output conversions), the GPU's name and compute capability, the TensorRT version, the precision
+input and output conversions), the GPU's model (NVML's name), the TensorRT version, the precision
 flags and the profile. A different GPU, TensorRT or batch is another folder, so a stale engine is never
-loaded. The card builds a missing engine while it loads (before the run: `prepare`, `tune` and every run's
-warm-up load the cards), and the key and whether the engine was found or built go to the manifest.
+loaded. The card builds a missing engine while it loads, before LoadGen starts (`tune` loads the cards of
+each candidate, so a tuned run finds its engine; `prepare` builds none yet), and the key and whether the
+engine was found or built go to the manifest.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ ENGINES = "engines"
 @dataclass(frozen=True)
 class EngineKey:
     model_sha256: str       # of the bytes the session loads
-    gpu: str                # NVML name and compute capability, e.g. "NVIDIA H100 80GB HBM3 sm_90"
+    gpu: str                # the GPU's model as NVML names it, e.g. "NVIDIA H100 80GB HBM3"
     tensorrt: str           # e.g. "10.13.3"
     precision: str          # fp32 | fp16 | int8
     input_name: str
