@@ -13,8 +13,8 @@ import pytest
 from helpers import appliance, linked_copy
 
 from harness.data import benchmarks
+from harness.data.models.uint8_front import uint8_input
 from harness.prepare.fp16 import convert, emulation
-from harness.prepare.quantize import uint8_input
 from harness.tune.search import CPU_BATCHES, GPU_BATCHES, Sweep, eligibility
 
 

@@ -26,9 +26,10 @@ import numpy as np
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.data.models import registry
+from harness.data.models.uint8_front import uint8_input
 from harness.hw import system
 from harness.hw.bf16_support import CPU_FLAGS, HINT, PRECISION, check_compiled, require
-from harness.prepare.quantize import agreement, uint8_input
+from harness.prepare.quantize import agreement
 from harness.prepare.steps import dataset_pass
 from harness.records import model_record, store
 from harness.records.benchmark import Benchmark

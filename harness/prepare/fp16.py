@@ -1,7 +1,7 @@
 """`appliance prepare --precision fp16`: the FP32 model in half precision, for GPU cards.
 
 The fp16 model reads the stored uint8 samples as the int8 model does (Cast + Sub(mean) in front,
-`quantize.uint8_input`), and is converted by onnxruntime's own `convert_float_to_float16` (inputs and
+`uint8_front.uint8_input`), and is converted by onnxruntime's own `convert_float_to_float16` (inputs and
 outputs kept in their types, its default list of ops that stay FP32). It may be chosen by the same rule
 as int8 (`tune.eligibility`: top-1 agreement with FP32, or mAP against the FP32 golden detections), and
 that agreement is measured at prepare, on the CPU, so no GPU is needed to decide it.
@@ -29,7 +29,8 @@ from harness.core import progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.data.models import registry
-from harness.prepare.quantize import agreement, uint8_input
+from harness.data.models.uint8_front import uint8_input
+from harness.prepare.quantize import agreement
 from harness.prepare.steps import reference_pass
 from harness.records import model_record, store
 from harness.records.benchmark import Benchmark

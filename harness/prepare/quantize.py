@@ -25,6 +25,7 @@ from harness.core import progress
 from harness.core.errors import DataError
 from harness.core.fsutil import atomic_write_text, sha256_file, tmp_prefix
 from harness.data.models import registry
+from harness.data.models.uint8_front import uint8_input
 from harness.prepare.steps import reference_pass
 from harness.records import model_record, store
 from harness.records.benchmark import Benchmark
@@ -32,7 +33,7 @@ from harness.records.layout import existing_record, stored_path
 from harness.records.model_record import AGREEMENT, ModelRecord
 
 if TYPE_CHECKING:
-    import onnx
+    pass
 
 Echo = Callable[[str], None]
 CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet lists have 500 names)
@@ -40,30 +41,6 @@ CAL_SEED = 2027
 CAL_BATCH = 8
 CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
-
-
-def uint8_input(model: onnx.ModelProto, bench: Benchmark) -> onnx.ModelProto:
-    """The FP32 model with its input retyped to uint8 and Cast + Sub(mean) folded in front."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    name = bench.input_name
-    if next(i for i in m.graph.input if i.name == name).type.tensor_type.elem_type == TensorProto.UINT8:
-        return m  # already reads the stored bytes (YOLO: Cast + Mul(1/255) in its graph)
-    centred = f"{name}/centred"
-    for node in m.graph.node:
-        node.input[:] = [centred if x == name else x for x in node.input]
-    inp = next(i for i in m.graph.input if i.name == name)
-    inp.type.tensor_type.elem_type = TensorProto.UINT8
-    mean = np.asarray(bench.input_mean, np.float32).reshape(1, -1, 1, 1)
-    m.graph.initializer.append(numpy_helper.from_array(mean, f"{name}/mean"))
-    m.graph.node.insert(0, helper.make_node("Sub", [f"{name}/float", f"{name}/mean"], [centred], name="input/sub_mean"))
-    m.graph.node.insert(0, helper.make_node("Cast", [name], [f"{name}/float"], name="input/cast",
-                                            to=TensorProto.FLOAT))
-    onnx.checker.check_model(m)
-    return m
 
 
 def read_calibration_list(path: Path, dataset_names: list[str]) -> list[int]:

@@ -81,6 +81,8 @@ class CardPlan:
         if self.profile is not None:
             cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
             return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
+        if self.gpus:  # several cards per GPU: the system is named by its GPUs
+            n = len({g.pci for g in self.gpus})
         return system.default_system_name(self.backend, n, emulated=backends.get(self.backend).emulated)
 
 
@@ -216,6 +218,8 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
         slots = tuple(CardSlot(c.index, c.cpus, c.numa_node) for c in cmap.cards)
         if record.gpu:
             gpus = _gpu_refs(cmap.cards, spec.text)
+            if spec.per_gpu is not None:  # several cards (sessions, streams) per GPU
+                slots, gpus, how = _per_gpu(cmap.cards, spec.per_gpu, topology, gpus, how)
         check_card_count(len(slots), how)
     if requests > 1 and not backends.get(backend).requests:
         raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
@@ -234,6 +238,22 @@ def _gpu_refs(cards: tuple[Any, ...], spec: str) -> tuple[GpuRef, ...]:
         raise ApplianceError(f"--cards {spec}: card {bad[0]} is no visible NVIDIA GPU; make the map with "
                              f"`appliance topology detect --cards cuda:all --format yaml -o MAP`")
     return tuple(GpuRef(c.ordinal, c.pci, f"{c.vendor} {c.model}") for c in cards)
+
+
+def _per_gpu(cards: tuple[Any, ...], per_gpu: tuple[int, ...], topology: Topology, gpus: tuple[GpuRef, ...],
+             how: str) -> tuple[tuple[CardSlot, ...], tuple[GpuRef, ...], str]:
+    """Each GPU's planned card cut into its cards per GPU (harness.hw.gpu_plan.split_gpu_cards)."""
+    from harness.hw import gpu_plan
+
+    core_cpus = {c.first: tuple(c.cpus) for c in topology.cores}
+    placed = [(c.cpus, tuple(tuple(x for x in core_cpus.get(f, (f,)) if x in c.cpus) for f in c.cores), c.numa_node)
+              for c in cards]
+    split = gpu_plan.split_gpu_cards(placed, per_gpu)
+    slots = tuple(CardSlot(i, s.cpus, s.node) for i, s in enumerate(split))
+    shared = sorted({gpus[s.gpu_card].ordinal for s in split if s.shared_cpus})
+    words = f"; fewer cores than cards on cuda:{','.join(map(str, shared))}: they share them" if shared else ""
+    return slots, tuple(gpus[s.gpu_card] for s in split), f"{how}; {len(split)} cards on {len(cards)} GPU(s), each " \
+        f"its own session, CUDA stream and buffers, the GPU's cores split between them{words}"
 
 
 def _shared_slots(topology: Topology, n: int) -> tuple[tuple[CardSlot, ...], str]:

@@ -32,6 +32,9 @@ from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
 from harness.hw import gpu, system
 from harness.hw.energy import EnergyMeter
+from harness.hw.gpu import GpuRef
+from harness.hw.gpu_energy import GpuEnergyMeter
+from harness.hw.gpu_plan import run_buckets
 from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark import Benchmark
@@ -39,7 +42,7 @@ from harness.records.detail_log import PerfResult, perf_result
 from harness.run import calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
-from harness.run.cards.spec import BackendSpec
+from harness.run.cards.spec import IO_BINDING_ENV, BackendSpec
 from harness.run.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
@@ -96,7 +99,8 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
     spec = BackendSpec(cards.backend, Path(model["path"]), bench.input_name, bench.outputs, bench.output_specs,
                        cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
                        inference_precision=model.get("inference_precision") or "f32", gpus=cards.gpus,
-                       warm_batch=batch)
+                       warm_batch=batch, benchmark=bench.name, precision=model.get("precision", "fp32"),
+                       io_binding=os.environ.get(IO_BINDING_ENV) == "1", buckets=run_buckets(scenario, batch))
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -142,7 +146,7 @@ def _poisson_wait(k: int, p: float) -> float:
 
 
 def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSettings, outdir: Path,
-                 expected: int | None) -> dict[str, Any]:
+                 expected: int | None, gpus: tuple[GpuRef, ...] = ()) -> dict[str, Any]:
     """StartTest on a helper thread, so Ctrl-C reaches the main thread while LoadGen works.
 
     Returns the host energy over the test (RAPL, informational; `available: False` where unreadable).
@@ -167,7 +171,9 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
             done.set()
 
     meter = EnergyMeter()
+    gpu_meter = GpuEnergyMeter(gpus, lambda: [w.completed for w in sut.workers])  # NVML beside RAPL
     meter.start()
+    gpu_meter.start()
     threading.Thread(target=body, name="loadgen", daemon=True).start()
     start = time.monotonic()
     min_s = settings.min_duration_ms / 1000
@@ -178,10 +184,14 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
             bar.set_postfix_str(f"{sut.completed / max(1e-9, elapsed):.1f}/s, {elapsed:.0f}/{min_s:.0f} s min",
                                 refresh=False)
     meter.stop()
+    gpu_meter.stop()
     lg.DestroyQSL(lg_qsl)
     if failure:
         raise failure[0]
-    return meter.result(sut.completed)
+    energy = meter.result(sut.completed)
+    if gpus:
+        energy["gpu"] = gpu_meter.result()
+    return energy
 
 
 @contextlib.contextmanager
@@ -297,7 +307,7 @@ def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -
     with _working_dir(staging), warm as cpus:  # LoadGen looks for audit.config in the working directory only
         if cpus:
             echo(f"--keep-warm: a SCHED_IDLE spinner on each of CPUs {format_cpulist(cpus)}")
-        return _run_loadgen(sut, sut.qsl, settings, staging, expected)
+        return _run_loadgen(sut, sut.qsl, settings, staging, expected, p.cards.gpus)
 
 
 def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.TestSettings:

@@ -28,7 +28,7 @@ from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_text, ensure_writable_dir
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks, concrete, integrity
-from harness.hw import bf16_support, gpu, system
+from harness.hw import bf16_support, gpu, gpu_plan, system
 from harness.hw.topology.cards import parse_card_spec
 from harness.hw.topology.model import Topology
 from harness.records import store, tuned
@@ -95,10 +95,11 @@ class Sweep:
 
     def candidates(self) -> list[tuple[str, str, str, int, int]]:
         """Every combination, less the precisions meant for other backends (the backends' records)."""
-        return [(c, p, b, n, r) for c in self.layouts for p in self.precisions for b in self.backends
+        return [(c, p, b, n, r) for layout in self.layouts for p in self.precisions for b in self.backends
                 if backends.get(b).computes(p)
+                for c in gpu_plan.tune_layouts(layout, backends.get(b).gpu)
                 for n in (self.batches or (GPU_BATCHES if backends.get(b).gpu else CPU_BATCHES))
-                for r in (self.requests if b == "openvino" else (1,))]
+                for r in (self.requests if backends.get(b).requests else (1,))]
 
     def check(self) -> None:
         """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
@@ -226,6 +227,30 @@ def _choice(m: Measured, why: str) -> tuned.Choice:
     return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why, m.layout)
 
 
+def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict[str, Any]],
+              candidates: list[tuple[str, str, str, int, int]]) -> list[Measured]:
+    """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
+    rows: list[Measured] = []
+    too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
+    with progress.bar(len(candidates), "tune", unit="config") as bar:
+        for cards, precision, backend, batch, r in candidates:
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
+            if batch >= too_big.get((cards, precision, backend), batch + 1):
+                bar.update()
+                continue  # a smaller batch already did not fit in the GPU's memory
+            try:
+                run_bench = concrete.for_run(bench.name, model=models[precision])
+                rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards))
+            except ApplianceError as exc:
+                if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
+                    raise
+                too_big[(cards, precision, backend)] = batch  # the GPU's memory bounds the batch: larger ones skipped
+            bar.update()  # the rows are printed once, in the summary table
+    if not rows:
+        raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")
+    return rows
+
+
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
          output: Path | None) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
@@ -261,13 +286,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     _check_memory(bench, models, candidates, topology)  # before anything is made
     path = output or Layout(data_dir, bench).tuned
     ensure_writable_dir(path.parent, "tuned record folder")
-    rows: list[Measured] = []
-    with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for cards, precision, backend, batch, r in candidates:
-            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
-            run_bench = concrete.for_run(bench.name, model=models[precision])
-            rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards))
-            bar.update()  # the rows are printed once, in the summary table
+    rows = _time_all(bench, data, models, candidates)
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
@@ -276,7 +295,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, chosen))
     record = tuned.TunedRecord(
-        benchmark=bench.name, layouts=list(sweep.layouts),
+        benchmark=bench.name, layouts=list(dict.fromkeys(c for c, *_ in candidates)),  # as timed
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
         method=METHOD, user_conf=conf.name,

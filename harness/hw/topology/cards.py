@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import ApplianceError
-from harness.hw import gpu
+from harness.hw import gpu, gpu_plan
 from harness.hw.topology.model import PciDevice, Topology
 
 
@@ -126,13 +126,14 @@ class CardSpec:
     profile: str | None = None  # simulate
     path: Path | None = None  # map
     ordinals: tuple[int, ...] | None = None  # cuda: the CUDA ordinals named; None for cuda:all
+    per_gpu: tuple[int, ...] | None = None  # cuda:allxN / cuda:0x2,1x2: cards per GPU (harness.hw.gpu_plan)
 
     def __str__(self) -> str:
         return self.text
 
 
-CARD_SPEC_HELP = ("use auto, emulate:N, simulate:PROFILE:N (e.g. simulate:cloud-ai-100:16), cuda:all, cuda:0,1 "
-                  "or a card map .yaml")
+CARD_SPEC_HELP = ("use auto, emulate:N, simulate:PROFILE:N (e.g. simulate:cloud-ai-100:16), cuda:all, cuda:0,1, "
+                  "cuda:allx4 or cuda:0x2,1x2 (cards per GPU), or a card map .yaml")
 # Each card is a worker thread (two for an asynchronous card) with its own batch buffers and queue; the
 # harness is measured up to 16 cards (tools/bench_scaling.py). 100,000 simulated cards ran out of threads
 # after two minutes; a bound checked before anything starts says so at once.
@@ -166,13 +167,11 @@ def parse_card_spec(text: str) -> CardSpec:
             raise ApplianceError(f"--cards {spec!r}: N, the number of cards, must be at least 1, e.g. {example}")
         check_card_count(count, f"--cards {spec!r}")
         return CardSpec(spec, kind, count=count, profile=profile)
-    if lower == "cuda:all":
-        return CardSpec(spec, "cuda")
-    match = re.fullmatch(r"cuda:(\d+(?:,\d+)*)", lower)
-    if match:
-        ordinals = tuple(int(x) for x in match.group(1).split(","))
-        if len(set(ordinals)) == len(ordinals):
-            return CardSpec(spec, "cuda", ordinals=ordinals)
+    cuda = gpu_plan.parse_cuda(spec)
+    if cuda is not None:
+        if cuda.per_gpu is not None:
+            check_card_count(sum(cuda.per_gpu), f"--cards {spec!r}")
+        return CardSpec(spec, "cuda", ordinals=cuda.ordinals, per_gpu=cuda.per_gpu)
     raise ApplianceError(f"--cards {spec!r} is not understood; {CARD_SPEC_HELP}")
 
 

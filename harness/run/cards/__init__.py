@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from harness.run.cards import backends
 from harness.run.cards.backends import check_computes
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import PROCESS_ENV, BackendSpec
@@ -41,5 +42,9 @@ def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | As
 
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
         check_computes(spec.backend, "bf16")
+    if backends.get(spec.backend).gpu or (spec.backend == "onnxruntime" and spec.io_binding):
+        from harness.run.cards.gpu_iobinding import IoBindingCard
+
+        return IoBindingCard(spec, index, cpus)
     return OnnxRuntimeCard(spec, index, cpus)
 

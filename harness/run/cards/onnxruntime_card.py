@@ -27,6 +27,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
@@ -37,6 +38,9 @@ from harness.records.benchmark import OutputQuant
 from harness.run.cards import backends
 from harness.run.cards.base import CardInfo
 from harness.run.cards.spec import BackendSpec
+
+if TYPE_CHECKING:
+    import onnx
 
 # backend name -> (execution provider, option naming the device, device label); CPU has no device id
 PROVIDERS: dict[str, tuple[str, str | None, str]] = {
@@ -97,7 +101,9 @@ class OnnxRuntimeCard:
             value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
             providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
         label = f"card {index} ({device_fmt.format(i=device)}{_gpu_words(gpu_ref)})"
-        source = with_output_casts(model_path, outputs, spec.output_casts) if spec.output_casts else str(model_path)
+        self.label = label
+        source = self._model_source(spec, model_path)
+        self._configure(opts, providers, on_gpu)  # the IO-binding card's session settings (gpu_iobinding)
         log: list[str] = []
         try:
             with native_log(on_gpu) as log:
@@ -127,6 +133,14 @@ class OnnxRuntimeCard:
             self._warm(max(1, spec.warm_batch))
         self.info = CardInfo(index=index, backend=backend, device=device_fmt.format(i=device), cpus=cpus,
                              emulated=id_key is None, details=details)
+
+    def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
+        """What the session loads: the model file, or its bytes with the output casts in-graph."""
+        return with_output_casts(model_path, spec.outputs, spec.output_casts) if spec.output_casts else str(model_path)
+
+    def _configure(self, opts: ort.SessionOptions, providers: list[str | tuple[str, dict[str, object]]],
+                   on_gpu: bool) -> None:
+        """Change the session options or provider options before the session is made (a subclass's hook)."""
 
     def _input_type(self, name: str) -> str:
         kind: str = next(i.type for i in self.session.get_inputs() if i.name == name)
@@ -295,12 +309,18 @@ def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log
 def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple[OutputQuant | None, ...]) -> bytes:
     """The model with outputs converted in-graph: QuantizeLinear to uint8 (scale, zero point) or Cast to fp16."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     try:
         model = onnx.load(str(model_path))
     except Exception as exc:  # onnx raises DecodeError and others
         raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
+    return cast_outputs(model, outputs, casts)
+
+
+def cast_outputs(model: onnx.ModelProto, outputs: tuple[str, ...], casts: tuple[OutputQuant | None, ...]) -> bytes:
+    """`model` (changed in place) with outputs converted in-graph, serialized (`with_output_casts`)."""
+    from onnx import TensorProto, helper, numpy_helper
+
     graph = model.graph
     for name, cast in zip(outputs, casts, strict=True):
         if cast is None:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
 PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
+# "1": --backend onnxruntime runs the GPU cards' IO-binding data path on the CPU provider (the GPU check's rehearsal)
+IO_BINDING_ENV = "APPLIANCE_IO_BINDING"
 
 
 @dataclass(frozen=True)
@@ -33,3 +35,7 @@ class BackendSpec:
     inference_precision: str = "f32"  # what the runtime computes in: f32, or bf16 (openvino; harness.prepare.bf16)
     gpus: tuple[GpuRef, ...] = ()  # GPU backends: card i's GPU
     warm_batch: int = 1  # GPU backends: the run's batch size, run once at load so one that does not fit is refused
+    benchmark: str = ""  # the benchmark's name (IO-binding card: its input mean, the outputs the host reads)
+    precision: str = "fp32"  # the prepared model's precision (TensorRT's precision flags, its engine key)
+    buckets: tuple[int, ...] = ()  # IO-binding card: the batch sizes it runs and warms (gpu_plan.run_buckets)
+    io_binding: bool = False  # onnxruntime: the IO-binding card (harness.run.cards.gpu_iobinding); GPU backends always

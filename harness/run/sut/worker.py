@@ -281,6 +281,9 @@ class CardWorker:
             # depth + 1 for the feeder (the card holds `depth`, one more is being staged), and the card
             # thread's own (OWN, the last) for a batch that comes straight to an idle card
             self.buffers = [self.qsl.staging_buffer(self.batch_size, card.input_dtype) for _ in range(self.depth + 2)]
+            register = getattr(getattr(card, "card", card), "register_host_buffers", None)
+            if register is not None:  # a GPU card page-locks them, so its copies are DMAs (cards/gpu_iobinding.py)
+                register([b for b in self.buffers if b is not None])
         except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
             self.startup_error = exc
             self.ready.set()

@@ -1,0 +1,136 @@
+"""The few CUDA runtime calls a GPU card makes itself: a stream, page-locking host memory, async copies.
+
+They are called through `ctypes` on libcudart.so.13, the CUDA runtime onnxruntime-gpu itself loads
+(`onnxruntime.preload_dlls` from NVIDIA's `nvidia-cuda-runtime` wheel, pinned in requirements-gpu.lock),
+so the card's stream, registrations and copies live in the same CUDA context as onnxruntime's kernels and
+no further package is needed. (cuda-python's `cuda-bindings` 13.x would do the same through Cython; it
+adds a wheel to the GPU image for five functions.)
+
+`HostCopies` is the same interface on the CPU: the device is host memory, a copy is a memmove and nothing
+is pinned, so the IO-binding card runs the same code path on onnxruntime's CPU provider (the tests).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Protocol
+
+from harness.core.errors import ApplianceError
+
+H2D, D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+NON_BLOCKING = 1  # cudaStreamNonBlocking: no implicit sync with the legacy default stream
+PORTABLE = 1      # cudaHostRegisterPortable: pinned for every context
+
+
+class Copies(Protocol):
+    """What the IO-binding card needs of its device: copies in order on its stream, and a way to wait."""
+
+    device: str   # onnxruntime's device name for OrtValues: "cpu" | "cuda"
+    stream: int   # the cudaStream_t the card's session computes on; 0 on the CPU
+
+    def to_device(self, dst: int, src: int, nbytes: int) -> None: ...
+
+    def to_host(self, dst: int, src: int, nbytes: int) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def pin(self, ptr: int, nbytes: int) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class HostCopies:
+    """The CPU provider's "device" is host memory: the copies are memmoves, synchronous; nothing to pin."""
+
+    device = "cpu"
+    stream = 0
+
+    def to_device(self, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def to_host(self, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def sync(self) -> None:
+        pass
+
+    def pin(self, ptr: int, nbytes: int) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def _cudart() -> ctypes.CDLL:
+    """libcudart.so.13 as onnxruntime loads it: already loaded (by soname), else after onnxruntime.preload_dlls."""
+    try:
+        return ctypes.CDLL("libcudart.so.13")
+    except OSError:
+        import contextlib
+        import io
+
+        import onnxruntime as ort
+
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
+            ort.preload_dlls()
+        return ctypes.CDLL("libcudart.so.13")
+
+
+class CudaCopies:
+    """A non-blocking CUDA stream on GPU `ordinal`; copies are cudaMemcpyAsync on it (a DMA from page-locked
+    memory), `sync` waits for the stream. Use on one thread (the card's), which it makes current on the GPU."""
+
+    device = "cuda"
+
+    def __init__(self, ordinal: int, label: str) -> None:
+        self.label = label
+        try:
+            self.rt = _cudart()
+        except OSError as exc:
+            raise ApplianceError(f"{label}: the CUDA runtime libcudart.so.13 does not load ({exc}); install NVIDIA's "
+                                 f"wheels from requirements-gpu.lock") from None
+        for name in ("cudaMemcpyAsync",):
+            getattr(self.rt, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                               ctypes.c_void_p]
+        self.rt.cudaHostRegister.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+        self.rt.cudaHostUnregister.argtypes = [ctypes.c_void_p]
+        self.rt.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+        self.rt.cudaStreamDestroy.argtypes = [ctypes.c_void_p]
+        self.rt.cudaGetErrorString.restype = ctypes.c_char_p
+        self._check(self.rt.cudaSetDevice(ordinal), f"cudaSetDevice({ordinal})")
+        handle = ctypes.c_void_p()
+        self._check(self.rt.cudaStreamCreateWithFlags(ctypes.byref(handle), NON_BLOCKING), "cudaStreamCreateWithFlags")
+        self.stream = int(handle.value or 0)
+        self._pinned: list[int] = []
+
+    def _check(self, status: int, what: str) -> None:
+        if status != 0:
+            text = self.rt.cudaGetErrorString(status)
+            raise ApplianceError(f"{self.label}: {what} failed: CUDA error {status} "
+                                 f"({text.decode() if text else '?'})")
+
+    def to_device(self, dst: int, src: int, nbytes: int) -> None:
+        self._check(self.rt.cudaMemcpyAsync(dst, src, nbytes, H2D, self.stream), "cudaMemcpyAsync host to device")
+
+    def to_host(self, dst: int, src: int, nbytes: int) -> None:
+        self._check(self.rt.cudaMemcpyAsync(dst, src, nbytes, D2H, self.stream), "cudaMemcpyAsync device to host")
+
+    def sync(self) -> None:
+        self._check(self.rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")
+
+    def pin(self, ptr: int, nbytes: int) -> bool:
+        """Page-lock host memory for DMA (cudaHostRegister); False where the driver refuses (a limit)."""
+        if self.rt.cudaHostRegister(ptr, nbytes, PORTABLE) != 0:
+            self.rt.cudaGetLastError()  # clear it: the copies still work from pageable memory, staged
+            return False
+        self._pinned.append(ptr)
+        return True
+
+    def close(self) -> None:
+        for ptr in self._pinned:
+            self.rt.cudaHostUnregister(ptr)
+        self._pinned.clear()
+        if self.stream:
+            self.rt.cudaStreamSynchronize(self.stream)
+            self.rt.cudaStreamDestroy(self.stream)
+            self.stream = 0

@@ -1,0 +1,310 @@
+"""The GPU card's data path: IO binding with device-resident buffers, one CUDA stream, CUDA graphs per batch size.
+
+An `OnnxRuntimeCard` (same session checks: a GPU card runs on its GPU or is refused in one line, CPU fallback
+refused) whose batches never go through `session.run` with numpy:
+
+- Input: the stored uint8 samples as they are. An FP32 model that reads float32 gets Cast + Sub(mean) in
+  front (`uint8_front.uint8_input`, as the int8 / bf16 models have): the arithmetic is the host's, bit for bit,
+  and a ResNet50 sample crosses PCIe as 150 KB, not 600 KB. The card's staging buffers are page-locked
+  with the CUDA runtime (`register_host_buffers`, called by the card's worker when it makes them), so the
+  copy of the n rows staged is one DMA (cudaMemcpyAsync on the card's stream) into the bucket's device
+  buffer.
+- Buckets: a batch of n runs in the smallest of `gpu_plan.bucket_sizes(batch)` holding n; each bucket has
+  its own device input and output buffers (OrtValues on the card's device) bound once (`io_binding`), so
+  their addresses never change, and its own CUDA graph (`gpu_graph_id` = the bucket's index).
+- Warm-up, in the constructor, before the card is ready: every bucket runs `WARM_RUNS` times, largest first
+  (out of memory is refused at once), so cuDNN's algorithm search (`cudnn_conv_algo_search`, EXHAUSTIVE by
+  default) and each bucket's CUDA graph capture happen here, never mid-run.
+- Output: only what the host reads (`gpu_plan.HOST_READS`; ResNet50: the ArgMax, 8 bytes a sample) is copied
+  back, n rows; the others stay on the device and are returned as read-only NaN / -1 placeholders that the
+  encoder never reads (tests check the encoder against them).
+- Threads: a GPU card's session has one intra-op thread that never spins (`intra_op_num_threads=1`,
+  `session.intra_op.allow_spinning=0`): the graph runs on the GPU, the card's CPUs feed and complete.
+- Stream: onnxruntime computes on the card's own stream (`has_user_compute_stream`, `user_compute_stream`), so
+  copy-in, graph and copy-out are ordered on it without a host wait between them; several cards on one GPU
+  (`--cards cuda:allx4`, harness.hw.gpu_plan) are several sessions, streams and buffer sets.
+
+On the CPU provider (`--backend onnxruntime` with APPLIANCE_IO_BINDING=1, and the tests) the same code runs
+with OrtValues in host memory and memmove copies (harness.run.cards.cuda_runtime.HostCopies).
+
+Loading: a process's GPU cards load (session, buffers, warm-up) and page-lock their buffers one at a time
+(`_GPU_LOAD`): onnxruntime captures its CUDA graphs in CUDA's global capture mode, in which another thread's
+cudaMalloc or cudaHostRegister on the same device would invalidate the capture. Once captured, graphs replay
+side by side.
+
+Escape hatches, recorded in the manifest: APPLIANCE_CUDA_GRAPH=0 (no graphs), APPLIANCE_CUDA_USER_STREAM=0
+(onnxruntime's own stream; the card then waits for its copy-in before running), APPLIANCE_CUDNN_SEARCH=
+EXHAUSTIVE | HEURISTIC | DEFAULT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from harness.core.errors import ApplianceError, DataError
+from harness.data import benchmarks
+from harness.hw import gpu, gpu_plan
+from harness.run.cards.backends import GPU_BACKENDS
+from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
+from harness.run.cards.onnxruntime_card import _OOM, OnnxRuntimeCard, cast_outputs
+from harness.run.cards.spec import BackendSpec
+
+WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
+GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
+SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+_GPU_LOAD = threading.Lock()  # one GPU card loading (allocating, capturing, pinning) at a time
+_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+          "tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(int32)": np.int32}
+
+
+def cuda_settings() -> dict[str, Any]:
+    """The CUDA provider settings a GPU card uses (from the environment's escape hatches), one line each wrong."""
+    search = os.environ.get(SEARCH_ENV, "EXHAUSTIVE").upper()
+    if search not in SEARCHES:
+        raise ApplianceError(f"{SEARCH_ENV}={search}: choose one of {', '.join(SEARCHES)}")
+    return {"cuda_graph": os.environ.get(GRAPH_ENV, "1") != "0",
+            "user_stream": os.environ.get(STREAM_ENV, "1") != "0", "cudnn_conv_algo_search": search}
+
+
+def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
+    """The model reading uint8 samples (Cast + Sub(mean) in front) with the spec's output casts, and whether it
+    was converted (the file read float32); (None, False) when the file needs no change at all."""
+    import onnx
+    from onnx import TensorProto
+
+    from harness.data.models.uint8_front import uint8_input
+
+    try:
+        model = onnx.load(str(model_path))
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
+    first = next((i for i in model.graph.input if i.name == spec.input_name), None)
+    floats = first is not None and first.type.tensor_type.elem_type != TensorProto.UINT8
+    if not floats and not spec.output_casts:
+        return None, False
+    if floats:
+        model = uint8_input(model, benchmarks.get(spec.benchmark))
+    if not spec.output_casts:
+        serialized: bytes = model.SerializeToString()
+        return serialized, floats
+    return cast_outputs(model, spec.outputs, spec.output_casts), floats
+
+
+class IoBindingCard(OnnxRuntimeCard):
+    """A card whose batches run through IO binding on device-resident buffers, one bucket per batch size."""
+
+    def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
+        self.on_gpu = spec.backend in GPU_BACKENDS
+        ref = spec.gpus[index] if spec.gpus else None
+        self.ordinal = (ref.ordinal if ref is not None else index) if self.on_gpu else 0
+        self.settings = cuda_settings() if self.on_gpu else {"cuda_graph": False, "user_stream": False}
+        self.batch = max(1, spec.warm_batch)
+        self.sizes = tuple(sorted(spec.buckets)) if spec.buckets else gpu_plan.bucket_sizes(self.batch)
+        if self.sizes[-1] != self.batch:
+            raise ValueError(f"buckets {self.sizes} do not end at the batch {self.batch}")
+        self.spec = spec
+        self.u8_converted = False
+        self.copies: Copies = HostCopies()  # the card's CUDA stream, made under the loading lock on a GPU
+        self.engine: dict[str, Any] = {}
+        self.ref = ref
+        self._source_bytes: bytes | None = None
+        self.opts_spinning: str | None = None
+        try:
+            with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
+                if self.on_gpu:
+                    self.copies = CudaCopies(self.ordinal, f"card {index} (cuda:{self.ordinal})")
+                super().__init__(spec, index, cpus)
+                self._bind()
+                warm_ms = self._warm_all()
+        except BaseException:
+            self.copies.close()
+            raise
+        same = [i for i, g in enumerate(spec.gpus) if ref is not None and g.pci == ref.pci]  # this GPU's cards
+        self.info.details.update(
+            intra_op_threads=1 if self.on_gpu else self.info.details.get("intra_op_threads"),
+            io_binding={
+                "device": f"{self.copies.device}:{self.ordinal}", "buckets": list(self.sizes),
+                "cuda_graph": self.settings["cuda_graph"],
+                "graph_ids": {str(s): i for i, s in enumerate(self.sizes)} if self.settings["cuda_graph"] else None,
+                "cudnn_conv_algo_search": self.settings.get("cudnn_conv_algo_search"),
+                "user_compute_stream": self.settings["user_stream"],
+                "allow_spinning": self.opts_spinning,
+                "input": ("uint8 as stored; Cast + Sub(mean) in the graph (converted at load)" if self.u8_converted
+                          else f"{self.input_dtype} as the model reads it"),
+                "outputs_to_host": [o for o, r in zip(self.outputs, self.reads, strict=True) if r],
+                "outputs_on_device": [o for o, r in zip(self.outputs, self.reads, strict=True) if not r],
+                "warm_up": f"every bucket {WARM_RUNS} times at load, largest first (algorithm search, graph capture)",
+                "warm_up_ms": warm_ms, "host_buffers_pinned": 0,
+                "slot_on_gpu": f"{same.index(index) + 1} of {len(same)}" if index in same else None,
+                **({"tensorrt_engine": self.engine} if self.engine else {})})
+
+    # the session -----------------------------------------------------------------------------------
+    def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
+        source, self.u8_converted = u8_model(model_path, spec) if spec.benchmark else (None, False)
+        self._source_bytes = source
+        return super()._model_source(spec, model_path) if source is None else source
+
+    def _configure(self, opts: ort.SessionOptions, providers: list[str | tuple[str, dict[str, object]]],
+                   on_gpu: bool) -> None:
+        if not on_gpu:
+            self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
+            return
+        opts.intra_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # replaces the base card's entry
+        self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
+        if self.opts_spinning != "0":
+            raise ApplianceError(f"{self.label}: onnxruntime kept intra-op spinning on ({self.opts_spinning})")
+        entry = providers[0]  # a GPU card lists its one provider, with its options
+        assert isinstance(entry, tuple)
+        provider, options = entry
+        stream = {"has_user_compute_stream": "1", "user_compute_stream": str(self.copies.stream)} \
+            if self.settings["user_stream"] else {}
+        if provider == "CUDAExecutionProvider":
+            options.update(cudnn_conv_algo_search=self.settings["cudnn_conv_algo_search"],
+                           enable_cuda_graph="1" if self.settings["cuda_graph"] else "0", **stream)
+        elif provider == "TensorrtExecutionProvider":
+            options.update(self._tensorrt_options(), **stream)
+
+    def _tensorrt_options(self) -> dict[str, str]:
+        from harness.core.fsutil import sha256_file
+        from harness.records import engine_cache
+
+        version = engine_cache.require_tensorrt()
+        spec = self.spec
+        assert spec.model_path is not None
+        source = self._source_bytes
+        digest = hashlib.sha256(source).hexdigest() if source is not None else sha256_file(spec.model_path)
+        facts = gpu.nvml()
+        ref = self.ref
+        found = None if isinstance(facts, str) or ref is None else facts.by_pci(ref.pci)
+        key = engine_cache.EngineKey(
+            model_sha256=digest, gpu=found.name if found else (ref.model if ref else "unknown"), tensorrt=version,
+            precision=spec.precision, input_name=spec.input_name,
+            sample_shape=tuple(benchmarks.get(spec.benchmark).input_shape), min_batch=1, opt_batch=self.batch,
+            max_batch=self.batch)
+        models_dir = spec.model_path.parent
+        self.engine = {"key": key.digest(), "folder": str(key.folder(models_dir)),
+                       "found": engine_cache.cached(key, models_dir), "tensorrt": version}
+        engine_cache.write_key(key, models_dir)
+        return engine_cache.provider_options(key, models_dir)
+
+    def _warm(self, batch: int) -> None:
+        """The base card's one warm batch: done for every bucket in `_warm_all` instead."""
+        del batch
+
+    # buffers ---------------------------------------------------------------------------------------
+    def _bind(self) -> None:
+        session = self.session
+        inputs = {i.name: i for i in session.get_inputs()}
+        if self.input_name not in inputs:
+            raise ApplianceError(f"{self.label}: the model has no input {self.input_name!r}")
+        shape = inputs[self.input_name].shape
+        self.sample_shape = tuple(d if isinstance(d, int) else 1 for d in shape[1:])
+        if self.spec.benchmark:
+            self.sample_shape = tuple(benchmarks.get(self.spec.benchmark).input_shape)
+        self.in_dtype = np.dtype(np.uint8 if self.input_dtype == "uint8" else np.float32)
+        outs = {o.name: o for o in session.get_outputs()}
+        self.out_types = [np.dtype(_TYPES[outs[name].type]) for name in self.outputs]
+        self.out_shapes = [shape for shape, _ in self.spec.output_specs]
+        self.reads = gpu_plan.host_reads(self.spec.benchmark, len(self.outputs))
+        device, ordinal = self.copies.device, self.ordinal
+        self.buckets: dict[int, tuple[ort.OrtValue, list[ort.OrtValue], Any, ort.RunOptions]] = {}
+        for graph_id, size in enumerate(self.sizes):
+            try:
+                inp = ort.OrtValue.ortvalue_from_shape_and_type([size, *self.sample_shape], self.in_dtype, device,
+                                                                ordinal)
+                outputs = [ort.OrtValue.ortvalue_from_shape_and_type([size, *shape], dtype, device, ordinal)
+                           for shape, dtype in zip(self.out_shapes, self.out_types, strict=True)]
+            except Exception as exc:
+                raise self._fault(size, exc) from None
+            binding = session.io_binding()
+            binding.bind_ortvalue_input(self.input_name, inp)
+            for name, value in zip(self.outputs, outputs, strict=True):
+                binding.bind_ortvalue_output(name, value)
+            run_options = ort.RunOptions()
+            if self.settings["cuda_graph"]:
+                run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
+            self.buckets[size] = (inp, outputs, binding, run_options)
+        self.row_bytes = int(np.prod(self.sample_shape)) * self.in_dtype.itemsize
+        self.runs = dict.fromkeys(self.sizes, 0)  # runs per bucket, warm-up included
+
+    def _fault(self, size: int, exc: Exception) -> ApplianceError:
+        first = str(exc).splitlines()[0][:200]
+        if _OOM.search(str(exc)):
+            return ApplianceError(f"{self.label}: a batch of {size} does not fit in the GPU's memory ({first}); "
+                                  f"use a smaller --batch-size")
+        return ApplianceError(f"{self.label}: a warm-up batch of {size} failed: {first}")
+
+    def _warm_all(self) -> dict[str, float]:
+        """Every bucket WARM_RUNS times, largest first; the milliseconds of each bucket's first run (where the
+        algorithm search is) and of its last (a replay)."""
+        zeros = np.zeros((self.batch, *self.sample_shape), self.in_dtype)
+        took: dict[str, float] = {}
+        for size in sorted(self.sizes, reverse=True):
+            times = []
+            for _ in range(WARM_RUNS):
+                start = time.perf_counter()
+                try:
+                    self._run(zeros, size)
+                except ApplianceError:
+                    raise
+                except Exception as exc:
+                    raise self._fault(size, exc) from None
+                times.append(round(1000 * (time.perf_counter() - start), 3))
+            took[str(size)] = times[0]
+            took[f"{size} replay"] = times[-1]
+        return took
+
+    def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
+        """Page-lock the card's staging buffers (the worker's, alive as long as the card): copies from them are
+        DMAs. Host memory on the CPU provider: nothing to do."""
+        with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
+            pinned = sum(b.nbytes for b in buffers if self.copies.pin(b.ctypes.data, b.nbytes))
+        self.info.details["io_binding"]["host_buffers_pinned"] = pinned
+
+    # batches ---------------------------------------------------------------------------------------
+    def _run(self, batch: np.ndarray, n: int) -> list[np.ndarray]:
+        size = gpu_plan.bucket_for(n, self.sizes)
+        inp, outputs, binding, run_options = self.buckets[size]
+        if batch.dtype != self.in_dtype or not batch.flags.c_contiguous or len(batch) < n:
+            raise ApplianceError(f"{self.label}: staged batch {batch.dtype} {batch.shape} is not {n} contiguous "
+                                 f"{self.in_dtype} samples")
+        self.copies.to_device(inp.data_ptr(), batch.ctypes.data, n * self.row_bytes)
+        if not self.settings["user_stream"]:
+            self.copies.sync()  # onnxruntime computes on its own stream: the copy must be done first
+        self.session.run_with_iobinding(binding, run_options)
+        self.runs[size] += 1
+        result: list[np.ndarray] = []
+        for value, shape, dtype, read in zip(outputs, self.out_shapes, self.out_types, self.reads, strict=True):
+            if read:
+                host = np.empty((n, *shape), dtype)
+                self.copies.to_host(host.ctypes.data, value.data_ptr(), host.nbytes)
+                result.append(host)
+            else:  # left on the device: a placeholder no encoder reads
+                fill = np.array(np.nan if dtype.kind == "f" else -1, dtype)
+                result.append(np.broadcast_to(fill, (n, *shape)))
+        self.copies.sync()
+        return result
+
+    def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
+        assert batch is not None  # the card reads input (input_dtype is never None)
+        try:
+            return self._run(batch, n)
+        except ApplianceError:
+            raise
+        except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
+            raise ApplianceError(f"{self.label}: {str(exc).splitlines()[0][:300]}") from None
+
+    def close(self) -> None:
+        self.buckets.clear()
+        super().close()
+        self.copies.close()

@@ -1,0 +1,339 @@
+"""The GPU data path without a GPU (issue 27): the IO-binding card on onnxruntime's CPU provider (the same code
+path with OrtValues in host memory), the buckets it warms, `--cards cuda:allxN` and the cards-per-GPU plan,
+the TensorRT engine-cache keys, tune's GPU grid and the GPU energy arithmetic. What needs a GPU (the CUDA
+stream, page-locking, graph capture) is in tests marked `gpu`, skipped here, and in tools/gpu_bench.sh."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from helpers import appliance
+from sysfs_fixtures import build, shared_trees
+from test_gpu_card import needs_gpu
+
+from harness.core.errors import ApplianceError
+from harness.data import benchmarks
+from harness.hw import gpu_energy, gpu_plan
+from harness.hw.gpu import GpuRef
+from harness.hw.topology import detect, plan
+from harness.hw.topology.cards import parse_card_spec
+from harness.records import engine_cache, store
+from harness.records.layout import Layout, read_model_record
+from harness.run.cards import make_card
+from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
+from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
+from harness.run.cards.spec import BackendSpec
+from harness.run.plan import _per_gpu
+from harness.run.qsl import SampleLibrary
+from harness.tune.search import GPU_BATCHES, Sweep
+
+BENCH = benchmarks.get("resnet50")
+
+
+# --cards spelling and the cards-per-GPU plan ---------------------------------------------------------------
+@pytest.mark.parametrize(("text", "ordinals", "per_gpu"), [
+    ("cuda:all", None, None), ("cuda:0,1", (0, 1), None), ("cuda:allx4", None, (4,)), ("CUDA:ALLX2", None, (2,)),
+    ("cuda:0x2,1x2", (0, 1), (2, 2)), ("cuda:1x3", (1,), (3,)), ("cuda:0,1x2", (0, 1), (1, 2))])
+def test_cards_per_gpu_spelling(text, ordinals, per_gpu):
+    spec = parse_card_spec(text)
+    assert (spec.kind, spec.ordinals, spec.per_gpu) == ("cuda", ordinals, per_gpu)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("cuda:allx0", "cards per GPU must be 1 to 16, not 0"), ("cuda:allx17", "not 17"),
+    ("cuda:0,0", "names a GPU twice"), ("cuda:0x2,0x1", "names a GPU twice"), ("cuda:0x", "is not understood"),
+    ("cuda:x2", "is not understood"), ("cuda:allx", "is not understood")])
+def test_cards_per_gpu_refusals_are_one_line(text, words):
+    with pytest.raises(ApplianceError) as err:
+        parse_card_spec(text)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_gpus_cores_are_split_between_its_cards():
+    cores = tuple((2 * i, 2 * i + 1) for i in range(8))  # 8 cores of 2 threads
+    cpus = tuple(c for core in cores for c in core)
+    slots = gpu_plan.split_gpu_cards([(cpus, cores, 0)], (3,))
+    assert [len(s.cpus) for s in slots] == [6, 6, 4] and not any(s.shared_cpus for s in slots)
+    assert sorted(c for s in slots for c in s.cpus) == list(cpus)  # disjoint, whole cores, all of them
+    assert [(s.on_gpu, s.per_gpu) for s in slots] == [(0, 3), (1, 3), (2, 3)]
+    two = gpu_plan.split_gpu_cards([(cpus[:4], cores[:2], 0), (cpus[4:], cores[2:], 1)], (2, 1))
+    assert [(s.gpu_card, s.cpus, s.node) for s in two] == [(0, (0, 1), 0), (0, (2, 3), 0), (1, cpus[4:], 1)]
+    few = gpu_plan.split_gpu_cards([(cpus[:4], cores[:2], None)], (4,))
+    assert all(s.shared_cpus and s.cpus == cpus[:4] for s in few)
+
+
+def test_plan_makes_n_cards_per_gpu_on_the_gpus_local_cores(tmp_path_factory, monkeypatch):
+    for var in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    topo = detect(build("pcie-2gpu", shared_trees(tmp_path_factory)))
+    cmap = plan(topo, "cuda:allx2")
+    gpus = tuple(GpuRef(c.ordinal, c.pci, c.model) for c in cmap.cards)
+    slots, refs, how = _per_gpu(cmap.cards, (2,), topo, gpus, "--cards cuda:allx2")
+    assert [r.ordinal for r in refs] == [0, 0, 1, 1] and [s.index for s in slots] == [0, 1, 2, 3]
+    for gpu_card, pair in zip(cmap.cards, (slots[:2], slots[2:]), strict=True):
+        assert set(pair[0].cpus).isdisjoint(pair[1].cpus)
+        assert set(pair[0].cpus) | set(pair[1].cpus) == set(gpu_card.cpus)
+        assert all(s.node == gpu_card.numa_node for s in pair)
+    assert "4 cards on 2 GPU(s)" in how
+
+
+def test_gpu_cards_per_gpu_need_a_gpu_backend(data_dir, tmp_path, capsys):
+    rc = appliance("run", "--data-dir", data_dir, "--results", tmp_path / "r", "--cards", "cuda:allx2",
+                   "--duration-ms", 100)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(lines) == 1 and "names NVIDIA GPUs" in lines[0]
+
+
+# buckets ------------------------------------------------------------------------------------------------------
+def test_buckets_cover_every_batch_size_a_run_sends():
+    assert gpu_plan.bucket_sizes(1) == (1,)
+    assert gpu_plan.bucket_sizes(8) == (1, 2, 4, 8)
+    assert gpu_plan.bucket_sizes(100) == (1, 2, 4, 8, 16, 32, 64, 100)
+    sizes = gpu_plan.bucket_sizes(100)
+    assert all(gpu_plan.bucket_for(n, sizes) >= n for n in range(1, 101))
+    assert [gpu_plan.bucket_for(n, sizes) for n in (1, 3, 64, 65)] == [1, 4, 64, 100]
+    with pytest.raises(ValueError):
+        gpu_plan.bucket_for(101, sizes)
+    assert gpu_plan.run_buckets("Server", 8) == (1, 2, 4, 8) == gpu_plan.run_buckets("MultiStream", 8)
+    assert gpu_plan.run_buckets("Offline", 256) == (1, 256) and gpu_plan.run_buckets("SingleStream", 1) == (1,)
+
+
+def test_the_outputs_left_on_the_device_are_never_read_by_the_encoder():
+    """ResNet50's encoder reads the ArgMax alone: with NaN for the softmax it writes the same payload."""
+    n, rng = 5, np.random.default_rng(0)
+    argmax = rng.integers(1, 1001, size=(n,), dtype=np.int64)
+    softmax = rng.random((n, 1001), dtype=np.float32)
+    reads = gpu_plan.host_reads("resnet50", 2)
+    assert reads == (True, False)
+    left = [a if r else np.broadcast_to(np.float32(np.nan), a.shape) for a, r in zip((argmax, softmax), reads,
+                                                                                     strict=True)]
+    qsl = list(range(n))
+    full, offsets = BENCH.encode_response([argmax, softmax], qsl)
+    kept, kept_offsets = BENCH.encode_response(left, qsl)
+    assert np.array_equal(full, kept) and np.array_equal(offsets, kept_offsets)
+    assert gpu_plan.host_reads("yolo-99", 1) == (True,)  # detection: the host NMS reads every output
+
+
+# the IO-binding card on the CPU provider ----------------------------------------------------------------------
+def _spec(data_dir: Path, **kw) -> BackendSpec:
+    model = read_model_record(Layout(data_dir, BENCH), "fp32")
+    return BackendSpec("onnxruntime", Path(model["path"]), BENCH.input_name, BENCH.outputs, BENCH.output_specs,
+                       benchmark="resnet50", io_binding=True, **kw)
+
+
+def _samples(data_dir: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """n stored uint8 samples, and the same mean-subtracted in float32 (what the plain card reads)."""
+    data = store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare")
+    qsl = SampleLibrary(BENCH, data)
+    qsl.load(list(range(n)))
+    u8 = qsl.stage(np.arange(n), qsl.staging_buffer(n, "uint8"))
+    f32 = qsl.stage(np.arange(n), qsl.staging_buffer(n, "float32"))
+    return u8, f32
+
+
+def test_io_binding_card_on_cpu_ortvalues_matches_the_plain_card(data_dir):
+    spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
+    card = make_card(spec, 0, (0,))
+    plain = OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+    try:
+        assert isinstance(card, IoBindingCard)
+        assert card.input_dtype == "uint8" and plain.input_dtype == "float32"  # Cast + Sub(mean) in the graph
+        io = card.info.details["io_binding"]
+        assert io["device"] == "cpu:0" and io["buckets"] == [1, 2, 4, 8] and io["input"].startswith("uint8 as stored")
+        assert io["outputs_to_host"] == [BENCH.outputs[0]] and io["outputs_on_device"] == [BENCH.outputs[1]]
+        assert set(io["warm_up_ms"]) == {"1", "2", "4", "8", "1 replay", "2 replay", "4 replay", "8 replay"}
+        # every bucket warmed before the first batch, each with its own device buffers bound once
+        assert card.runs == dict.fromkeys((1, 2, 4, 8), WARM_RUNS)
+        inputs = {size: b[0] for size, b in card.buckets.items()}
+        assert all(v.device_name() == "cpu" and v.shape()[0] == size for size, v in inputs.items())
+        assert len({v.data_ptr() for v in inputs.values()}) == 4
+        u8, f32 = _samples(data_dir, 8)
+        for n in (8, 3, 1):
+            out = card.infer(u8[:n], n)
+            want = plain.infer(f32[:n], n)
+            assert out[0].shape == (n,) and out[0].dtype == np.int64
+            assert np.array_equal(out[0], want[0])  # the same classes, bit for bit the host's arithmetic
+            assert out[1].shape == (n, 1001) and np.isnan(out[1]).all() and not out[1].flags.writeable
+        assert card.runs == {1: WARM_RUNS + 1, 2: WARM_RUNS, 4: WARM_RUNS + 1, 8: WARM_RUNS + 1}  # 3 ran in 4
+        assert inputs == {size: b[0] for size, b in card.buckets.items()}  # the same buffers: addresses never move
+        with pytest.raises(ApplianceError, match="contiguous"):
+            card.infer(f32[:2], 2)  # a float batch is not what this card reads
+    finally:
+        card.close()
+        plain.close()
+
+
+def test_io_binding_card_refuses_buckets_that_miss_the_batch(data_dir):
+    with pytest.raises(ValueError, match="do not end at the batch"):
+        IoBindingCard(_spec(data_dir, warm_batch=8, buckets=(1, 2)), 0, (0,))
+
+
+def test_cpu_ortvalues_are_really_bound_not_copied_by_run():
+    """onnxruntime writes a bound CPU output OrtValue in place: the card's outputs come from its own buffers."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+                                   .SerializeToString(), providers=["CPUExecutionProvider"])
+    x = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cpu", 0)
+    y = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cpu", 0)
+    binding = session.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    x.update_inplace(np.array([[-1, 2, -3], [4, -5, 6]], np.float32))
+    before = y.data_ptr()
+    session.run_with_iobinding(binding)
+    assert y.data_ptr() == before and np.array_equal(y.numpy(), [[0, 2, 0], [4, 0, 6]])
+
+
+def test_cuda_settings_escape_hatches(monkeypatch):
+    assert cuda_settings() == {"cuda_graph": True, "user_stream": True, "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    monkeypatch.setenv("APPLIANCE_CUDA_GRAPH", "0")
+    monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "heuristic")
+    assert cuda_settings()["cuda_graph"] is False and cuda_settings()["cudnn_conv_algo_search"] == "HEURISTIC"
+    monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "fastest")
+    with pytest.raises(ApplianceError, match="choose one of EXHAUSTIVE"):
+        cuda_settings()
+
+
+@pytest.mark.slow
+def test_a_run_through_the_io_binding_card(data_dir, tmp_path, monkeypatch):
+    """`appliance run` with APPLIANCE_IO_BINDING=1: Server warms every bucket, the manifest says so; accuracy
+    against the FP32 golden reference is that of the plain card."""
+    monkeypatch.setenv("APPLIANCE_IO_BINDING", "1")
+    results = tmp_path / "r"
+    common = ("--data-dir", data_dir, "--results", results, "--batch-size", 4, "-q")
+    assert appliance("run", *common, "-s", "Server", "--duration-ms", 300, "--count", 16) == 0
+    (path,) = results.glob("*/resnet50/Server/performance/run_1/manifest.json")
+    card = json.loads(path.read_text())["cards"][0]
+    assert card["io_binding"]["buckets"] == [1, 2, 4] and card["io_binding"]["device"] == "cpu:0"
+    assert appliance("run", *common, "--mode", "accuracy") == 0
+    (acc,) = results.glob("*/resnet50/Offline/accuracy/manifest.json")
+    manifest = json.loads(acc.read_text())
+    assert manifest["cards"][0]["io_binding"]["buckets"] == [1, 4]
+    assert manifest["result"]["golden_top1"] == 100.0
+
+
+# TensorRT engine cache ----------------------------------------------------------------------------------------
+def _key(**kw) -> engine_cache.EngineKey:
+    base = {"model_sha256": "ab" * 32, "gpu": "NVIDIA H100 80GB HBM3", "tensorrt": "10.13.3", "precision": "int8",
+            "input_name": "input_tensor:0", "sample_shape": (3, 224, 224), "min_batch": 1, "opt_batch": 256,
+            "max_batch": 256}
+    return engine_cache.EngineKey(**{**base, **kw})
+
+
+def test_engine_cache_key_changes_with_what_makes_the_engine(tmp_path):
+    key = _key()
+    assert key.digest() == _key().digest()
+    for change in ({"model_sha256": "cd" * 32}, {"gpu": "NVIDIA L40S"}, {"tensorrt": "10.14.0"}, {"precision": "fp16"},
+                   {"max_batch": 512}, {"opt_batch": 128}):
+        assert _key(**change).digest() != key.digest(), change
+    options = engine_cache.provider_options(key, tmp_path / "models")
+    folder = tmp_path / "models" / "engines" / key.digest()[:24]
+    assert folder.is_dir() and options["trt_engine_cache_path"] == str(folder)
+    assert options["trt_profile_min_shapes"] == "input_tensor:0:1x3x224x224"
+    assert options["trt_profile_max_shapes"] == "input_tensor:0:256x3x224x224"
+    assert (options["trt_int8_enable"], options["trt_fp16_enable"], options["trt_engine_cache_enable"]) == ("1",) * 3
+    assert engine_cache.provider_options(_key(precision="fp32"), tmp_path)["trt_fp16_enable"] == "0"
+    assert not engine_cache.cached(key, tmp_path / "models")
+    engine_cache.write_key(key, tmp_path / "models")
+    assert json.loads((folder / "key.json").read_text())["tensorrt"] == "10.13.3"
+    (folder / "TensorrtExecutionProvider_x.engine").write_bytes(b"engine")
+    assert engine_cache.cached(key, tmp_path / "models")
+
+
+@pytest.mark.skipif(engine_cache.tensorrt_version() is not None, reason="TensorRT is installed here")
+def test_tensorrt_missing_is_one_line():
+    with pytest.raises(ApplianceError) as err:
+        engine_cache.require_tensorrt()
+    assert "TensorRT" in str(err.value) and "onnxruntime-cuda" in str(err.value) and "\n" not in str(err.value)
+
+
+# tune's GPU grid ----------------------------------------------------------------------------------------------
+def test_tune_grid_on_gpus_is_precision_x_batch_x_cards_per_gpu():
+    sweep = Sweep(("fp32", "fp16"), ("onnxruntime-cuda",), None)
+    got = sweep.candidates()
+    assert {c for c, *_ in got} == {"cuda:allx1", "cuda:allx2", "cuda:allx3", "cuda:allx4"}
+    assert {n for *_, n, _ in got} == set(GPU_BATCHES) and max(GPU_BATCHES) == 1024
+    assert len(got) == 2 * len(GPU_BATCHES) * 4
+    # a CPU backend keeps its layouts; an explicit GPU layout is timed as given
+    assert {c for c, *_ in Sweep(("fp32",), ("onnxruntime",), None).candidates()} == {"auto"}
+    assert {c for c, *_ in Sweep(("fp16",), ("onnxruntime-cuda",), (64,), layouts=("cuda:0x2",)).candidates()} \
+        == {"cuda:0x2"}
+    assert gpu_plan.out_of_memory("card 0 (cuda:0 …): a batch of 1024 does not fit in the GPU's memory (x)")
+
+
+# energy -------------------------------------------------------------------------------------------------------
+def test_gpu_energy_per_card_shares_its_gpus_counter():
+    a, b = GpuRef(0, "0000:17:00.0", "H100"), GpuRef(1, "0000:65:00.0", "H100")
+    cards = gpu_energy.per_card((a, a, b), (300, 100, 0), {a.pci: 200.0, b.pci: 50.0})
+    assert [c["joules_per_sample"] for c in cards] == [0.5, 0.5, None]
+    assert [c["gpu"] for c in cards] == [a.pci, a.pci, b.pci]
+
+
+def test_gpu_energy_without_gpus_says_why():
+    meter = gpu_energy.GpuEnergyMeter((), lambda: [])
+    meter.start()
+    meter.stop()
+    assert meter.result() == {"available": False, "note": "GPU energy not measured: no GPU cards"}
+
+
+# on a GPU -----------------------------------------------------------------------------------------------------
+@needs_gpu
+@pytest.mark.gpu
+def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
+    from harness.run.cards.onnxruntime_card import check_gpu_libraries
+
+    check_gpu_libraries("onnxruntime-cuda")  # CUDA_DEVICE_ORDER, NVIDIA's libraries preloaded
+    spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
+    spec = replace(spec, backend="onnxruntime-cuda", gpus=(GpuRef(0, "", "GPU"),))
+    card = make_card(spec, 0, (0,))
+    try:
+        assert isinstance(card, IoBindingCard)
+        io = card.info.details["io_binding"]
+        assert io["cuda_graph"] and io["graph_ids"] == {"1": 0, "2": 1, "4": 2, "8": 3} and io["user_compute_stream"]
+        assert card.info.details["intra_op_threads"] == 1 and io["allow_spinning"] == "0"
+        u8, _ = _samples(data_dir, 8)
+        card.register_host_buffers([u8])
+        assert card.info.details["io_binding"]["host_buffers_pinned"] == u8.nbytes
+        assert card.infer(u8, 8)[0].shape == (8,)
+    finally:
+        card.close()
+
+
+# YOLO11l: the fp16 outputs a GPU card returns, on the CPU provider ----------------------------------------------
+@pytest.mark.slow
+def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
+    """The card returns [84, 8400] in fp16 (a Cast in the graph), from its bound device buffer, equal to the plain
+    card's, and the host NMS (the benchmark's encoder) reads it."""
+    import onnx
+
+    from harness.data.models import yolo
+
+    bench = benchmarks.get("yolo-99").with_card_outputs("quantised")
+    path = tmp_path / "yolo.onnx"
+    onnx.save(yolo.build_uint8(0), str(path))
+    spec = BackendSpec("onnxruntime", path, bench.input_name, bench.outputs, bench.output_specs,
+                       output_casts=bench.output_casts, benchmark=bench.name, io_binding=True, warm_batch=2,
+                       buckets=(1, 2))
+    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+    try:
+        assert isinstance(card, IoBindingCard) and card.input_dtype == "uint8" == plain.input_dtype
+        assert card.info.details["io_binding"]["outputs_to_host"] == list(bench.outputs)
+        images = np.random.default_rng(0).integers(0, 256, (2, *bench.input_shape), dtype=np.uint8)
+        (out,) = card.infer(images[:1], 1)
+        assert out.shape == (1, 84, 8400) and out.dtype == np.float16
+        assert np.array_equal(out, plain.infer(images[:1], 1)[0])
+        sized = bench.with_image_sizes(np.array([[480, 640]]))
+        payload, offsets = sized.encode_response([out], np.zeros(1, np.int64))
+        assert offsets[0] == 0 and len(payload) == offsets[-1]
+    finally:
+        card.close()
+        plain.close()

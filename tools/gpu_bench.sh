@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The fast-GPU check (issue 27, must-show 2), for the lent GPU machine: an H100, 16 cores, Python 3.12 with
+# NVIDIA's CUDA 13 / cuDNN 9 wheels, a CPU-only onnxruntime 1.30, no network, TensorRT absent. The wheels it
+# needs travel as tools/gpu_wheels.sh cuts them (loads 1..N-1: `tools/gpu_bench.sh --stash`, which is
+# tools/gpu_check.sh --stash; load N: this script). It prints one table:
+#   GPU model, driver, CUDA, cuDNN, onnxruntime versions;
+#   ResNet50 Offline through the appliance at the precision / batch / cards per GPU `appliance tune` chose,
+#     against onnxruntime's own best loop (tools/gpu_baseline.py: IO binding, CUDA graph, same model, precision
+#     and batch, no LoadGen) on the same GPU, as a ratio;
+#   Server (the tuned target, once more at 80% if that is INVALID) / Offline; SingleStream p90;
+#   per-GPU Offline as a fraction of NVIDIA's TensorRT H100 figure (87,970 samples/s, DGX-H100 v4.0);
+#   YOLO11l (yolo-99) Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
+#     mAP in accuracy mode and the host NMS time per image; joules per sample from NVML.
+# Everything goes to $OUT (bench.log, table.txt, table.json, versions.json), what the device tool brings back.
+#
+#   tools/gpu_bench.sh --stash                  a load of wheels (.whl/) to /tmp/gpu-wheels, nothing else
+#   tools/gpu_bench.sh                          the last load, then the whole check (about 8 minutes)
+#   tools/gpu_bench.sh --backend onnxruntime    the rehearsal without a GPU: the same steps on CPU-emulated cards
+#                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes
+# Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
+# run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
+# default fp16 on a GPU), BATCHES (default 128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2,cuda:allx4),
+# YOLO_CARDS (cuda:allx2), YOLO_BATCH (16), PYTHON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+backend=${BACKEND:-onnxruntime-cuda}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stash) exec tools/gpu_check.sh --stash ;;
+    --backend) backend=$2; shift ;;
+    *) echo "tools/gpu_bench.sh: unknown argument $1 (use --stash or --backend NAME)" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=${OUT:-/tmp/gpu-bench-out}
+work=${WORK:-/tmp/gpu-bench}  # run summaries ($work-NAME.json) and the results tree ($work-results)
+data=${DATA:-/tmp/gpu-bench-data}
+duration=${DURATION_MS:-6000}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+exec > >(tee -a "$out/bench.log") 2>&1
+start=$SECONDS
+say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
+
+if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, through the same IO-binding card
+  samples=${SAMPLES:-64}; yolo_samples=${YOLO_SAMPLES:-2}; precisions=${PRECISIONS:-fp32}
+  batches=${BATCHES:-2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-3000}
+  yolo_count=(--count 8)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
+  export APPLIANCE_IO_BINDING=1
+else
+  samples=${SAMPLES:-500}; yolo_samples=${YOLO_SAMPLES:-64}; precisions=${PRECISIONS:-fp16}
+  batches=${BATCHES:-128,512}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2,cuda:allx4}; device=cuda
+  yolo_count=()
+fi
+
+# 1. Wheels, C++ extensions: as tools/gpu_check.sh does (the same /tmp/gpu-wheels and /tmp/site).
+# shellcheck source=tools/gpu_env.sh
+source tools/gpu_env.sh
+gpu_env_setup "$py" "$out" "$( [ "$backend" = onnxruntime ] && echo 0 || echo 1 )"
+appliance() { "$py" -m harness.cli "$@"; }
+
+# 2. The GPU and its software.
+say "GPU, driver, CUDA, cuDNN, onnxruntime"
+"$py" - "$backend" <<'PY' | tee "$out/versions.json"
+import json, sys
+import onnxruntime as ort
+from harness.hw import gpu
+from harness.records import engine_cache
+from harness.run.cards.backends import GPU_BACKENDS
+from harness.run.cards.onnxruntime_card import check_gpu_libraries, cuda_build
+info = {"onnxruntime": ort.__version__, "onnxruntime_providers": ort.get_available_providers(),
+        "onnxruntime_cuda_build": cuda_build(), "nvidia": gpu.host_facts(),
+        "tensorrt": engine_cache.tensorrt_version() or "not installed"}
+if sys.argv[1] in GPU_BACKENDS:
+    check_gpu_libraries(sys.argv[1])
+    info.update(gpu.libraries())
+print(json.dumps(info, indent=2))
+PY
+
+# 3. ResNet50: prepare, tune (precision x batch x cards per GPU), run the choice, and the baseline.
+say "prepare resnet50 ($samples images): fp32$( [ "$precisions" = fp32 ] || echo ", $precisions" )"
+appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
+for p in ${precisions//,/ }; do
+  [ "$p" = fp32 ] || appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision "$p" -q
+done
+tuned=$data/tuned/resnet50-bench.json
+say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts"
+tune=(appliance tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches"
+      --cards "$layouts" -s Offline -s Server -s SingleStream -o "$tuned" -q)
+graph=()
+if ! "${tune[@]}" | tee "$out/tune.txt"; then  # one shot on the GPU machine: without CUDA graphs rather than nothing
+  say "tune failed; again without CUDA graphs (APPLIANCE_CUDA_GRAPH=0), which every later step then uses"
+  export APPLIANCE_CUDA_GRAPH=0; graph=(--no-graph)
+  "${tune[@]}" | tee "$out/tune.txt"
+fi
+results="$work-results"
+rm -rf "$results"
+run() {  # scenario, name, extra args...
+  local s=$1 name=$2; shift 2
+  say "resnet50 $s ($name)"
+  appliance run --data-dir "$data" --results "$results" --tuned "$tuned" -s "$s" --duration-ms "$duration" \
+    --json -q "$@" >"$work-$name.json" || echo "gpu_bench: resnet50 $s ($name) failed; the table says so"
+}
+run Offline offline
+run Server server
+if ! "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
+    "$work-server.json" 2>/dev/null; then
+  qps=$("$py" - "$tuned" <<'PY'
+import json, pathlib, re, sys
+rec = json.loads(pathlib.Path(sys.argv[1]).read_text())
+conf = (pathlib.Path(sys.argv[1]).parent / rec["user_conf"]).read_text()
+print(round(0.8 * float(re.search(r"Server\.target_qps = ([0-9.]+)", conf).group(1)), 1))
+PY
+)
+  run Server server-80 --target-qps "$qps"
+fi
+run SingleStream single
+read -r choice_precision choice_batch choice_cards <<<"$("$py" - "$tuned" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["chosen"]["Offline"]
+print(c["precision"], c["batch_size"], c["cards"])
+PY
+)"
+per_gpu=$(echo "$choice_cards" | sed -n 's/.*x\([0-9]*\)$/\1/p'); per_gpu=${per_gpu:-1}
+say "onnxruntime's own loop: $choice_precision, batch $choice_batch, $per_gpu session(s)"
+"$py" tools/gpu_baseline.py --data-dir "$data" --precision "$choice_precision" --batch "$choice_batch" \
+  --sessions "$per_gpu" --device "$device" --seconds 4 "${graph[@]}" | tee "$work-baseline.json" || true
+
+# 4. YOLO11l: fp16 outputs (a GPU card's), host NMS on each card's completion thread.
+ydata=$data-yolo
+say "prepare yolo-99 ($yolo_samples images): fp32$( [ "$precisions" = fp32 ] || echo ", fp16" )"
+appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" -q
+yp=fp32
+if [ "$precisions" != fp32 ]; then
+  appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" --precision fp16 -q; yp=fp16
+fi
+ycards=${YOLO_CARDS:-$( [ "$backend" = onnxruntime ] && echo auto || echo cuda:allx2 )}
+ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
+yrun() {  # scenario, name, extra args
+  local s=$1 name=$2; shift 2
+  say "yolo-99 $s ($name)"
+  appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" --backend "$backend" --cards "$ycards" \
+    --precision "$yp" --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json" \
+    || echo "gpu_bench: yolo-99 $s ($name) failed; the table says so"
+}
+yrun Offline yolo-offline --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
+yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
+yrun Offline yolo-accuracy --batch-size "$ybatch" --mode accuracy
+say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
+"$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \
+  --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json" || true
+
+# 5. The table.
+say "table"
+"$py" tools/gpu_bench_table.py "$work" "$out" "$backend"
+say "done"

@@ -1,0 +1,140 @@
+"""The table of tools/gpu_bench.sh, from the runs' JSON summaries, their manifests and the baselines.
+
+    python tools/gpu_bench_table.py PREFIX OUTDIR BACKEND
+
+PREFIX-<name>.json are `appliance run --json` outputs (offline, server, server-80, single, yolo-offline,
+yolo-single, yolo-accuracy) and tools/gpu_baseline.py outputs (baseline, yolo-baseline); OUTDIR/versions.json
+the GPU's software. Writes OUTDIR/table.txt and OUTDIR/table.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+NVIDIA_H100_OFFLINE = 87970.0  # ResNet50 Offline per H100, TensorRT int8 (DGX-H100, MLPerf Inference v4.0)
+YOLO_BEST_OFFLINE = 153.5      # YOLO11l Offline, the best published system (v6.0, Dell, 8 x L40S)
+YOLO_BEST_SINGLE_MS = 7.12     # its SingleStream p90
+
+
+def load(prefix: str, name: str) -> dict[str, Any] | None:
+    path = Path(f"{prefix}-{name}.json")
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:  # the step failed (its one line is in bench.log)
+        return None
+    return data[0] if isinstance(data, list) and data else data if isinstance(data, dict) else None
+
+
+def manifest(run: dict[str, Any] | None) -> dict[str, Any]:
+    return json.loads((Path(run["path"]) / "manifest.json").read_text()) if run else {}
+
+
+def joules_per_sample(m: dict[str, Any]) -> tuple[float | None, str]:
+    energy = m.get("energy") or {}
+    gpu = energy.get("gpu") or {}
+    if gpu.get("available"):
+        per = [g["joules_per_sample"] for g in gpu["gpus"] if g.get("joules_per_sample")]
+        return (sum(per) / len(per) if per else None), "NVML (GPU board)"
+    if energy.get("available") and energy.get("samples_per_joule"):
+        return 1 / energy["samples_per_joule"], "RAPL (CPU packages)"
+    return None, gpu.get("note") or energy.get("note") or "not measured"
+
+
+Rows = list[tuple[str, str, str]]  # (what, value, verdict / note)
+
+
+def versions_rows(versions: dict[str, Any], backend: str) -> Rows:
+    nv = versions.get("nvidia", {})
+    gpus = nv.get("gpus") or [{}]
+    return [("GPU", f"{gpus[0].get('name', 'none')} ({len(nv.get('gpus') or [])} visible)", f"backend {backend}"),
+            ("driver / CUDA", f"{nv.get('driver', nv.get('nvml', '-'))} / {nv.get('cuda_driver', '-')}",
+             f"runtime {versions.get('cuda_runtime', '-')}, cuDNN {versions.get('cudnn', '-')}"),
+            ("onnxruntime", versions["onnxruntime"], f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
+                                                     f"TensorRT {versions.get('tensorrt')}")]
+
+
+def resnet_rows(prefix: str) -> Rows:
+    rows: Rows = []
+    off = load(prefix, "offline")
+    if not off:
+        return [("ResNet50 Offline", "-", "no run")]
+    mo = manifest(off)
+    cards = mo.get("cards", [])
+    n_gpus = len({(c.get("gpu") or {}).get("pci") for c in cards}) or 1
+    offline = off["perf"]["metric"]
+    rows.append(("ResNet50 Offline", f"{offline:.1f} samples/s {'VALID' if off['perf']['valid'] else 'INVALID'}",
+                 f"{mo.get('precision')}, batch {mo.get('batch_size')}, --cards {mo.get('card_map', {}).get('spec')} "
+                 f"({len(cards)} cards on {n_gpus} device(s))"))
+    base = load(prefix, "baseline")
+    if base:
+        copy, device = base["copy_samples_per_second"], base["device_samples_per_second"]
+        rows.append(("  / onnxruntime's own loop", f"{offline / copy:.3f}",
+                     f"loop with copies {copy:.1f}/s (must be >= 0.95); device-resident {device:.1f}/s: ratio "
+                     f"{offline / device:.3f}; {base['sessions']} session(s), batch {base['batch']}"))
+    tried = [r for r in (load(prefix, "server"), load(prefix, "server-80")) if r]
+    server = next((r for r in tried if r["perf"]["valid"]), None)
+    if server:
+        rows.append(("ResNet50 Server", f"{server['perf']['metric']:.1f} QPS VALID",
+                     f"Server / Offline {server['perf']['metric'] / offline:.3f} (must be >= 0.90)"))
+    elif tried:
+        rows.append(("ResNet50 Server", f"{tried[-1]['perf']['metric']:.1f} QPS INVALID",
+                     "; ".join(tried[-1]["perf"]["reasons"])))
+    single = load(prefix, "single")
+    if single:
+        rows.append(("ResNet50 SingleStream p90", f"{single['perf']['metric']:.3f} ms",
+                     "VALID" if single["perf"]["valid"] else "INVALID"))
+    rows.append(("  per-GPU Offline / NVIDIA H100 TensorRT", f"{offline / n_gpus / NVIDIA_H100_OFFLINE:.3f}",
+                 f"{offline / n_gpus:.0f} of {NVIDIA_H100_OFFLINE:.0f} samples/s (moonshot >= 0.5)"))
+    j, source = joules_per_sample(mo)
+    rows.append(("  ResNet50 Offline joules / sample", f"{j:.4f}" if j else "-", source))
+    return rows
+
+
+def yolo_rows(prefix: str) -> Rows:
+    rows: Rows = []
+    yoff, ysingle, yacc = load(prefix, "yolo-offline"), load(prefix, "yolo-single"), load(prefix, "yolo-accuracy")
+    my = manifest(yoff)
+    if yoff:
+        rate = yoff["perf"]["metric"]
+        rows.append(("YOLO11l Offline", f"{rate:.1f} samples/s {'VALID' if yoff['perf']['valid'] else 'INVALID'}",
+                     f"{rate / YOLO_BEST_OFFLINE:.2f}x the best published {YOLO_BEST_OFFLINE} (must be >= 10x); "
+                     f"{my.get('precision')}, batch {my.get('batch_size')}, {len(my.get('cards', []))} cards"))
+        j, source = joules_per_sample(my)
+        rows.append(("  YOLO11l Offline joules / sample", f"{j:.4f}" if j else "-", source))
+    if ysingle:
+        p90 = ysingle["perf"]["metric"]
+        rows.append(("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
+                     f"published {YOLO_BEST_SINGLE_MS} ms: {'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}"))
+    if yacc:
+        res = manifest(yacc).get("result", {})
+        golden = next((v for k, v in res.items() if k.startswith("golden_")), None)
+        rows.append(("YOLO11l accuracy", yacc.get("accuracy") or "-", f"golden {golden}% (must be 100%)"))
+    ybase = load(prefix, "yolo-baseline")
+    if ybase and yoff and "nms_ms_per_image" in ybase:
+        nms, rate = ybase["nms_ms_per_image"], yoff["perf"]["metric"]
+        per_image_card_ms = 1000 * max(1, len(my.get("cards", []))) / rate
+        rows.append(("  YOLO11l host NMS per image", f"{nms:.3f} ms",
+                     f"{100 * nms / per_image_card_ms:.1f}% of a card's time per image; "
+                     f"{nms * rate / 1000:.2f} cores busy with NMS at the Offline rate"))
+    return rows
+
+
+def main() -> None:
+    prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    versions = json.loads((out / "versions.json").read_text())
+    rows = versions_rows(versions, backend) + resnet_rows(prefix) + yolo_rows(prefix)
+    width = max(len(w) for w, _, _ in rows)
+    text = "\n".join(f"{w:{width}s}  {v:30s}  {n}" for w, v, n in rows)
+    print(text)
+    (out / "table.txt").write_text(text + "\n")
+    (out / "table.json").write_text(json.dumps([{"what": w, "value": v, "note": n} for w, v, n in rows], indent=2)
+                                    + "\n")
+
+
+if __name__ == "__main__":
+    main()
