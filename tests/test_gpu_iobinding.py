@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from helpers import appliance
 from sysfs_fixtures import build, shared_trees
-from test_gpu_card import needs_gpu
+from test_gpu_card import HAS_GPU, needs_gpu
 
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks
@@ -337,3 +337,15 @@ def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
     finally:
         card.close()
         plain.close()
+
+
+@pytest.mark.ortgpu
+@pytest.mark.skipif("CUDAExecutionProvider" not in ort.get_available_providers() or HAS_GPU,
+                    reason="needs onnxruntime-gpu on a machine without a GPU (ci/test's GPU venv)")
+def test_io_binding_gpu_card_without_a_gpu_is_one_line(data_dir):
+    """The GPU card made directly (no plan, no library check) on a machine with no GPU: refused in one line
+    naming the card, never a CPU result."""
+    spec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend="onnxruntime-cuda", io_binding=False)
+    with pytest.raises(ApplianceError) as info:
+        make_card(spec, 0, (0,))
+    assert "card 0 (cuda:0" in str(info.value) and "\n" not in str(info.value)
