@@ -52,20 +52,17 @@ def main() -> None:
 
     import onnxruntime as ort
 
-    from harness.data import benchmarks
-    from harness.data.datasets import coco
+    from harness.data import benchmarks, concrete
     from harness.hw import gpu_plan
-    from harness.prepare.steps import model_bench
     from harness.records import store
     from harness.records.layout import Layout, read_model_record
     from harness.run.cards.gpu_iobinding import u8_model
     from harness.run.cards.spec import BackendSpec
 
-    bench = benchmarks.get(a.benchmark).with_card_outputs(a.card_outputs)
-    layout = Layout(a.data_dir, bench)
+    layout = Layout(a.data_dir, benchmarks.get(a.benchmark))
     model = read_model_record(layout, a.precision)
-    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(a.data_dir))
-    bench = coco.for_prepared(model_bench(bench, model), data)
+    data = store.open_prepared(layout.preprocessed, layout.bench.prepare_hint(a.data_dir))
+    bench = concrete.for_run(a.benchmark, card_outputs=a.card_outputs, model=model, data=data)
     spec = BackendSpec("onnxruntime", Path(model["path"]), bench.input_name, bench.outputs, bench.output_specs,
                        output_casts=bench.output_casts, benchmark=bench.name)
     source = u8_model(Path(model["path"]), spec)[0] or str(model["path"])
