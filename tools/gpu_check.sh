@@ -37,34 +37,18 @@ exec > >(tee -a "$out/check.log") 2>&1
 start=$SECONDS
 say() { printf '\n== gpu_check [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
 
-# 1. Wheels: each call's load joins the others in /tmp (the machine keeps /tmp while it stays warm).
-if compgen -G ".whl/*" >/dev/null; then cp .whl/* "$wheels/"; fi
-if [ "$stash" = 1 ]; then ls -la "$wheels"; exit 0; fi
-if compgen -G "$wheels/*.part-*" >/dev/null; then
-  say "joining onnxruntime-gpu and installing the wheels into /tmp/site"
-  first=$(ls "$wheels"/*.part-* | head -1)
-  whl="$wheels/$(basename "${first%.part-*}")"
-  cat "$wheels"/*.part-* >"$whl" && rm "$wheels"/*.part-*
-  (cd "$wheels" && sha256sum -c SHA256SUMS)
+# 1. Wheels: each call's load joins the others in /tmp (the machine keeps /tmp while it stays warm); then the
+# C++ extensions for this interpreter (tools/gpu_env.sh, shared with tools/gpu_bench.sh).
+if [ "$stash" = 1 ]; then
+  if compgen -G ".whl/*" >/dev/null; then cp .whl/* "$wheels/"; fi
+  ls -la "$wheels"; exit 0
 fi
-if compgen -G "$wheels/*.whl" >/dev/null; then
-  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl
-  # preload_dlls looks for NVIDIA's wheels beside onnxruntime: point it at the machine's own
-  nv=$("$py" -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
-  if [ -n "$nv" ] && [ ! -e /tmp/site/nvidia ]; then ln -s "$nv" /tmp/site/nvidia; fi
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+# shellcheck source=tools/gpu_env.sh
+. tools/gpu_env.sh
+gpu_env_setup "$py" "$out" || exit 1
 appliance() { "$py" -m harness.cli "$@"; }
 
-# 2. The C++ extensions, for this interpreter.
-if ! "$py" -c 'import harness._copy, harness._intake' 2>/dev/null; then
-  say "building the C++ extensions (harness/_intake.cpp, _copy.cpp)"
-  "$py" -c 'from setuptools import setup; setup()' build_ext --inplace -q >"$out/build_ext.log" 2>&1 \
-    || { tail -20 "$out/build_ext.log"; exit 1; }
-fi
-
-# 3. The GPU and its software, from NVML and the libraries themselves (no CUDA context).
+# 2. The GPU and its software, from NVML and the libraries themselves (no CUDA context).
 say "GPU, driver, CUDA, cuDNN, onnxruntime"
 "$py" - "$backend" <<'PY' | tee "$out/versions.json"
 import json, sys
@@ -85,12 +69,12 @@ cards=auto
 say "appliance topology detect --cards $cards"
 appliance topology detect --cards "$cards" | tee "$out/topology.txt"
 
-# 4. ResNet50 at fp32 and fp16 (fp16's agreement with FP32 measured on the CPU).
+# 3. ResNet50 at fp32 and fp16 (fp16's agreement with FP32 measured on the CPU).
 say "prepare resnet50 ($samples images), fp32 and fp16"
 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision fp16 -q | tee "$out/fp16.txt"
 
-# 5. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
+# 4. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
 results=/tmp/gpu-check-results
 rm -rf "$results"
 for precision in fp32 fp16; do
@@ -105,7 +89,7 @@ for precision in fp32 fp16; do
     --precision "$precision" --mode accuracy ${BATCH:+--batch-size $BATCH} --json -q >"$out/run-$precision-accuracy.json"
 done
 
-# 6. The summary: one row per run, with the manifest's card and GPU.
+# 5. The summary: one row per run, with the manifest's card and GPU.
 say "summary"
 "$py" - "$out" "$backend" <<'PY'
 import json, pathlib, sys

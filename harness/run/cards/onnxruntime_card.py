@@ -42,13 +42,16 @@ from harness.run.cards.spec import BackendSpec
 if TYPE_CHECKING:
     import onnx
 
-# backend name -> (execution provider, option naming the device, device label); CPU has no device id
-PROVIDERS: dict[str, tuple[str, str | None, str]] = {
-    "onnxruntime": ("CPUExecutionProvider", None, "cpu-emulated"),
-    "onnxruntime-cuda": ("CUDAExecutionProvider", "device_id", "cuda:{i}"),
-    "onnxruntime-tensorrt": ("TensorrtExecutionProvider", "device_id", "tensorrt:{i}"),
-    "onnxruntime-openvino": ("OpenVINOExecutionProvider", "device_type", "openvino:{i}"),
+# backend name -> (option naming the device, device label); CPU has no device id; the provider: the record's
+_DEVICES: dict[str, tuple[str | None, str]] = {
+    "onnxruntime": (None, "cpu-emulated"),
+    "onnxruntime-cuda": ("device_id", "cuda:{i}"),
+    "onnxruntime-tensorrt": ("device_id", "tensorrt:{i}"),
+    "onnxruntime-openvino": ("device_type", "openvino:{i}"),
 }
+# backend name -> (execution provider, option naming the device, device label)
+PROVIDERS: dict[str, tuple[str, str | None, str]] = {
+    name: (str(backends.get(name).provider), key, label) for name, (key, label) in _DEVICES.items()}
 _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
