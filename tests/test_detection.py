@@ -187,14 +187,24 @@ def test_retinanet_has_no_quantised_outputs(det_data_dir, tmp_path, capsys):
     assert "retinanet has no quantised card outputs" in capsys.readouterr().err
 
 
-def test_real_card_performance_run(det_data_dir, tmp_path):
-    """The real path in performance mode: onnxruntime card, host NMS on the completion thread, LoadGen."""
+def test_real_card_performance_run(det_data_dir, tmp_path, capsys):
+    """The real path in performance mode: onnxruntime card, host NMS on the completion thread, LoadGen; the
+    host NMS share (the done thread's CPU time over the timed run) in the manifest and the summary."""
     assert appliance("run", "-b", "ssd-mobilenet", "-s", "SingleStream", "--data-dir", det_data_dir, "--results",
-                     tmp_path, "--cards", "emulate:1", "--duration-ms", 500, "--count", 8, "-q") == 0
-    detail = detail_log.values(runs(tmp_path, "ssd-mobilenet", "SingleStream", "performance/run_1")
-                         / "mlperf_log_detail.txt")
+                     tmp_path, "--cards", "emulate:1", "--duration-ms", 500, "--count", 8) == 0
+    run = runs(tmp_path, "ssd-mobilenet", "SingleStream", "performance/run_1")
+    detail = detail_log.values(run / "mlperf_log_detail.txt")
     assert detail["effective_qsl_rng_seed"] == V61_QSL_SEED
-    assert validity_explained(runs(tmp_path, "ssd-mobilenet", "SingleStream", "performance/run_1"))
+    assert validity_explained(run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    nms = manifest["host_postprocess"]
+    queries = int(detail["result_query_count"])  # SingleStream: one sample a query
+    assert nms["samples"] == nms["cards"][0]["samples"] == manifest["cards"][0]["samples_completed"] == queries
+    assert 0 < nms["ms_per_sample"] < 1000 * nms["seconds"] / nms["samples"]  # host work, below the wall time
+    assert 0 < nms["busiest_done_thread"] < 1 and nms["keeps_up"] is True
+    assert "gpus" not in nms  # CPU-emulated cards: no per-GPU cores
+    out = capsys.readouterr().out
+    assert f"ssd-mobilenet SingleStream: host NMS {nms['ms_per_sample']:.3f} ms an image" in out
 
 
 # ------------------------------------------------------------------------------------------------

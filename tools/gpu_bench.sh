@@ -10,7 +10,8 @@
 #   Server (the tuned target, once more at 80% if that is INVALID) / Offline; SingleStream p90;
 #   per-GPU Offline as a fraction of NVIDIA's TensorRT H100 figure (87,970 samples/s, DGX-H100 v4.0);
 #   YOLO11l (yolo-99) Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
-#     mAP in accuracy mode and the host NMS time per image; joules per sample from NVML.
+#     mAP in accuracy mode (tuned precision with fp16 outputs, and FP32 end to end: the data path's fidelity), the
+#     host NMS share measured inside the run (manifest host_postprocess); joules per sample from NVML.
 # Everything goes to $OUT (bench.log, table.txt, table.json, versions.json), what the device tool brings back.
 #
 #   tools/gpu_bench.sh --stash                  a load of wheels (.whl/) to /tmp/gpu-wheels, nothing else
@@ -146,6 +147,9 @@ yrun() {  # scenario, name, extra args
 yrun Offline yolo-offline --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
 yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
 yrun Offline yolo-accuracy --batch-size "$ybatch" --mode accuracy
+# the data path alone: the FP32 model with FP32 outputs (TF32 off) against the FP32 golden detections (100% when
+# the GPU path loses nothing); the run above measures what fp16 compute and fp16 outputs cost (yolo-99: >= 99%)
+yrun Offline yolo-accuracy-fp32 --batch-size "$ybatch" --mode accuracy --precision fp32 --card-outputs fp32
 say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
 "$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \
   --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json" || true

@@ -21,6 +21,7 @@ from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_bytes, atomic_write_text
 from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
+from harness.report.measured import energy_text, nms_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -168,7 +169,7 @@ def _compliance(run: Run, collected: Collected) -> str:
 
 
 SUMMARY_HEAD = ("card setup", "cards", "mode", "result", "status", "constraint", "compliance",
-                "energy (informational)", "logs")
+                "energy, host NMS (informational)", "logs")
 
 
 def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
@@ -185,11 +186,9 @@ def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
         metric = next((f"{label} {res[key]:.3f}%" for key, label in (("top1", "top-1"), ("mAP", "mAP"))
                        if key in res), json.dumps(res)[:60])
         status, constraint = "scored", "-"
-    energy = m.get("energy", {})
-    joules = f"{energy['average_watts']:.1f} W, {energy['samples_per_joule']:.3g} samples/J" \
-        if energy.get("available") and energy.get("samples_per_joule") else "-"
+    beside = [t for t in (energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess"))) if t]
     return [run.setup.text(), str(run.cards), run.mode, metric, status, constraint, _compliance(run, collected),
-            joules, str(run.path.relative_to(results))]
+            "; ".join(beside) or "-", str(run.path.relative_to(results))]
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -273,7 +272,7 @@ def render(results: Path, out: Path) -> Path:
     extra = [("per-card", per_card_plot(runs)), ("card-map", card_map_plot(widest))]
     scaling += [_figure(name, png, out, pngs) for name, png in extra if png is not None]
     flags = _flags(runs)
-    energy_note = "" if any(r.manifest.get("energy", {}).get("available") for r in runs) else \
+    energy_note = "" if any(energy_text(r.manifest.get("energy")) for r in runs) else \
         "<p class=note>Energy: not measured (no readable RAPL counters or NVML on the machine that ran these).</p>"
     last = runs[-1].manifest
     brief = {k: last.get(k) for k in ("benchmark", "scenario", "backend", "batch_size", "created_utc")}

@@ -43,6 +43,7 @@ from harness.run import calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import IO_BINDING_ENV, BackendSpec
+from harness.run.completion_meter import CompletionMeter
 from harness.run.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
     Calibration,
@@ -75,11 +76,21 @@ class RunOutcome:
     synthetic: bool
     notes: tuple[str, ...]
     warnings: tuple[str, ...] = ()  # what makes the result doubtful: other runs on its cores
+    energy: dict[str, Any] | None = None  # the manifest's: RAPL, and NVML under "gpu" (performance runs)
+    host_nms: dict[str, Any] | None = None  # the manifest's `host_postprocess` (detection benchmarks)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the runner measures beside LoadGen over the timed run."""
+
+    energy: dict[str, Any]
+    host_nms: dict[str, Any] | None  # CompletionMeter.result(): None without done threads
 
 
 def latest_run(perf_dir: Path) -> Path | None:
@@ -146,10 +157,11 @@ def _poisson_wait(k: int, p: float) -> float:
 
 
 def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSettings, outdir: Path,
-                 expected: int | None, gpus: tuple[GpuRef, ...] = ()) -> dict[str, Any]:
+                 expected: int | None, gpus: tuple[GpuRef, ...] = ()) -> Measured:
     """StartTest on a helper thread, so Ctrl-C reaches the main thread while LoadGen works.
 
-    Returns the host energy over the test (RAPL, informational; `available: False` where unreadable).
+    Returns what was measured beside LoadGen over the test: the host energy (RAPL, informational;
+    `available: False` where unreadable) with the GPUs' (NVML) under "gpu", and the host NMS share.
     """
     log_out = lg.LogOutputSettings()
     log_out.outdir = str(outdir)
@@ -158,7 +170,7 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
     log_settings.log_output = log_out
     log_settings.enable_trace = False
     lg_qsl = lg.ConstructQSL(qsl.total_sample_count, qsl.performance_sample_count, qsl.load, qsl.unload)
-    done = threading.Event()
+    finished = threading.Event()
     failure: list[BaseException] = []
 
     def body() -> None:
@@ -168,30 +180,37 @@ def _run_loadgen(sut: SystemUnderTest, qsl: SampleLibrary, settings: lg.TestSett
         except BaseException as exc:
             failure.append(exc)
         finally:
-            done.set()
+            finished.set()
 
     meter = EnergyMeter()
     gpu_meter = GpuEnergyMeter(gpus, lambda: [w.completed for w in sut.workers])  # NVML beside RAPL
+    done = [w for w in sut.workers if w.completer is not None]  # detection benchmarks: NMS on done threads
+    nms = CompletionMeter(lambda: [(w.completed, w.complete_cpu_ns) for w in done], [w.slot.cpus for w in done],
+                          gpus if len(gpus) == len(done) else ()) if done else None
     meter.start()
     gpu_meter.start()
+    if nms is not None:
+        nms.start()
     threading.Thread(target=body, name="loadgen", daemon=True).start()
     start = time.monotonic()
     min_s = settings.min_duration_ms / 1000
     with progress.bar(expected, "LoadGen", unit="sample") as bar:
-        while not done.wait(0.25):
+        while not finished.wait(0.25):
             bar.update(sut.completed - bar.n)
             elapsed = time.monotonic() - start
             bar.set_postfix_str(f"{sut.completed / max(1e-9, elapsed):.1f}/s, {elapsed:.0f}/{min_s:.0f} s min",
                                 refresh=False)
     meter.stop()
     gpu_meter.stop()
+    if nms is not None:
+        nms.stop()
     lg.DestroyQSL(lg_qsl)
     if failure:
         raise failure[0]
     energy = meter.result(sut.completed)
     if gpus:
         energy["gpu"] = gpu_meter.result()
-    return energy
+    return Measured(energy, nms.result() if nms is not None else None)
 
 
 @contextlib.contextmanager
@@ -230,14 +249,14 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
         with Neighbours(cores, f"{p.bench.name} {p.scenario} {p.mode}") as neighbours:
             with interrupts_raised():
                 try:
-                    energy = _loadgen_test(p, sut, folder.staging, echo)
+                    measured = _loadgen_test(p, sut, folder.staging, echo)
                 finally:
                     sut.stop()
             if sut.failure:
                 raise CardFailure(sut.failure)
             for why in sut.card_failures:
                 echo(f"warning: {why}; its samples ran on the other cards")
-            return _finish(p, sut, folder, energy, neighbours)
+            return _finish(p, sut, folder, measured, neighbours)
     except BaseException as exc:
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
@@ -281,8 +300,8 @@ def _claim(p: RunPlan, echo: Echo) -> rundirs.RunFolder:
     return rundirs.claim(p.folder / "performance", "run", echo=echo)
 
 
-def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -> dict[str, Any]:
-    """Time the (loaded) cards, write the run's LoadGen settings and run the test; returns the energy."""
+def _loadgen_test(p: RunPlan, sut: SystemUnderTest, staging: Path, echo: Echo) -> Measured:
+    """Time the (loaded) cards, write the run's LoadGen settings and run the test; returns what was measured."""
     for info in sut.cards:
         echo(f"{info.label()}: cpus {format_cpulist(info.cpus) or 'all'}")
     req = p.opts.requested
@@ -351,7 +370,7 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
     return exc
 
 
-def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy: dict[str, Any],
+def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measured: Measured,
             neighbours: Neighbours) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
     staging, req, cards = folder.staging, p.opts.requested, p.cards
@@ -376,12 +395,13 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, energy:
     else:
         accuracy_text, result = _score(p, staging)
     shared = neighbours.warning()
-    manifest = _manifest(p, sut, detail, staging, result, notes, energy)
+    manifest = _manifest(p, sut, detail, staging, result, notes, measured)
     manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
     run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
-                      synthetic, tuple(notes), (shared,) if shared else ())
+                      synthetic, tuple(notes), (shared,) if shared else (),
+                      *((measured.energy, measured.host_nms) if req.mode == Mode.PERFORMANCE else (None, None)))
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:
@@ -433,7 +453,7 @@ def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],
-              notes: list[str], energy: dict[str, Any]) -> dict[str, Any]:
+              notes: list[str], measured: Measured) -> dict[str, Any]:
     """Everything the result depends on, so an auditor can re-run it and explain a difference."""
     opts, bench, model, data, cards = p.opts, p.bench, p.model, p.data, p.cards
     req = opts.requested
@@ -478,7 +498,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                               ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}},
         "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": _card_kind(sut, cards),
                       "any": bool(model["synthetic"] or data.synthetic)},
-        "result": result, "notes": notes, "energy": energy,
+        "result": result, "notes": notes, "energy": measured.energy,
+        **({"host_postprocess": measured.host_nms} if measured.host_nms is not None else {}),
     }
 
 

@@ -34,7 +34,8 @@ they start, such as onnxruntime's intra-op pool, inherit the affinity and the na
                 `service_s`, `accepted`, `warmup_batches`, and `completed` / `batches` when there is no
                 done thread.
     c<i>.done   only for benchmarks with heavy host post-processing (NMS): encodes and completes,
-                pipelined with the card. Owns `completed` / `batches` then.
+                pipelined with the card. Owns `completed` / `batches` then, and `complete_cpu_ns` (its
+                CPU time completing: the host NMS share in the manifest, harness/run/completion_meter.py).
     (the card's runtime threads) may call only the ready callback, which puts `READY` on `to_card`.
 
 Shared state and why it is safe:

@@ -128,6 +128,7 @@ class CardWorker:
         self.buffers: list[np.ndarray | None] = []
         self.completed = 0       # completing thread: samples completed
         self.batches = 0         # completing thread: batches completed
+        self.complete_cpu_ns = 0  # done thread: its CPU time encoding (NMS) and completing, the host's share
         self.warmup_batches = 0  # card thread: batches the card accepted during warm-up
         self.accepted = 0        # card thread: batches the card accepted in the run
         self.to_card: queue.SimpleQueue[CardMessage] = queue.SimpleQueue()
@@ -461,5 +462,8 @@ class CardWorker:
     def _done_loop(self) -> None:
         self._pin("done")
         assert self.to_done is not None
+        clock = time.thread_time_ns  # this thread's CPU time: what host NMS costs, not the time it waits
         while (item := self.to_done.get()) is not None:
+            before = clock()
             self._complete(*item)
+            self.complete_cpu_ns += clock() - before
