@@ -2,7 +2,7 @@
 
     python tools/gpu_bench_table.py PREFIX OUTDIR BACKEND
 
-PREFIX-<name>.json are `appliance run --json` outputs (offline, server, server-80, single, yolo-offline,
+PREFIX-<name>.json are `appliance run --json` outputs (offline, server, server-hi, server-80, single, yolo-offline,
 yolo-single, yolo-accuracy, yolo-accuracy-fp32) and tools/gpu_baseline.py outputs (baseline, yolo-baseline);
 OUTDIR/versions.json the GPU's software. Writes OUTDIR/table.txt and OUTDIR/table.json.
 """
@@ -76,8 +76,8 @@ def resnet_rows(prefix: str) -> Rows:
         rows.append(("  / onnxruntime's own loop", f"{offline / copy:.3f}",
                      f"loop with copies {copy:.1f}/s (must be >= 0.95); device-resident {device:.1f}/s: ratio "
                      f"{offline / device:.3f}; {base['sessions']} session(s), batch {base['batch']}"))
-    tried = [r for r in (load(prefix, "server"), load(prefix, "server-80")) if r]
-    server = next((r for r in tried if r["perf"]["valid"]), None)
+    tried = [r for r in (load(prefix, "server"), load(prefix, "server-hi"), load(prefix, "server-80")) if r]
+    server = max((r for r in tried if r["perf"]["valid"]), key=lambda r: r["perf"]["metric"], default=None)
     if server:
         rows.append(("ResNet50 Server", f"{server['perf']['metric']:.1f} QPS VALID",
                      f"Server / Offline {server['perf']['metric'] / offline:.3f} (must be >= 0.90)"))
@@ -121,12 +121,13 @@ def yolo_rows(prefix: str) -> Rows:
                          f"{run.get('accuracy') or '-'}; {what}"))
     nms = my.get("host_postprocess") or {}
     if yoff and nms.get("ms_per_sample") is not None:
-        gpus = nms.get("gpus") or [{}]
-        top = max(gpus, key=lambda g: g.get("cores_busy", 0))
+        gpus = nms.get("gpus")
+        top = max(gpus, key=lambda g: g["cores_busy"]) if gpus else None
+        cores = f"{top['cores_busy']} cores per GPU (of {top['local_cpus']} local)" if top else \
+            f"{nms['cores_busy']} cores in all"
         rows.append(("  YOLO11l host NMS per image (in the run)", f"{nms['ms_per_sample']:.3f} ms",
-                     f"busiest done thread {100 * nms['busiest_done_thread']:.1f}% busy; "
-                     f"{top.get('cores_busy', nms.get('cores_busy'))} cores per GPU (of {top.get('local_cpus', '?')} "
-                     f"local); {'keeps up' if nms.get('keeps_up') else 'HOLDS THE CARDS BACK'}"))
+                     f"busiest done thread {100 * nms['busiest_done_thread']:.1f}% busy; {cores}; "
+                     f"{'keeps up' if nms.get('keeps_up') else 'HOLDS THE CARDS BACK'}"))
     ybase = load(prefix, "yolo-baseline")
     if ybase and "nms_ms_per_image" in ybase:
         rows.append(("  YOLO11l host NMS per image (own loop)", f"{ybase['nms_ms_per_image']:.3f} ms",
