@@ -7,8 +7,8 @@
 #   ResNet50 Offline through the appliance at the precision / batch / cards per GPU `appliance tune` chose,
 #     against onnxruntime's own best loop (tools/gpu_baseline.py: IO binding, CUDA graph, same model, precision
 #     and batch, no LoadGen) on the same GPU, as a ratio;
-#   Server max valid QPS / Offline: the tuned target, then once more at 0.92 x Offline if the target was VALID
-#     and lower, or at 80% of it if INVALID; SingleStream p90;
+#   Server max valid QPS / Offline: the tuned target (the Server run reads it from the tuned record), then once
+#     more at 0.92 x Offline if the target was VALID and lower, or at 80% of it if INVALID; SingleStream p90;
 #   per-GPU Offline as a fraction of NVIDIA's TensorRT H100 figure (87,970 samples/s, DGX-H100 v4.0);
 #   YOLO11l (yolo-99) Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
 #     mAP in accuracy mode (tuned precision with fp16 outputs, and FP32 end to end: the data path's fidelity), the
@@ -22,7 +22,8 @@
 # Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
 # run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
 # default fp16 on a GPU), BATCHES (default 128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2,cuda:allx4),
-# YOLO_CARDS (cuda:allx2), YOLO_BATCH (16), PYTHON.
+# YOLO_CARDS (cuda:allx2), YOLO_BATCH (16), BUDGET_S (seconds this call may take, default 540 of the device
+# tool's 600: steps that would not fit are skipped, most needed first, and the table is always written), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${BACKEND:-onnxruntime-cuda}
@@ -40,6 +41,7 @@ data=${DATA:-/tmp/gpu-bench-data}
 duration=${DURATION_MS:-6000}
 py=${PYTHON:-python3}
 mkdir -p "$out"
+rm -f "$out/skipped.txt"
 exec > >(tee -a "$out/bench.log") 2>&1
 start=$SECONDS
 say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
@@ -79,90 +81,123 @@ if sys.argv[1] in GPU_BACKENDS:
 print(json.dumps(info, indent=2))
 PY
 
-# 3. ResNet50: prepare, tune (precision x batch x cards per GPU), run the choice, and the baseline.
+# 3. ResNet50: prepare, tune (precision x batch x cards per GPU), run the choice, and the baseline. Every step after
+# prepare is guarded by the call's budget (room / left, tools/gpu_env.sh), most needed first, so the table is
+# always written: what did not fit says so in bench.log and is "no run" in the table.
 say "prepare resnet50 ($samples images): fp32$( [ "$precisions" = fp32 ] || echo ", $precisions" )"
 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
 for p in ${precisions//,/ }; do
   [ "$p" = fp32 ] || appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision "$p" -q
 done
 tuned=$data/tuned/resnet50-bench.json
+rm -f "$tuned"
 say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts"
-tune=(appliance tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches"
+tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches"
       --cards "$layouts" -s Offline -s Server -s SingleStream -o "$tuned" -q)
 graph=()
-if ! "${tune[@]}" | tee "$out/tune.txt"; then  # one shot on the GPU machine: without CUDA graphs rather than nothing
+limit() { local s; s=$(left 330); echo $(( s < 30 ? 30 : s )); }  # tune's share of the budget
+rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || rc=$?; cat "$out/tune.txt"
+if [ "$rc" = 124 ]; then
+  say "tune ran out of its share of the budget"
+elif [ "$rc" != 0 ] && room 400 "tune again without CUDA graphs"; then  # one shot: without graphs rather than nothing
   say "tune failed; again without CUDA graphs (APPLIANCE_CUDA_GRAPH=0), which every later step then uses"
   export APPLIANCE_CUDA_GRAPH=0; graph=(--no-graph)
-  "${tune[@]}" | tee "$out/tune.txt"
+  timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || true; cat "$out/tune.txt"
+fi
+if [ -f "$tuned" ]; then
+  choice=(--tuned "$tuned")
+else  # no tuned record: the first precision, the largest batch, two cards per GPU (one on the CPU)
+  fallback=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "${batches##*,}"
+            --cards "$( [ "$device" = cuda ] && echo cuda:allx2 || echo auto )")
+  say "no tuned record: the runs use ${fallback[*]}"
+  choice=("${fallback[@]}")
 fi
 results="$work-results"
 rm -rf "$results" "$work"-*.json  # a table of this invocation's runs only
 run() {  # scenario, name, extra args...
   local s=$1 name=$2; shift 2
+  room $((duration / 1000 + 45)) "resnet50 $s ($name)" || return 0
   say "resnet50 $s ($name)"
-  appliance run --data-dir "$data" --results "$results" --tuned "$tuned" -s "$s" --duration-ms "$duration" \
+  appliance run --data-dir "$data" --results "$results" "${choice[@]}" -s "$s" --duration-ms "$duration" \
     --json -q "$@" >"$work-$name.json" || echo "gpu_bench: resnet50 $s ($name) failed; the table says so"
 }
-run Offline offline
-run Server server
-server_valid() { "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
+valid() { "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
   "$work-$1.json" 2>/dev/null; }
-qps=$("$py" - "$tuned" "$work-offline.json" "$(server_valid server && echo up || echo down)" <<'PY'
+run Offline offline
+# what Offline ran (precision, batch, cards per GPU): the baseline runs the same
+read -r choice_precision choice_batch per_gpu <<<"$("$py" - "$work-offline.json" "${precisions%%,*}" \
+  "${batches##*,}" <<'PY'
 import json, pathlib, re, sys
-rec = json.loads(pathlib.Path(sys.argv[1]).read_text())
-conf = (pathlib.Path(sys.argv[1]).parent / rec["user_conf"]).read_text()
-target = float(re.search(r"Server\.target_qps = ([0-9.]+)", conf).group(1))
 try:
-    offline = json.load(open(sys.argv[2]))[0]["perf"]["metric"]
+    m = json.loads((pathlib.Path(json.load(open(sys.argv[1]))[0]["path"]) / "manifest.json").read_text())
+    per_gpu = re.search(r"x([0-9]+)$", m["card_map"]["spec"] or "")
+    print(m["precision"], m["batch_size"], per_gpu.group(1) if per_gpu else 1)
 except (OSError, ValueError, LookupError, TypeError):
-    offline = 0.0
-# VALID at the tuned target: once more at 0.92 x Offline when that is higher (the must-show asks >= 0.90);
-# INVALID: once more at 80% of the target
-print(round(0.92 * offline, 1) if sys.argv[3] == "up" and 0.92 * offline > target else
-      "" if sys.argv[3] == "up" else round(0.8 * target, 1))
-PY
-)
-if [ -n "$qps" ]; then
-  if server_valid server; then run Server server-hi --target-qps "$qps"; else run Server server-80 --target-qps "$qps"; fi
-fi
-run SingleStream single
-read -r choice_precision choice_batch choice_cards <<<"$("$py" - "$tuned" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))["chosen"]["Offline"]
-print(c["precision"], c["batch_size"], c["cards"])
+    print(sys.argv[2], sys.argv[3], 1)
 PY
 )"
-per_gpu=$(echo "$choice_cards" | sed -n 's/.*x\([0-9]*\)$/\1/p'); per_gpu=${per_gpu:-1}
-say "onnxruntime's own loop: $choice_precision, batch $choice_batch, $per_gpu session(s)"
-"$py" tools/gpu_baseline.py --data-dir "$data" --precision "$choice_precision" --batch "$choice_batch" \
-  --sessions "$per_gpu" --device "$device" --seconds 4 "${graph[@]}" | tee "$work-baseline.json" || true
+if room 60 "onnxruntime's own loop"; then
+  say "onnxruntime's own loop: $choice_precision, batch $choice_batch, $per_gpu session(s)"
+  "$py" tools/gpu_baseline.py --data-dir "$data" --precision "$choice_precision" --batch "$choice_batch" \
+    --sessions "$per_gpu" --device "$device" --seconds 4 "${graph[@]}" | tee "$work-baseline.json" || true
+fi
+run Server server
+run SingleStream single
 
 # 4. YOLO11l: fp16 outputs (a GPU card's), host NMS on each card's completion thread.
 ydata=$data-yolo
-say "prepare yolo-99 ($yolo_samples images): fp32$( [ "$precisions" = fp32 ] || echo ", fp16" )"
-appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" -q
 yp=fp32
-if [ "$precisions" != fp32 ]; then
-  appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" --precision fp16 -q; yp=fp16
+yolo=0  # prepared
+if room 150 "YOLO11l (prepare and runs)"; then
+  say "prepare yolo-99 ($yolo_samples images): fp32$( [ "$precisions" = fp32 ] || echo ", fp16" )"
+  appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" -q
+  if [ "$precisions" != fp32 ]; then
+    appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" --precision fp16 -q; yp=fp16
+  fi
+  yolo=1
 fi
 ycards=${YOLO_CARDS:-$( [ "$backend" = onnxruntime ] && echo auto || echo cuda:allx2 )}
 ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
-yrun() {  # scenario, name, extra args
-  local s=$1 name=$2; shift 2
+yrun() {  # scenario, name, seconds it needs, extra args
+  local s=$1 name=$2 need=$3; shift 3
+  [ "$yolo" = 1 ] || return 0
+  room "$need" "yolo-99 $s ($name)" || return 0
   say "yolo-99 $s ($name)"
   appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" --backend "$backend" --cards "$ycards" \
     --precision "$yp" --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json" \
     || echo "gpu_bench: yolo-99 $s ($name) failed; the table says so"
 }
-yrun Offline yolo-offline --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
-yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
-yrun Offline yolo-accuracy --batch-size "$ybatch" --mode accuracy
+yperf=$((duration / 1000 + 45))
+yrun Offline yolo-offline "$yperf" --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
+yrun Offline yolo-accuracy 60 --batch-size "$ybatch" --mode accuracy
+yrun SingleStream yolo-single "$yperf" --duration-ms "$duration" "${yolo_count[@]}"
 # the data path alone: the FP32 model with FP32 outputs (TF32 off) against the FP32 golden detections (100% when
 # the GPU path loses nothing); the run above measures what fp16 compute and fp16 outputs cost (yolo-99: >= 99%)
-yrun Offline yolo-accuracy-fp32 --batch-size "$ybatch" --mode accuracy --precision fp32 --card-outputs fp32
-say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
-"$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \
-  --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json" || true
+yrun Offline yolo-accuracy-fp32 60 --batch-size "$ybatch" --mode accuracy --precision fp32 --card-outputs fp32
+
+# Server once more: at 0.92 x Offline when the tuned target was VALID and lower, at 80% of it when INVALID
+if [ -f "$work-server.json" ]; then
+  qps=$("$py" - "$work-server.json" "$work-offline.json" "$(valid server && echo up || echo down)" <<'PY'
+import json, sys
+def metric(path):
+    try:
+        return float(json.load(open(path))[0]["perf"]["metric"])
+    except (OSError, ValueError, LookupError, TypeError):
+        return 0.0
+target, offline = metric(sys.argv[1]), metric(sys.argv[2])
+up = sys.argv[3] == "up"
+print(round(0.92 * offline, 1) if up and 0.92 * offline > target else "" if up or not target else round(0.8 * target, 1))
+PY
+)
+  if [ -n "$qps" ]; then
+    if valid server; then run Server server-hi --target-qps "$qps"; else run Server server-80 --target-qps "$qps"; fi
+  fi
+fi
+if [ "$yolo" = 1 ] && room 40 "yolo-99 host NMS in onnxruntime's own loop"; then
+  say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
+  "$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \
+    --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json" || true
+fi
 
 # 5. The table.
 say "table"

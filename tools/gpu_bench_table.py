@@ -4,7 +4,8 @@
 
 PREFIX-<name>.json are `appliance run --json` outputs (offline, server, server-hi, server-80, single, yolo-offline,
 yolo-single, yolo-accuracy, yolo-accuracy-fp32) and tools/gpu_baseline.py outputs (baseline, yolo-baseline);
-OUTDIR/versions.json the GPU's software. Writes OUTDIR/table.txt and OUTDIR/table.json.
+OUTDIR/versions.json the GPU's software, OUTDIR/skipped.txt the steps the budget left out.
+Writes OUTDIR/table.txt and OUTDIR/table.json.
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ def main() -> None:
     prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     versions = json.loads((out / "versions.json").read_text())
     rows = versions_rows(versions, backend) + resnet_rows(prefix) + yolo_rows(prefix)
+    skipped = out / "skipped.txt"
+    if skipped.is_file():
+        rows += [("skipped (out of the call's budget)", line.strip(), "") for line in skipped.read_text().splitlines()]
     width = max(len(w) for w, _, _ in rows)
     text = "\n".join(f"{w:{width}s}  {v:30s}  {n}" for w, v, n in rows)
     print(text)

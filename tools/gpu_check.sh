@@ -13,7 +13,8 @@
 #                                               the interpreter's own packages (PYTHON=.venv/bin/python)
 # Environment: SAMPLES (prepared images, default 500), DURATION_MS (per performance run, default 5000),
 # BATCH (Offline / Server batch size, default the benchmark's), DATA (data dir, default /tmp/gpu-check-data).
-# Sized for a few minutes on 16 cores: prepare about a minute, eight runs of DURATION_MS plus loading.
+# Sized for a few minutes on 16 cores: prepare about a minute, eight runs of DURATION_MS plus loading; BUDGET_S
+# (default 540 of the device tool's 600) skips the runs that would not fit, and the summary says which.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${BACKEND:-onnxruntime-cuda}
@@ -77,16 +78,20 @@ appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -
 # 4. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
 results=/tmp/gpu-check-results
 rm -rf "$results"
-for precision in fp32 fp16; do
+rm -f "$out"/run-*.json "$out/skipped.txt"
+for precision in fp32 fp16; do  # each step within the call's budget (room, tools/gpu_env.sh); a failed run is a row
   for scenario in Offline Server SingleStream; do
+    room $((duration / 1000 + 40)) "$precision $scenario" || continue
     say "$precision $scenario"
     appliance run --data-dir "$data" --results "$results" --backend "$backend" --cards "$cards" \
       --precision "$precision" -s "$scenario" --duration-ms "$duration" ${BATCH:+--batch-size $BATCH} --json -q \
-      >"$out/run-$precision-$scenario.json"
+      >"$out/run-$precision-$scenario.json" || echo "gpu_check: $precision $scenario failed (its line is above)"
   done
+  room 60 "$precision accuracy" || continue
   say "$precision accuracy"
   appliance run --data-dir "$data" --results "$results" --backend "$backend" --cards "$cards" \
-    --precision "$precision" --mode accuracy ${BATCH:+--batch-size $BATCH} --json -q >"$out/run-$precision-accuracy.json"
+    --precision "$precision" --mode accuracy ${BATCH:+--batch-size $BATCH} --json -q >"$out/run-$precision-accuracy.json" \
+    || echo "gpu_check: $precision accuracy failed (its line is above)"
 done
 
 # 5. The summary: one row per run, with the manifest's card and GPU.
@@ -96,8 +101,12 @@ import json, pathlib, sys
 out, backend = pathlib.Path(sys.argv[1]), sys.argv[2]
 rows, runs = [], []
 for f in sorted(out.glob("run-*.json")):
-    (o,) = json.loads(f.read_text())
-    m = json.loads((pathlib.Path(o["path"]) / "manifest.json").read_text())
+    try:
+        (o,) = json.loads(f.read_text())
+        m = json.loads((pathlib.Path(o["path"]) / "manifest.json").read_text())
+    except (OSError, ValueError, LookupError, TypeError):
+        rows.append({"failed": f.stem.removeprefix("run-")})
+        continue
     card = m["cards"][0]
     row = {"precision": m["precision"], "scenario": o["scenario"], "mode": o["mode"], "path": o["path"],
            "provider": card.get("providers_in_session", ["?"])[0], "device": card["device"],
@@ -110,11 +119,17 @@ for f in sorted(out.glob("run-*.json")):
     runs.append({**row, "manifest_card": card})
     rows.append(row)
 lines = [f"backend {backend}"]
+skipped = out / "skipped.txt"
 for r in rows:
+    if "failed" in r:
+        lines.append(f"{r['failed']}: FAILED (see check.log)")
+        continue
     what = (f"{r['metric']:.2f} {r['unit']} {'VALID' if r['valid'] else 'INVALID'}" if "metric" in r else
             f"{r['accuracy']}")
     lines.append(f"{r['precision']:5s} {r['scenario']:12s} {r['mode']:11s} batch {r['batch']:4d}  {r['provider']:24s} "
                  f"{r['device']:8s} {r['gpu']:24s} {what}")
+if skipped.is_file():
+    lines += [f"{line}: skipped, out of the call's budget" for line in skipped.read_text().splitlines()]
 text = "\n".join(lines)
 print(text)
 (out / "summary.txt").write_text(text + "\n")

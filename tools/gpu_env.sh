@@ -17,7 +17,13 @@ gpu_env_setup() {
     (cd "$wheels" && sha256sum -c SHA256SUMS)
   fi
   if compgen -G "$wheels/*.whl" >/dev/null; then
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl
+    local have
+    have=$(cd "$wheels" && ls -l ./*.whl | md5sum)  # a later call on the warm machine: installed already
+    if [ "$(cat /tmp/site/.gpu-wheels 2>/dev/null)" != "$have" ]; then
+      "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$wheels"/*.whl
+      echo "$have" >/tmp/site/.gpu-wheels
+    fi
     local nv
     nv=$("$py" -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
     if [ -n "$nv" ] && [ ! -e /tmp/site/nvidia ]; then ln -s "$nv" /tmp/site/nvidia; fi
@@ -30,3 +36,14 @@ gpu_env_setup() {
       || { tail -20 "$out/build_ext.log"; return 1; }
   fi
 }
+
+# room SECONDS WHAT: true when SECONDS more fit in this call's budget (BUDGET_S, default 540: the device tool
+# stops a call at 600 s, and the table must still be written); otherwise says WHAT is skipped (and adds it to $out/skipped.txt). Needs $start, $out, say.
+room() {
+  if [ $((SECONDS - start + $1)) -le "${BUDGET_S:-540}" ]; then return 0; fi
+  say "skipped, it would not fit in the ${BUDGET_S:-540} s budget ($((SECONDS - start)) s used): $2"
+  echo "$2" >>"$out/skipped.txt"  # the table lists them
+  return 1
+}
+# left RESERVE: the seconds left in the budget, less RESERVE (for a `timeout` around a step of unknown length)
+left() { echo $(( ${BUDGET_S:-540} - (SECONDS - start) - $1 )); }
