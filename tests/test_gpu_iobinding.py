@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 from helpers import appliance
+from hypothesis import given
+from hypothesis import strategies as st
 from sysfs_fixtures import build, shared_trees
 from test_gpu_card import HAS_GPU, needs_gpu
 
@@ -29,7 +32,7 @@ from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_setti
 from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 from harness.run.cards.spec import BackendSpec
 from harness.run.plan import _per_gpu
-from harness.run.qsl import SampleLibrary
+from harness.run.qsl import SampleLibrary, row_runs
 from harness.tune.search import GPU_BATCHES, Sweep
 
 BENCH = benchmarks.get("resnet50")
@@ -126,11 +129,16 @@ def _spec(data_dir: Path, **kw) -> BackendSpec:
                        benchmark="resnet50", io_binding=True, **kw)
 
 
+def _qsl(data_dir: Path, n: int) -> SampleLibrary:
+    """A sample library with samples 0..n-1 loaded (one replica)."""
+    qsl = SampleLibrary(BENCH, store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare"))
+    qsl.load(list(range(n)))
+    return qsl
+
+
 def _samples(data_dir: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
     """n stored uint8 samples, and the same mean-subtracted in float32 (what the plain card reads)."""
-    data = store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare")
-    qsl = SampleLibrary(BENCH, data)
-    qsl.load(list(range(n)))
+    qsl = _qsl(data_dir, n)
     u8 = qsl.stage(np.arange(n), qsl.staging_buffer(n, "uint8"))
     f32 = qsl.stage(np.arange(n), qsl.staging_buffer(n, "float32"))
     return u8, f32
@@ -201,6 +209,55 @@ def test_cuda_settings_escape_hatches(monkeypatch):
     monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "fastest")
     with pytest.raises(ApplianceError, match="choose one of EXHAUSTIVE"):
         cuda_settings()
+
+
+# batches straight from the replica ------------------------------------------------------------------------------
+@given(st.lists(st.integers(0, 40), max_size=64))
+def test_row_runs_rebuild_the_batch_in_maximal_runs(rows):
+    runs = row_runs(np.asarray(rows, np.int64))
+    assert [first + j for first, _, k in runs for j in range(k)] == rows  # every row, in batch order
+    ends = list(accumulate(k for *_, k in runs))
+    assert [at for _, at, _ in runs] == ([0, *ends[:-1]] if runs else [])  # each run lands where the last ended
+    assert all(k >= 1 for *_, k in runs)
+    assert all(a[0] + a[2] != b[0] for a, b in pairwise(runs))  # maximal: none continues the last
+
+
+def test_row_runs_edge_cases():
+    assert row_runs(np.array([], np.int64)) == []
+    assert row_runs(np.array([7])) == [(7, 0, 1)]
+    assert row_runs(np.arange(5, 13)) == [(5, 0, 8)]  # a consecutive batch is one copy
+    assert row_runs(np.array([3, 3, 3])) == [(3, 0, 1), (3, 1, 1), (3, 2, 1)]  # a repeated row starts a new run
+    assert row_runs(np.array([4, 3, 2])) == [(4, 0, 1), (3, 1, 1), (2, 2, 1)]  # descending rows are no run
+    assert row_runs(np.array([0, 1, 5, 6, 7, 2])) == [(0, 0, 2), (5, 2, 3), (2, 5, 1)]
+
+
+def test_rows_are_the_replicas_and_checked_as_staging_is(data_dir):
+    qsl = SampleLibrary(BENCH, store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare"))
+    qsl.load([9, 3, 4, 5, 20])  # rows in index order: 3 4 5 9 20
+    rows = qsl.rows(np.array([4, 5, 9, 9, 3]))
+    assert rows.replica is qsl.replicas[0].buffer and rows.n == 5
+    assert rows.runs == [(1, 0, 3), (3, 3, 1), (0, 4, 1)]
+    with pytest.raises(RuntimeError, match="not loaded"):
+        qsl.rows(np.array([3, 6]))
+    with pytest.raises(IndexError):
+        qsl.rows(np.array([-1]))
+
+
+def test_the_qsl_tells_a_watching_card_each_load_and_when_it_is_emptied(data_dir):
+    qsl = _qsl(data_dir, 4)
+    told: list[tuple[object, object]] = []
+
+    def watch(buf, node):
+        told.append((buf, node))
+
+    qsl.watch(0, watch)
+    assert len(told) == 1 and told[0][0] is qsl.replicas[0].buffer  # loaded already: told at once
+    qsl.load([1, 2])
+    assert len(told) == 2 and told[1][0] is qsl.replicas[0].buffer
+    qsl.unload([1])
+    assert len(told) == 2  # one sample left: the replica is still read
+    qsl.unload([2])
+    assert told[2] == (None, None)
 
 
 @pytest.mark.slow
