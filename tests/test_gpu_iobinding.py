@@ -27,7 +27,8 @@ from harness.hw.topology import detect, plan
 from harness.hw.topology.cards import parse_card_spec
 from harness.records import engine_cache, store
 from harness.records.layout import Layout, read_model_record
-from harness.run.cards import make_card
+from harness.run.cards import cuda_runtime, make_card
+from harness.run.cards.cuda_runtime import CudaCopies
 from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
 from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 from harness.run.cards.spec import BackendSpec
@@ -258,6 +259,51 @@ def test_the_qsl_tells_a_watching_card_each_load_and_when_it_is_emptied(data_dir
     assert len(told) == 2  # one sample left: the replica is still read
     qsl.unload([2])
     assert told[2] == (None, None)
+
+
+class _Runtime:
+    """A stand-in for libcudart's five calls CudaCopies.pin / unpin make, recording them."""
+
+    def __init__(self, calls: list[tuple[str, int]]) -> None:
+        self.calls = calls
+
+    def cudaSetDevice(self, ordinal: int) -> int:
+        self.calls.append(("set", ordinal))
+        return 0
+
+    def cudaHostRegister(self, ptr: int, nbytes: int, flags: int) -> int:
+        self.calls.append(("register", ptr))
+        return 2 if ptr == 99 else 0  # cudaErrorMemoryAllocation
+
+    def cudaHostUnregister(self, ptr: int) -> int:
+        self.calls.append(("unregister", ptr))
+        return 0
+
+    def cudaGetLastError(self) -> int:
+        self.calls.append(("clear", 0))
+        return 0
+
+    def cudaGetErrorString(self, status: int) -> bytes:
+        return b"out of memory"
+
+
+def test_one_cudaHostRegister_per_buffer_however_many_cards_pin_it(monkeypatch):
+    """A replica read by two cards (on two GPUs here) is registered once, unregistered when the last lets go; a
+    refusal is one line and the error is cleared."""
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setattr(cuda_runtime, "_REGISTERED", {})
+    a, b = CudaCopies.__new__(CudaCopies), CudaCopies.__new__(CudaCopies)
+    for ordinal, c in enumerate((a, b)):
+        c.rt, c.ordinal, c.stream, c._pinned = _Runtime(calls), ordinal, 0, []
+    assert a.pin(4096, 100) is None and b.pin(4096, 100) is None
+    assert [c for c in calls if c[0] == "register"] == [("register", 4096)]
+    a.unpin(4096)
+    a.unpin(4096)  # no longer held: nothing
+    assert not any(c[0] == "unregister" for c in calls)
+    b.close()
+    assert calls[-2:] == [("set", 1), ("unregister", 4096)] and cuda_runtime._REGISTERED == {}
+    assert a.pin(99, 100) == "cudaHostRegister of 100 bytes failed: CUDA error 2 (out of memory)"
+    assert calls[-1] == ("clear", 0) and a._pinned == [] and cuda_runtime._REGISTERED == {}
 
 
 @pytest.mark.slow

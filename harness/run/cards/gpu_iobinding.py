@@ -268,7 +268,7 @@ class IoBindingCard(OnnxRuntimeCard):
         """Page-lock the card's staging buffers (the worker's, alive as long as the card): copies from them are
         DMAs. Host memory on the CPU provider: nothing to do."""
         with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
-            pinned = sum(b.nbytes for b in buffers if self.copies.pin(b.ctypes.data, b.nbytes))
+            pinned = sum(b.nbytes for b in buffers if self.copies.pin(b.ctypes.data, b.nbytes) is None)
         self.info.details["io_binding"]["host_buffers_pinned"] = pinned
 
     # batches ---------------------------------------------------------------------------------------
