@@ -6,14 +6,17 @@ stream, page-locking, graph capture) is in tests marked `gpu`, skipped here, and
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import replace
 from itertools import accumulate, pairwise
 from pathlib import Path
 
+import mlperf_loadgen as lg
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import appliance
+from helpers import SAMPLES, appliance
 from hypothesis import given
 from hypothesis import strategies as st
 from sysfs_fixtures import build, shared_trees
@@ -28,12 +31,14 @@ from harness.hw.topology.cards import parse_card_spec
 from harness.records import engine_cache, store
 from harness.records.layout import Layout, read_model_record
 from harness.run.cards import cuda_runtime, make_card
+from harness.run.cards.base import CardInfo
 from harness.run.cards.cuda_runtime import CudaCopies
 from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
 from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 from harness.run.cards.spec import BackendSpec
 from harness.run.plan import _per_gpu
-from harness.run.qsl import SampleLibrary, row_runs
+from harness.run.qsl import ReplicaRows, SampleLibrary, row_runs
+from harness.run.sut import CardSlot, SystemUnderTest
 from harness.tune.search import GPU_BATCHES, Sweep
 
 BENCH = benchmarks.get("resnet50")
@@ -259,6 +264,9 @@ def test_the_qsl_tells_a_watching_card_each_load_and_when_it_is_emptied(data_dir
     assert len(told) == 2  # one sample left: the replica is still read
     qsl.unload([2])
     assert told[2] == (None, None)
+    qsl.unwatch(watch)
+    qsl.load([1])
+    assert len(told) == 3
 
 
 class _Runtime:
@@ -304,6 +312,88 @@ def test_one_cudaHostRegister_per_buffer_however_many_cards_pin_it(monkeypatch):
     assert calls[-2:] == [("set", 1), ("unregister", 4096)] and cuda_runtime._REGISTERED == {}
     assert a.pin(99, 100) == "cudaHostRegister of 100 bytes failed: CUDA error 2 (out of memory)"
     assert calls[-1] == ("clear", 0) and a._pinned == [] and cuda_runtime._REGISTERED == {}
+
+
+# the worker's seam: rows for a replica reader, staged batches for every other card ----------------------------
+class _Card:
+    """Answers each sample's first byte + 1 as its class and records how each batch came (staged or as rows)."""
+
+    input_dtype = "uint8"
+
+    def __init__(self, index: int) -> None:
+        self.info = CardInfo(index, "fake", "fake", (0,), emulated=True)
+        self.ways: list[str] = []
+        self.seen: list[int] = []
+
+    def infer(self, batch, n):
+        assert isinstance(batch, np.ndarray)
+        self.ways.append("staged")
+        return self._answer(batch[:n, 0, 0, 0])
+
+    def _answer(self, first: np.ndarray) -> list[np.ndarray]:
+        self.seen += first.tolist()
+        return [first.astype(np.int64) + 1, np.zeros((len(first), 1001), np.float32)]
+
+    def close(self) -> None:
+        pass
+
+
+class _Reader(_Card):
+    """The same card as a replica reader that takes the replica (`accept`) or not."""
+
+    def __init__(self, index: int, accept: bool) -> None:
+        super().__init__(index)
+        self.accept = accept
+        self.told: list[object] = []
+
+    def replica_loaded(self, replica, node):
+        self.told.append(replica)
+        return self.accept and replica is not None
+
+    def infer_rows(self, rows: ReplicaRows) -> list[np.ndarray]:
+        assert rows.replica is self.told[-1]
+        first = np.concatenate([rows.replica[f:f + k, 0, 0, 0] for f, _, k in rows.runs])
+        assert len(first) == rows.n
+        self.ways.append("rows")
+        return self._answer(first)
+
+
+@pytest.fixture
+def completions(monkeypatch):
+    got: list[int] = []
+    monkeypatch.setattr(lg, "QuerySamplesComplete", lambda responses: got.extend(r.id for r in responses))
+    return got
+
+
+@pytest.mark.parametrize("kind", ["reads the replica", "refuses it", "not a reader"])
+def test_the_worker_hands_a_replica_reader_rows_and_every_other_card_a_staged_batch(data_dir, completions, kind):
+    card = _Card(0) if kind == "not a reader" else _Reader(0, kind == "reads the replica")
+    qsl = _qsl(data_dir, SAMPLES)
+    sut = SystemUnderTest(BENCH, qsl, [CardSlot(0, tuple(sorted(os.sched_getaffinity(0)))[:1], 0)],
+                          lambda i, cpus: card, 4)
+    sut.load_cards()
+    worker = sut.workers[0]
+    if kind == "not a reader":
+        assert worker.reader is None and qsl._watches == []
+    else:  # loaded already: told at once
+        assert card.told == [qsl.replicas[0].buffer] and worker.from_replica is (kind == "reads the replica")
+    sut.warm_up(timed=False)  # warm-up loads samples itself: the reader is told, and a batch runs its way
+    qsl.load(list(range(SAMPLES)))  # LoadGen's own load, after warm-up
+    if kind != "not a reader":
+        assert len(card.told) == 3 and card.told[-1] is qsl.replicas[0].buffer
+    sut.start()
+    ids = np.arange(40, dtype=np.uint64)
+    indices = (ids * 7 % SAMPLES).astype(np.int64)  # scattered: runs of one row
+    sut.intake.push(ids, indices)
+    end = time.monotonic() + 60
+    while len(completions) < 40 and time.monotonic() < end:
+        time.sleep(0.01)
+    sut.stop()
+    assert sorted(completions) == list(range(40))
+    assert set(card.ways) == {"rows" if kind == "reads the replica" else "staged"}
+    replica = qsl.replicas[0].buffer
+    assert sorted(card.seen[-40:]) == sorted(replica[indices, 0, 0, 0].tolist())  # the samples asked for
+    assert qsl._watches == []  # the card closed with the SUT: it watches no more
 
 
 @pytest.mark.slow

@@ -183,6 +183,10 @@ class SampleLibrary:
         if loaded:
             watch(self.replicas[replica].buffer, self.plans[replica].node)
 
+    def unwatch(self, watch: ReplicaWatch) -> None:
+        with self._lock:
+            self._watches = [(r, w) for r, w in self._watches if w != watch]  # a bound method: equal, not the same
+
     def staging_buffer(self, batch: int, dtype: str | None) -> np.ndarray | None:
         """A card's preallocated, aligned, batch-contiguous staging buffer (None: the card reads nothing)."""
         if dtype is None:
