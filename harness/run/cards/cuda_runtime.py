@@ -34,6 +34,7 @@ class Copies(Protocol):
 
     device: str   # onnxruntime's device name for OrtValues: "cpu" | "cuda"
     stream: int   # the cudaStream_t the card's session computes on; 0 on the CPU
+    needs_pinning: bool  # a copy from pageable host memory is no DMA: what the card copies from is page-locked first
 
     def to_device(self, dst: int, src: int, nbytes: int) -> None: ...
 
@@ -55,6 +56,7 @@ class HostCopies:
 
     device = "cpu"
     stream = 0
+    needs_pinning = False
 
     def to_device(self, dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)
@@ -95,6 +97,7 @@ class CudaCopies:
     memory), `sync` waits for the stream. Use on one thread (the card's), which it makes current on the GPU."""
 
     device = "cuda"
+    needs_pinning = True
 
     def __init__(self, ordinal: int, label: str) -> None:
         self.label = label
