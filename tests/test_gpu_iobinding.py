@@ -1,18 +1,25 @@
 """The GPU data path without a GPU (issue 27): the IO-binding card on onnxruntime's CPU provider (the same code
-path with OrtValues in host memory), the buckets it warms, `--cards cuda:allxN` and the cards-per-GPU plan,
+path with OrtValues in host memory), the buckets it warms, its batches copied straight from the sample replica
+run by run (or staged where the replica cannot be page-locked), `--cards cuda:allxN` and the cards-per-GPU plan,
 the TensorRT engine-cache keys, tune's GPU grid and the GPU energy arithmetic. What needs a GPU (the CUDA
 stream, page-locking, graph capture) is in tests marked `gpu`, skipped here, and in tools/gpu_bench.sh."""
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import replace
+from itertools import accumulate, pairwise
 from pathlib import Path
 
+import mlperf_loadgen as lg
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import appliance
+from helpers import SAMPLES, appliance
+from hypothesis import given
+from hypothesis import strategies as st
 from sysfs_fixtures import build, shared_trees
 from test_gpu_card import HAS_GPU, needs_gpu
 
@@ -24,12 +31,15 @@ from harness.hw.topology import detect, plan
 from harness.hw.topology.cards import parse_card_spec
 from harness.records import engine_cache, store
 from harness.records.layout import Layout, read_model_record
-from harness.run.cards import make_card
+from harness.run.cards import cuda_runtime, make_card
+from harness.run.cards.base import CardInfo, FromReplica, ReplicaReader, Synchronous, as_async
+from harness.run.cards.cuda_runtime import CudaCopies, HostCopies
 from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
 from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 from harness.run.cards.spec import BackendSpec
 from harness.run.plan import _per_gpu
-from harness.run.qsl import SampleLibrary
+from harness.run.qsl import ReplicaRows, SampleLibrary, row_runs
+from harness.run.sut import CardSlot, SystemUnderTest
 from harness.tune.search import GPU_BATCHES, Sweep
 
 BENCH = benchmarks.get("resnet50")
@@ -126,11 +136,16 @@ def _spec(data_dir: Path, **kw) -> BackendSpec:
                        benchmark="resnet50", io_binding=True, **kw)
 
 
+def _qsl(data_dir: Path, n: int) -> SampleLibrary:
+    """A sample library with samples 0..n-1 loaded (one replica)."""
+    qsl = SampleLibrary(BENCH, store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare"))
+    qsl.load(list(range(n)))
+    return qsl
+
+
 def _samples(data_dir: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
     """n stored uint8 samples, and the same mean-subtracted in float32 (what the plain card reads)."""
-    data = store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare")
-    qsl = SampleLibrary(BENCH, data)
-    qsl.load(list(range(n)))
+    qsl = _qsl(data_dir, n)
     u8 = qsl.stage(np.arange(n), qsl.staging_buffer(n, "uint8"))
     f32 = qsl.stage(np.arange(n), qsl.staging_buffer(n, "float32"))
     return u8, f32
@@ -203,6 +218,323 @@ def test_cuda_settings_escape_hatches(monkeypatch):
         cuda_settings()
 
 
+# batches straight from the replica ------------------------------------------------------------------------------
+@given(st.lists(st.integers(0, 40), max_size=64))
+def test_row_runs_rebuild_the_batch_in_maximal_runs(rows):
+    runs = row_runs(np.asarray(rows, np.int64))
+    assert [first + j for first, _, k in runs for j in range(k)] == rows  # every row, in batch order
+    ends = list(accumulate(k for *_, k in runs))
+    assert [at for _, at, _ in runs] == ([0, *ends[:-1]] if runs else [])  # each run lands where the last ended
+    assert all(k >= 1 for *_, k in runs)
+    assert all(a[0] + a[2] != b[0] for a, b in pairwise(runs))  # maximal: none continues the last
+
+
+def test_row_runs_edge_cases():
+    assert row_runs(np.array([], np.int64)) == []
+    assert row_runs(np.array([7])) == [(7, 0, 1)]
+    assert row_runs(np.arange(5, 13)) == [(5, 0, 8)]  # a consecutive batch is one copy
+    assert row_runs(np.array([3, 3, 3])) == [(3, 0, 1), (3, 1, 1), (3, 2, 1)]  # a repeated row starts a new run
+    assert row_runs(np.array([4, 3, 2])) == [(4, 0, 1), (3, 1, 1), (2, 2, 1)]  # descending rows are no run
+    assert row_runs(np.array([0, 1, 5, 6, 7, 2])) == [(0, 0, 2), (5, 2, 3), (2, 5, 1)]
+
+
+def test_rows_are_the_replicas_and_checked_as_staging_is(data_dir):
+    qsl = SampleLibrary(BENCH, store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare"))
+    qsl.load([9, 3, 4, 5, 20])  # rows in index order: 3 4 5 9 20
+    rows = qsl.rows(np.array([4, 5, 9, 9, 3]))
+    assert rows.replica is qsl.replicas[0].buffer and rows.n == 5
+    assert rows.runs == [(1, 0, 3), (3, 3, 1), (0, 4, 1)]
+    with pytest.raises(RuntimeError, match="not loaded"):
+        qsl.rows(np.array([3, 6]))
+    with pytest.raises(IndexError):
+        qsl.rows(np.array([-1]))
+
+
+def test_the_qsl_tells_a_watching_card_each_load_and_when_it_is_emptied(data_dir):
+    qsl = _qsl(data_dir, 4)
+    told: list[tuple[object, object]] = []
+
+    def watch(buf, node):
+        told.append((buf, node))
+
+    qsl.watch(0, watch)
+    assert len(told) == 1 and told[0][0] is qsl.replicas[0].buffer  # loaded already: told at once
+    qsl.load([1, 2])
+    assert len(told) == 2 and told[1][0] is qsl.replicas[0].buffer
+    qsl.unload([1])
+    assert len(told) == 2  # one sample left: the replica is still read
+    qsl.unload([2])
+    assert told[2] == (None, None)
+    qsl.unwatch(watch)
+    qsl.load([1])
+    assert len(told) == 3
+
+
+class _Runtime:
+    """A stand-in for libcudart's five calls CudaCopies.pin / unpin make, recording them."""
+
+    def __init__(self, calls: list[tuple[str, int]]) -> None:
+        self.calls = calls
+
+    def cudaSetDevice(self, ordinal: int) -> int:
+        self.calls.append(("set", ordinal))
+        return 0
+
+    def cudaHostRegister(self, ptr: int, nbytes: int, flags: int) -> int:
+        self.calls.append(("register", ptr))
+        return 2 if ptr == 99 else 0  # cudaErrorMemoryAllocation
+
+    def cudaHostUnregister(self, ptr: int) -> int:
+        self.calls.append(("unregister", ptr))
+        return 0
+
+    def cudaGetLastError(self) -> int:
+        self.calls.append(("clear", 0))
+        return 0
+
+    def cudaGetErrorString(self, status: int) -> bytes:
+        return b"out of memory"
+
+
+def test_one_cudaHostRegister_per_buffer_however_many_cards_pin_it(monkeypatch):
+    """A replica read by two cards (on two GPUs here) is registered once, unregistered when the last lets go; a
+    refusal is one line and the error is cleared."""
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setattr(cuda_runtime, "_REGISTERED", {})
+    a, b = CudaCopies.__new__(CudaCopies), CudaCopies.__new__(CudaCopies)
+    for ordinal, c in enumerate((a, b)):
+        c.rt, c.ordinal, c.stream, c._pinned = _Runtime(calls), ordinal, 0, []
+    assert a.pin(4096, 100) is None and b.pin(4096, 100) is None
+    assert [c for c in calls if c[0] == "register"] == [("register", 4096)]
+    a.unpin(4096)
+    a.unpin(4096)  # no longer held: nothing
+    assert not any(c[0] == "unregister" for c in calls)
+    b.close()
+    assert calls[-2:] == [("set", 1), ("unregister", 4096)] and cuda_runtime._REGISTERED == {}
+    assert a.pin(99, 100) == "cudaHostRegister of 100 bytes failed: CUDA error 2 (out of memory)"
+    assert calls[-1] == ("clear", 0) and a._pinned == [] and cuda_runtime._REGISTERED == {}
+
+
+class _Copies(HostCopies):
+    """The CPU provider's copies as a GPU's are: what the card copies from is page-locked first. `pin` refuses
+    the addresses in `refuse`; every pin and unpin is recorded."""
+
+    needs_pinning = True
+    REFUSAL = "cudaHostRegister of 1 bytes failed: CUDA error 2 (out of memory)"
+
+    def __init__(self, refuse: tuple[int, ...] = ()) -> None:
+        self.refuse = refuse
+        self.pins: list[tuple[int, int]] = []
+        self.unpins: list[int] = []
+
+    def pin(self, ptr: int, nbytes: int) -> str | None:
+        if ptr in self.refuse:
+            return self.REFUSAL
+        self.pins.append((ptr, nbytes))
+        return None
+
+    def unpin(self, ptr: int) -> None:
+        self.unpins.append(ptr)
+
+
+@pytest.fixture(scope="module")
+def io_cards(data_dir):
+    """The IO-binding card, the plain card, and a sample library of the whole (small) dataset."""
+    spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
+    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+    try:
+        yield card, plain, _qsl(data_dir, SAMPLES)
+    finally:
+        card.close()
+        plain.close()
+
+
+def test_the_io_binding_card_reads_the_replica_and_the_plain_card_does_not(io_cards):
+    card, plain, _ = io_cards
+    assert isinstance(card, ReplicaReader) and type(as_async(card)) is FromReplica
+    assert not isinstance(plain, ReplicaReader) and type(as_async(plain)) is Synchronous
+
+
+@pytest.mark.parametrize("kind", ["random", "consecutive", "repeated"])
+def test_a_batch_copied_from_the_replica_is_the_plain_cards_batch(io_cards, kind):
+    """Batches of n = 1, 3 and 8 (the full batch) straight from the replica, run by run: the bucket's input holds
+    the samples asked for, and the classes are the plain card's."""
+    card, plain, qsl = io_cards
+    replica = qsl.replicas[0].buffer
+    assert card.replica_loaded(replica, 0) is True
+    rng = np.random.default_rng(["random", "consecutive", "repeated"].index(kind))
+    f32 = qsl.staging_buffer(8, "float32")
+    copies = 0
+    for n in (1, 3, 8):
+        indices = {"random": rng.choice(SAMPLES, n, replace=False), "consecutive": np.arange(20, 20 + n),
+                   "repeated": np.array([5, 5, 5, 30, 30, 2, 2, 2])[:n]}[kind]
+        rows = qsl.rows(indices)
+        copies += len(rows.runs)
+        out = card.infer_rows(rows)
+        bucket = card.buckets[gpu_plan.bucket_for(n, card.sizes)][0].numpy()
+        assert np.array_equal(bucket[:n], replica[indices])  # the rows copied are the samples asked for
+        want = plain.infer(qsl.stage(indices, f32), n)
+        assert out[0].shape == (n,) and np.array_equal(out[0], want[0])
+        assert out[1].shape == (n, 1001) and np.isnan(out[1]).all()
+    if kind != "random":
+        assert copies == {"consecutive": 3, "repeated": 1 + 3 + 8}[kind]  # one copy a batch; one a repeated row
+    assert (card.rows_batches, card.rows_copies) == (3, copies)
+    card.replica_loaded(None, None)  # described at each load and at close
+    io = card.info.details["io_binding"]
+    assert io["input_path"] == f"memmoves from the replica (node 0), {copies / 3:.2f} copies per batch on average; " \
+                               f"the CPU provider: host memory, nothing page-locked"
+    assert io["replica_bytes_pinned"] == 0 and io["host_buffers_pinned"] == 0
+
+
+def test_a_batch_from_another_replica_is_refused_in_one_line(io_cards, data_dir):
+    card, _, qsl = io_cards
+    card.replica_loaded(qsl.replicas[0].buffer, 0)
+    other = _qsl(data_dir, 8)
+    with pytest.raises(ApplianceError, match="did not page-lock") as err:
+        card.infer_rows(other.rows(np.arange(2)))
+    assert "\n" not in str(err.value)
+
+
+def test_the_replica_is_page_locked_at_each_load_and_let_go_of(io_cards, data_dir, monkeypatch):
+    card, _, qsl = io_cards
+    card.replica_loaded(None, None)  # let go of the replica an earlier test left it
+    copies = _Copies()
+    monkeypatch.setattr(card, "copies", copies)
+    replica = qsl.replicas[0].buffer
+    assert card.replica_loaded(replica, 1) is True
+    assert copies.pins == [(replica.ctypes.data, replica.nbytes)] and copies.unpins == []
+    io = card.info.details["io_binding"]
+    assert io["replica_bytes_pinned"] == replica.nbytes
+    assert io["input_path"] == "DMA from the page-locked replica (node 1), no batch yet"
+    card.infer_rows(qsl.rows(np.array([1, 2, 3, 7])))
+    other = _qsl(data_dir, 8).replicas[0].buffer
+    assert card.replica_loaded(other, None) is True  # loaded again: the last one let go of, the new one locked
+    assert copies.unpins == [replica.ctypes.data] and copies.pins[-1] == (other.ctypes.data, other.nbytes)
+    card.infer_rows(_rows(other, [0, 1, 2, 3, 5]))
+    assert card.replica_loaded(None, None) is False  # every sample unloaded
+    assert copies.unpins == [replica.ctypes.data, other.ctypes.data]
+    assert io["input_path"] == "DMA from the page-locked replica (no NUMA node), 2.00 copies per batch on average"
+    assert io["host_buffers_pinned"] == 0  # no staging buffer was locked
+
+
+def _rows(replica: np.ndarray, rows: list[int]) -> ReplicaRows:
+    return ReplicaRows(replica, row_runs(np.asarray(rows)), len(rows))
+
+
+def test_a_replica_that_cannot_be_page_locked_is_staged_and_says_why(io_cards, monkeypatch):
+    """The fallback: the staging buffers are page-locked then (once), the batches staged, the manifest says why."""
+    card, plain, qsl = io_cards
+    replica = qsl.replicas[0].buffer
+    copies = _Copies(refuse=(replica.ctypes.data,))
+    monkeypatch.setattr(card, "copies", copies)
+    monkeypatch.setattr(card, "_staging_pinned", False)
+    monkeypatch.setattr(card, "_staging", [])
+    staging = [qsl.staging_buffer(8, "uint8") for _ in range(3)]
+    card.register_host_buffers(staging)
+    io = card.info.details["io_binding"]
+    assert copies.pins == [] and io["host_buffers_pinned"] == 0  # not yet: only if the replica cannot be
+    loads, staged = card.replica_loads, card.staged_loads
+    assert card.replica_loaded(replica, 0) is False
+    assert io["input_path"] == f"staged ({_Copies.REFUSAL})"
+    assert (io["replica_loads"], io["replica_loads_staged"]) == (loads + 1, staged + 1)
+    assert copies.pins == [(b.ctypes.data, b.nbytes) for b in staging]
+    assert io["host_buffers_pinned"] == sum(b.nbytes for b in staging) and io["replica_bytes_pinned"] == 0
+    assert card.replica_loaded(replica, 0) is False and len(copies.pins) == len(staging)  # locked once
+    indices = np.array([3, 3, 40, 41])
+    out = card.infer(qsl.stage(indices, staging[0]), 4)  # the staged path: the plain card's classes
+    assert np.array_equal(out[0], plain.infer(qsl.stage(indices, qsl.staging_buffer(4, "float32")), 4)[0])
+
+
+def test_a_model_that_reads_float32_is_always_staged(io_cards, monkeypatch):
+    card, _, qsl = io_cards
+    monkeypatch.setattr(card, "in_dtype", np.dtype(np.float32))
+    assert card.replica_loaded(qsl.replicas[0].buffer, 0) is False
+    assert card.info.details["io_binding"]["input_path"] == \
+        "staged (the model reads float32: the mean is subtracted on the host)"
+
+
+# the worker's seam: rows for a replica reader, staged batches for every other card ----------------------------
+class _Card:
+    """Answers each sample's first byte + 1 as its class and records how each batch came (staged or as rows)."""
+
+    input_dtype = "uint8"
+
+    def __init__(self, index: int) -> None:
+        self.info = CardInfo(index, "fake", "fake", (0,), emulated=True)
+        self.ways: list[str] = []
+        self.seen: list[int] = []
+
+    def infer(self, batch, n):
+        assert isinstance(batch, np.ndarray)
+        self.ways.append("staged")
+        return self._answer(batch[:n, 0, 0, 0])
+
+    def _answer(self, first: np.ndarray) -> list[np.ndarray]:
+        self.seen += first.tolist()
+        return [first.astype(np.int64) + 1, np.zeros((len(first), 1001), np.float32)]
+
+    def close(self) -> None:
+        pass
+
+
+class _Reader(_Card):
+    """The same card as a replica reader that takes the replica (`accept`) or not."""
+
+    def __init__(self, index: int, accept: bool) -> None:
+        super().__init__(index)
+        self.accept = accept
+        self.told: list[object] = []
+
+    def replica_loaded(self, replica, node):
+        self.told.append(replica)
+        return self.accept and replica is not None
+
+    def infer_rows(self, rows: ReplicaRows) -> list[np.ndarray]:
+        assert rows.replica is self.told[-1]
+        first = np.concatenate([rows.replica[f:f + k, 0, 0, 0] for f, _, k in rows.runs])
+        assert len(first) == rows.n
+        self.ways.append("rows")
+        return self._answer(first)
+
+
+@pytest.fixture
+def completions(monkeypatch):
+    got: list[int] = []
+    monkeypatch.setattr(lg, "QuerySamplesComplete", lambda responses: got.extend(r.id for r in responses))
+    return got
+
+
+@pytest.mark.parametrize("kind", ["reads the replica", "refuses it", "not a reader"])
+def test_the_worker_hands_a_replica_reader_rows_and_every_other_card_a_staged_batch(data_dir, completions, kind):
+    card = _Card(0) if kind == "not a reader" else _Reader(0, kind == "reads the replica")
+    qsl = _qsl(data_dir, SAMPLES)
+    sut = SystemUnderTest(BENCH, qsl, [CardSlot(0, tuple(sorted(os.sched_getaffinity(0)))[:1], 0)],
+                          lambda i, cpus: card, 4)
+    sut.load_cards()
+    worker = sut.workers[0]
+    if kind == "not a reader":
+        assert worker.reader is None and qsl._watches == []
+    else:  # loaded already: told at once
+        assert card.told == [qsl.replicas[0].buffer] and worker.from_replica is (kind == "reads the replica")
+    sut.warm_up(timed=False)  # warm-up loads samples itself: the reader is told, and a batch runs its way
+    qsl.load(list(range(SAMPLES)))  # LoadGen's own load, after warm-up
+    if kind != "not a reader":
+        assert len(card.told) == 3 and card.told[-1] is qsl.replicas[0].buffer
+    sut.start()
+    ids = np.arange(40, dtype=np.uint64)
+    indices = (ids * 7 % SAMPLES).astype(np.int64)  # scattered: runs of one row
+    sut.intake.push(ids, indices)
+    end = time.monotonic() + 60
+    while len(completions) < 40 and time.monotonic() < end:
+        time.sleep(0.01)
+    sut.stop()
+    assert sorted(completions) == list(range(40))
+    assert set(card.ways) == {"rows" if kind == "reads the replica" else "staged"}
+    replica = qsl.replicas[0].buffer
+    assert sorted(card.seen[-40:]) == sorted(replica[indices, 0, 0, 0].tolist())  # the samples asked for
+    assert qsl._watches == []  # the card closed with the SUT: it watches no more
+
+
 @pytest.mark.slow
 def test_a_run_through_the_io_binding_card(data_dir, tmp_path, monkeypatch):
     """`appliance run` with APPLIANCE_IO_BINDING=1: Server warms every bucket, the manifest says so; accuracy
@@ -214,6 +546,8 @@ def test_a_run_through_the_io_binding_card(data_dir, tmp_path, monkeypatch):
     (path,) = results.glob("*/resnet50/Server/performance/run_1/manifest.json")
     card = json.loads(path.read_text())["cards"][0]
     assert card["io_binding"]["buckets"] == [1, 2, 4] and card["io_binding"]["device"] == "cpu:0"
+    assert card["io_binding"]["input_path"].startswith("memmoves from the replica (node ")  # no host gather
+    assert "copies per batch on average" in card["io_binding"]["input_path"]
     assert appliance("run", *common, "--mode", "accuracy") == 0
     (acc,) = results.glob("*/resnet50/Offline/accuracy/manifest.json")
     manifest = json.loads(acc.read_text())
@@ -300,12 +634,22 @@ def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
         io = card.info.details["io_binding"]
         assert io["cuda_graph"] and io["graph_ids"] == {"1": 0, "2": 1, "4": 2, "8": 3} and io["user_compute_stream"]
         assert card.info.details["intra_op_threads"] == 1 and io["allow_spinning"] == "0"
-        u8, _ = _samples(data_dir, 8)
+        qsl = _qsl(data_dir, 8)
+        u8 = qsl.stage(np.arange(8), qsl.staging_buffer(8, "uint8"))
         card.register_host_buffers([u8])
-        assert card.info.details["io_binding"]["host_buffers_pinned"] == u8.nbytes
-        assert card.infer(u8, 8)[0].shape == (8,)
+        assert card.info.details["io_binding"]["host_buffers_pinned"] == 0  # only if the replica cannot be
+        replica = qsl.replicas[0].buffer
+        assert card.replica_loaded(replica, 0) is True
+        assert io["replica_bytes_pinned"] == replica.nbytes
+        assert dict(cuda_runtime._REGISTERED) == {replica.ctypes.data: 1}
+        staged = card.infer(u8, 8)[0]
+        assert np.array_equal(card.infer_rows(qsl.rows(np.arange(8)))[0], staged)
+        indices = np.array([7, 1, 2, 2, 5])
+        assert np.array_equal(card.infer_rows(qsl.rows(indices))[0], staged[indices])
+        assert io["input_path"].startswith("DMA from the page-locked replica (node 0)")
     finally:
         card.close()
+    assert cuda_runtime._REGISTERED == {}  # unregistered at close
 
 
 # YOLO11l: the fp16 outputs a GPU card returns, on the CPU provider ----------------------------------------------

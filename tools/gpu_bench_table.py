@@ -71,6 +71,11 @@ def resnet_rows(prefix: str) -> Rows:
     rows.append(("ResNet50 Offline", f"{offline:.1f} samples/s {'VALID' if off['perf']['valid'] else 'INVALID'}",
                  f"{mo.get('precision')}, batch {mo.get('batch_size')}, --cards {mo.get('card_map', {}).get('spec')} "
                  f"({len(cards)} cards on {n_gpus} device(s))"))
+    paths = [(c.get("io_binding") or {}).get("input_path") or "" for c in cards]
+    if any(paths):  # which way the samples reached the device (gpu_iobinding.py's manifest account)
+        staged = sum(p.startswith("staged") for p in paths)
+        rows.append(("  input path", "staged" if staged else "from the replica, no host copy",
+                     f"card 0: {paths[0]}" + (f"; {staged} of {len(paths)} cards staged" if staged else "")))
     base = load(prefix, "baseline")
     if base:
         copy, device = base["copy_samples_per_second"], base["device_samples_per_second"]

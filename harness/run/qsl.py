@@ -9,6 +9,10 @@ samples are contiguous in index order, so a batch of consecutive samples is one 
 Staging writes a batch into a card's preallocated, 256-byte-aligned, batch-contiguous buffer: for an
 8-bit card (`uint8`) a plain copy (one copy for a contiguous batch, a row gather otherwise), for an
 FP32 model (`float32`) the mean subtraction fused with the copy.
+
+A card that copies its samples from the replica itself (a GPU card, by DMA from the replica it page-locked:
+harness/run/cards/gpu_iobinding.py) is not staged for: `rows` gives a batch as runs of consecutive rows of the
+replica (`ReplicaRows`), and `watch` tells the card whenever its replica is loaded again or emptied.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,6 +84,33 @@ class Replica:
                 "bytes": int(self.buffer.nbytes), "pages_on_nodes": self.pages_on_nodes}
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaRows:
+    """A batch left where it was loaded: the replica ([rows, *sample shape], uint8 as stored) and the batch's
+    samples as runs of consecutive rows there, (first row in the replica, first row in the batch, rows), in batch
+    order (`row_runs`): one copy per run puts the batch together, `n` rows."""
+
+    replica: np.ndarray
+    runs: list[tuple[int, int, int]]
+    n: int
+
+
+def row_runs(rows: np.ndarray) -> list[tuple[int, int, int]]:
+    """`rows` (each sample's row in a replica, in batch order) coalesced into runs of consecutive rows:
+    (first row in the replica, first row in the batch, rows) for each, in batch order; a repeated or earlier row
+    starts a new run. The plan of `_copy.gather`'s loop, for a card that makes the copies itself."""
+    n = len(rows)
+    if n == 0:
+        return []
+    firsts = np.flatnonzero(np.diff(rows) != 1) + 1
+    starts = np.concatenate(([0], firsts))
+    lengths = np.diff(np.concatenate((starts, [n])))
+    return list(zip(rows[starts].tolist(), starts.tolist(), lengths.tolist(), strict=True))
+
+
+ReplicaWatch = Callable[[np.ndarray | None, int | None], None]  # (the replica, None once emptied; its node)
+
+
 class SampleLibrary:
     def __init__(self, benchmark: Benchmark, data: PreparedData, replicas: list[ReplicaPlan] | None = None,
                  mode: str = "none") -> None:
@@ -93,6 +125,7 @@ class SampleLibrary:
         empty = np.empty((0, *benchmark.input_shape), dtype=np.uint8)
         self.replicas = [Replica(p, empty, ()) for p in self.plans]
         self._lock = threading.Lock()
+        self._watches: list[tuple[int, ReplicaWatch]] = []
 
     @property
     def total_sample_count(self) -> int:
@@ -128,10 +161,31 @@ class SampleLibrary:
             self.replicas = made  # type: ignore[assignment]
             self._slot[:] = -1
             self._slot[order] = np.arange(len(order))
+            watches = list(self._watches)
+        for r, watch in watches:  # a card that reads its replica itself page-locks the new one
+            watch(self.replicas[r].buffer, self.plans[r].node)
 
     def unload(self, indices: list[int]) -> None:
         with self._lock:
             self._slot[np.asarray(indices, dtype=np.int64)] = -1
+            emptied = not (self._slot >= 0).any()
+            watches = list(self._watches) if emptied else []
+        for r, watch in watches:  # nothing left to read: the card lets go of its replica
+            watch(None, self.plans[r].node)
+
+    def watch(self, replica: int, watch: ReplicaWatch) -> None:
+        """Call `watch(buffer, node)` with replica `replica` whenever it is loaded (and now, if samples are
+        loaded), `watch(None, node)` once every sample is unloaded; on the loading thread (LoadGen's), when no
+        batch is in flight. The callback must not raise: LoadGen's load callback is where it runs."""
+        with self._lock:
+            self._watches.append((replica, watch))
+            loaded = bool((self._slot >= 0).any())
+        if loaded:
+            watch(self.replicas[replica].buffer, self.plans[replica].node)
+
+    def unwatch(self, watch: ReplicaWatch) -> None:
+        with self._lock:
+            self._watches = [(r, w) for r, w in self._watches if w != watch]  # a bound method: equal, not the same
 
     def staging_buffer(self, batch: int, dtype: str | None) -> np.ndarray | None:
         """A card's preallocated, aligned, batch-contiguous staging buffer (None: the card reads nothing)."""
@@ -164,6 +218,17 @@ class SampleLibrary:
             for j, s in enumerate(slots):
                 np.subtract(buf[s], self.mean, out=view[j])
         return view
+
+    def rows(self, indices: np.ndarray, replica: int = 0) -> ReplicaRows:
+        """Samples `indices` where `replica` holds them, as runs of consecutive rows, nothing copied (for a card
+        that copies from the replica itself); the same checks as `stage`."""
+        n = len(indices)
+        if n and (int(indices.min()) < 0 or int(indices.max()) >= len(self._slot)):
+            raise IndexError(f"sample index outside the sample library ({len(self._slot)} samples)")
+        slots = self._slot[indices]
+        if n and int(slots.min()) < 0:
+            raise RuntimeError(f"LoadGen issued samples that are not loaded: {indices[slots < 0][:5]}")
+        return ReplicaRows(self.replicas[replica].buffer, row_runs(slots), n)
 
 
 def page_nodes(arr: np.ndarray, samples: int = 64) -> dict[str, int]:

@@ -482,7 +482,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
         "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
                            "staging": "per card: batches in flight + 2 preallocated batch-contiguous buffers, "
-                                      "256-byte aligned"},
+                                      "256-byte aligned; a GPU IO-binding card copies from its page-locked "
+                                      "replica itself and stages only where it cannot (its io_binding.input_path)"},
         "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
                      "server_max_wait_us": round(stats.batching.max_wait_s * 1e6, 1)
                      if stats.batching is not None and stats.batching.server else None,

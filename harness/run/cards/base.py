@@ -10,20 +10,27 @@ Two shapes of card, one contract for the harness:
 
 Threading contract: a card is used by exactly one worker thread, the one that created it, so a
 backend may keep per-thread state and inherits that thread's CPU affinity for its own threads. The
-only exception is the ready callback an `AsyncCard` calls from wherever its batches finish.
+exceptions: the ready callback an `AsyncCard` calls from wherever its batches finish, and a
+`ReplicaReader`'s `replica_loaded`, called on the samples' loading thread while no batch is in flight.
 
 Input contract: `input_dtype` says what the harness stages for the card. "float32": the benchmark's
 mean-subtracted float32 tensor (an FP32 model); "uint8": the offline-preprocessed sample bytes as
 they are (a quantized accelerator; staging is a plain copy); None: the card reads no input (null).
+A `ReplicaReader` (the GPU IO-binding card) may instead copy its batches from the loaded replica itself: while
+it says so for the replica loaded now, the harness hands it each batch as rows of that replica
+(`harness.run.qsl.ReplicaRows`, `infer_rows`) and stages nothing for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from harness.run.qsl import ReplicaRows
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,23 @@ class Card(Protocol):
 
 
 Outputs = list[np.ndarray]
+
+
+@runtime_checkable
+class ReplicaReader(Card, Protocol):
+    """A synchronous card that can copy a batch from the loaded sample replica itself (one copy per run of
+    consecutive rows, a DMA from the replica it page-locked) instead of reading a staging buffer.
+
+    `replica_loaded` is called on the loading thread (LoadGen's load callback), never with a batch in flight,
+    each time the replica this card reads is loaded (None: every sample unloaded). True: hand this card its
+    batches as rows of that replica (`infer_rows`) until the next call; False: stage them as for any card
+    (`infer`), and the card says why in its manifest details. It must not raise."""
+
+    def replica_loaded(self, replica: np.ndarray | None, node: int | None) -> bool: ...
+
+    def infer_rows(self, rows: ReplicaRows) -> list[np.ndarray]:
+        """`infer` of the batch whose samples are `rows` of the replica last accepted by `replica_loaded`."""
+        ...
 
 
 @runtime_checkable
@@ -161,6 +185,20 @@ class Synchronous:
         self.card.close()
 
 
+class FromReplica(Synchronous):
+    """A `ReplicaReader` through `Synchronous`, which also takes a batch as rows of the replica (`submit_rows`)."""
+
+    def __init__(self, card: ReplicaReader) -> None:
+        super().__init__(card)
+        self.reader = card
+
+    def submit_rows(self, rows: ReplicaRows) -> None:
+        self._done = self.reader.infer_rows(rows)
+
+
 def as_async(card: Card | AsyncCard) -> AsyncCard:
-    """The card as the harness drives it: an `AsyncCard` as it is, a synchronous `Card` through `Synchronous`."""
-    return card if isinstance(card, AsyncCard) else Synchronous(card)
+    """The card as the harness drives it: an `AsyncCard` as it is, a synchronous `Card` through `Synchronous`
+    (`FromReplica` for a `ReplicaReader`)."""
+    if isinstance(card, AsyncCard):
+        return card
+    return FromReplica(card) if isinstance(card, ReplicaReader) else Synchronous(card)

@@ -6,6 +6,10 @@ so the card's stream, registrations and copies live in the same CUDA context as 
 no further package is needed. (cuda-python's `cuda-bindings` 13.x would do the same through Cython; it
 adds a wheel to the GPU image for five functions.)
 
+Page-locking is per process (cudaHostRegisterPortable: for every device and context), so host memory that
+several cards copy from (a NUMA node's sample replica, read by every card on that node) is registered once and
+unregistered when the last card lets go of it (`_REGISTERED`).
+
 `HostCopies` is the same interface on the CPU: the device is host memory, a copy is a memmove and nothing
 is pinned, so the IO-binding card runs the same code path on onnxruntime's CPU provider (the tests).
 """
@@ -13,6 +17,7 @@ is pinned, so the IO-binding card runs the same code path on onnxruntime's CPU p
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Protocol
 
 from harness.core.errors import ApplianceError
@@ -20,6 +25,8 @@ from harness.core.errors import ApplianceError
 H2D, D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
 NON_BLOCKING = 1  # cudaStreamNonBlocking: no implicit sync with the legacy default stream
 PORTABLE = 1      # cudaHostRegisterPortable: pinned for every context
+_REGISTERED: dict[int, int] = {}  # page-locked address -> the CudaCopies holding it (registered once per process)
+_REGISTRY = threading.Lock()
 
 
 class Copies(Protocol):
@@ -27,6 +34,7 @@ class Copies(Protocol):
 
     device: str   # onnxruntime's device name for OrtValues: "cpu" | "cuda"
     stream: int   # the cudaStream_t the card's session computes on; 0 on the CPU
+    needs_pinning: bool  # a copy from pageable host memory is no DMA: what the card copies from is page-locked first
 
     def to_device(self, dst: int, src: int, nbytes: int) -> None: ...
 
@@ -34,7 +42,11 @@ class Copies(Protocol):
 
     def sync(self) -> None: ...
 
-    def pin(self, ptr: int, nbytes: int) -> bool: ...
+    def pin(self, ptr: int, nbytes: int) -> str | None:
+        """Page-lock host memory for DMA until `unpin` (or `close`): None once it is, else why not (one line)."""
+
+    def unpin(self, ptr: int) -> None:
+        """Let go of memory `pin` page-locked (nothing if it did not)."""
 
     def close(self) -> None: ...
 
@@ -44,6 +56,7 @@ class HostCopies:
 
     device = "cpu"
     stream = 0
+    needs_pinning = False
 
     def to_device(self, dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)
@@ -54,8 +67,11 @@ class HostCopies:
     def sync(self) -> None:
         pass
 
-    def pin(self, ptr: int, nbytes: int) -> bool:
-        return False
+    def pin(self, ptr: int, nbytes: int) -> str | None:
+        return "host memory: nothing to page-lock"
+
+    def unpin(self, ptr: int) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -81,9 +97,11 @@ class CudaCopies:
     memory), `sync` waits for the stream. Use on one thread (the card's), which it makes current on the GPU."""
 
     device = "cuda"
+    needs_pinning = True
 
     def __init__(self, ordinal: int, label: str) -> None:
         self.label = label
+        self.ordinal = ordinal
         try:
             self.rt = _cudart()
         except OSError as exc:
@@ -118,18 +136,38 @@ class CudaCopies:
     def sync(self) -> None:
         self._check(self.rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")
 
-    def pin(self, ptr: int, nbytes: int) -> bool:
-        """Page-lock host memory for DMA (cudaHostRegister); False where the driver refuses (a limit)."""
-        if self.rt.cudaHostRegister(ptr, nbytes, PORTABLE) != 0:
-            self.rt.cudaGetLastError()  # clear it: the copies still work from pageable memory, staged
-            return False
+    def pin(self, ptr: int, nbytes: int) -> str | None:
+        """Page-lock host memory for DMA (cudaHostRegister, once per process however many cards pin it); None once
+        it is, else the driver's refusal (a limit, no memory): copies from it then are no DMA. Any thread (the
+        samples' loading thread pins the replica): it makes this card's GPU current there first."""
+        with _REGISTRY:
+            if ptr not in _REGISTERED:
+                self.rt.cudaSetDevice(self.ordinal)
+                status = self.rt.cudaHostRegister(ptr, nbytes, PORTABLE)
+                if status != 0:
+                    self.rt.cudaGetLastError()  # clear it: the card's later calls must not see it
+                    text = self.rt.cudaGetErrorString(status)
+                    return f"cudaHostRegister of {nbytes} bytes failed: CUDA error {status} " \
+                           f"({text.decode() if text else '?'})"
+            _REGISTERED[ptr] = _REGISTERED.get(ptr, 0) + 1
         self._pinned.append(ptr)
-        return True
+        return None
+
+    def unpin(self, ptr: int) -> None:
+        """cudaHostUnregister once the last card holding `ptr` lets go of it."""
+        if ptr not in self._pinned:
+            return
+        self._pinned.remove(ptr)
+        with _REGISTRY:
+            _REGISTERED[ptr] -= 1
+            if not _REGISTERED[ptr]:
+                del _REGISTERED[ptr]
+                self.rt.cudaSetDevice(self.ordinal)
+                self.rt.cudaHostUnregister(ptr)
 
     def close(self) -> None:
-        for ptr in self._pinned:
-            self.rt.cudaHostUnregister(ptr)
-        self._pinned.clear()
+        for ptr in list(self._pinned):
+            self.unpin(ptr)
         if self.stream:
             self.rt.cudaStreamSynchronize(self.stream)
             self.rt.cudaStreamDestroy(self.stream)

@@ -5,10 +5,16 @@ refused) whose batches never go through `session.run` with numpy:
 
 - Input: the stored uint8 samples as they are. An FP32 model that reads float32 gets Cast + Sub(mean) in
   front (`uint8_front.uint8_input`, as the int8 / bf16 models have): the arithmetic is the host's, bit for bit,
-  and a ResNet50 sample crosses PCIe as 150 KB, not 600 KB. The card's staging buffers are page-locked
-  with the CUDA runtime (`register_host_buffers`, called by the card's worker when it makes them), so the
-  copy of the n rows staged is one DMA (cudaMemcpyAsync on the card's stream) into the bucket's device
-  buffer.
+  and a ResNet50 sample crosses PCIe as 150 KB, not 600 KB. The samples are copied as stored from the replica
+  of the card's NUMA node (harness.run.qsl), with no host copy: each time LoadGen loads samples the card
+  page-locks that replica with the CUDA runtime (`replica_loaded`, the qsl's watch, on the loading thread;
+  cudaHostRegister once per process however many cards read it, cudaHostUnregister on unload and close), and
+  its worker hands it each batch as runs of consecutive replica rows (`ReplicaRows`, `infer_rows`): one
+  cudaMemcpyAsync per run on the card's stream, a DMA, into the bucket's device buffer. Where the replica
+  cannot be page-locked (the driver refuses) or read as it is (a model that reads float32), the batches are
+  staged as for any card into the worker's staging buffers, page-locked then (`register_host_buffers`), and
+  the n rows staged are one DMA. The manifest (`io_binding.input_path`) says which path ran and why, with the
+  copies per batch.
 - Buckets: a batch of n runs in the smallest of `gpu_plan.bucket_sizes(batch)` holding n; each bucket has
   its own device input and output buffers (OrtValues on the card's device) bound once (`io_binding`), so
   their addresses never change, and its own CUDA graph (`gpu_graph_id` = the bucket's index).
@@ -27,10 +33,10 @@ refused) whose batches never go through `session.run` with numpy:
 On the CPU provider (`--backend onnxruntime` with APPLIANCE_IO_BINDING=1, and the tests) the same code runs
 with OrtValues in host memory and memmove copies (harness.run.cards.cuda_runtime.HostCopies).
 
-Loading: a process's GPU cards load (session, buffers, warm-up) and page-lock their buffers one at a time
-(`_GPU_LOAD`): onnxruntime captures its CUDA graphs in CUDA's global capture mode, in which another thread's
-cudaMalloc or cudaHostRegister on the same device would invalidate the capture. Once captured, graphs replay
-side by side.
+Loading: a process's GPU cards load (session, buffers, warm-up), page-lock and unlock host memory (replicas,
+staging buffers) and close one at a time (`_GPU_LOAD`): onnxruntime captures its CUDA graphs in CUDA's global
+capture mode, in which another thread's cudaMalloc or cudaHostRegister on the same device would invalidate the
+capture. Once captured, graphs replay side by side.
 
 Escape hatches, recorded in the manifest: APPLIANCE_CUDA_GRAPH=0 (no graphs), APPLIANCE_CUDA_USER_STREAM=0
 (onnxruntime's own stream; the card then waits for its copy-in before running), APPLIANCE_CUDNN_SEARCH=
@@ -44,6 +50,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +64,7 @@ from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
 from harness.run.cards.onnxruntime_card import _OOM, OnnxRuntimeCard, cast_outputs
 from harness.run.cards.spec import BackendSpec
+from harness.run.qsl import ReplicaRows
 
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
 GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
@@ -118,6 +126,14 @@ class IoBindingCard(OnnxRuntimeCard):
         self.ref = ref
         self._source_bytes: bytes | None = None
         self.opts_spinning: str | None = None
+        self._staging: list[np.ndarray] = []  # the worker's staging buffers, page-locked once a batch is staged
+        self._staging_pinned = False
+        self._replica: np.ndarray | None = None  # the replica it copies from, page-locked on a GPU
+        self._node: int | None = None
+        self._direct: bool | None = None  # the path of the last load: None before one
+        self._why = "no samples loaded yet"  # why batches are staged
+        self.rows_batches = self.rows_copies = 0  # since the last load: batches from the replica, copies for them
+        self.replica_loads = self.staged_loads = 0
         try:
             with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
                 if self.on_gpu:
@@ -143,9 +159,10 @@ class IoBindingCard(OnnxRuntimeCard):
                 "outputs_to_host": [o for o, r in zip(self.outputs, self.reads, strict=True) if r],
                 "outputs_on_device": [o for o, r in zip(self.outputs, self.reads, strict=True) if not r],
                 "warm_up": f"every bucket {WARM_RUNS} times at load, largest first (algorithm search, graph capture)",
-                "warm_up_ms": warm_ms, "host_buffers_pinned": 0,
+                "warm_up_ms": warm_ms, "host_buffers_pinned": 0, "replica_bytes_pinned": 0,
                 "slot_on_gpu": f"{same.index(index) + 1} of {len(same)}" if index in same else None,
                 **({"tensorrt_engine": self.engine} if self.engine else {})})
+        self._describe()
 
     # the session -----------------------------------------------------------------------------------
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
@@ -265,20 +282,109 @@ class IoBindingCard(OnnxRuntimeCard):
         return took
 
     def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
-        """Page-lock the card's staging buffers (the worker's, alive as long as the card): copies from them are
-        DMAs. Host memory on the CPU provider: nothing to do."""
-        with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
-            pinned = sum(b.nbytes for b in buffers if self.copies.pin(b.ctypes.data, b.nbytes))
-        self.info.details["io_binding"]["host_buffers_pinned"] = pinned
+        """The worker's staging buffers (alive as long as the card): page-locked at once where every batch is
+        staged (a model that reads float32), else only once the replica cannot be (`replica_loaded`), so the
+        copies from them are DMAs. Host memory on the CPU provider: nothing to do."""
+        self._staging = buffers
+        if self.in_dtype != np.uint8:
+            with self._loading():
+                self._pin_staging()
+
+    def _loading(self) -> contextlib.AbstractContextManager[object]:
+        return _GPU_LOAD if self.on_gpu else contextlib.nullcontext()
+
+    def _pin_staging(self) -> None:
+        """Page-lock the staging buffers, once (hold `_loading`)."""
+        if self._staging_pinned or not self.copies.needs_pinning:
+            return
+        self._staging_pinned = True
+        self.info.details["io_binding"]["host_buffers_pinned"] = sum(
+            b.nbytes for b in self._staging if self.copies.pin(b.ctypes.data, b.nbytes) is None)
+
+    def replica_loaded(self, replica: np.ndarray | None, node: int | None) -> bool:
+        """The replica this card reads was loaded (None: emptied), on the loading thread with nothing in flight:
+        let go of the last one, page-lock this one; True if the card copies its batches from it (`infer_rows`),
+        False if they are to be staged (why: the manifest's `input_path`). Never raises: a refusal is a fallback."""
+        with self._loading():
+            if self._replica is not None:
+                self.copies.unpin(self._replica.ctypes.data)
+                self._replica = None
+            if replica is None:
+                self._describe()
+                return False
+            self.replica_loads += 1
+            self.rows_batches = self.rows_copies = 0
+            pinned = 0  # bytes of this load's replica page-locked
+            try:
+                why = self._unreadable(replica)
+                if why is None and self.copies.needs_pinning:
+                    why = self.copies.pin(replica.ctypes.data, replica.nbytes)
+                    pinned = 0 if why else int(replica.nbytes)
+            except Exception as exc:  # a fallback, not a failure: LoadGen's load callback must not raise
+                why = f"page-locking the replica raised {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            self._direct = why is None
+            self.info.details["io_binding"]["replica_bytes_pinned"] = pinned
+            if why is None:
+                self._replica, self._node = replica, node
+            else:
+                self._why = why
+                self.staged_loads += 1
+                self._pin_staging()
+        self._describe()
+        return why is None
+
+    def _unreadable(self, replica: np.ndarray) -> str | None:
+        """Why the card cannot copy its batches from `replica` as it is, or None."""
+        if self.in_dtype != np.uint8:
+            return f"the model reads {self.in_dtype}: the mean is subtracted on the host"
+        if replica.dtype != np.uint8 or tuple(replica.shape[1:]) != tuple(self.sample_shape):
+            return f"the replica's samples are {replica.dtype} {tuple(replica.shape[1:])}, the card reads uint8 " \
+                   f"{tuple(self.sample_shape)}"
+        if not replica.nbytes:
+            return "no samples loaded"
+        return None
+
+    def _describe(self) -> None:
+        """The manifest's account of the input path of the last load."""
+        io = self.info.details["io_binding"]
+        if self._direct:
+            pinned = self.copies.needs_pinning
+            where = f"node {self._node}" if self._node is not None else "no NUMA node"
+            per = f"{self.rows_copies / self.rows_batches:.2f} copies per batch on average" if self.rows_batches \
+                else "no batch yet"
+            io["input_path"] = f"{'DMA from the page-locked' if pinned else 'memmoves from the'} replica ({where}), " \
+                               f"{per}{'' if pinned else '; the CPU provider: host memory, nothing page-locked'}"
+        else:
+            io["input_path"] = f"staged ({self._why})"
+        io["replica_loads"], io["replica_loads_staged"] = self.replica_loads, self.staged_loads
 
     # batches ---------------------------------------------------------------------------------------
     def _run(self, batch: np.ndarray, n: int) -> list[np.ndarray]:
+        """A staged batch: one copy of its n rows into the bucket's device input, then the bucket's run."""
         size = gpu_plan.bucket_for(n, self.sizes)
-        inp, outputs, binding, run_options = self.buckets[size]
         if batch.dtype != self.in_dtype or not batch.flags.c_contiguous or len(batch) < n:
             raise ApplianceError(f"{self.label}: staged batch {batch.dtype} {batch.shape} is not {n} contiguous "
                                  f"{self.in_dtype} samples")
-        self.copies.to_device(inp.data_ptr(), batch.ctypes.data, n * self.row_bytes)
+        self.copies.to_device(self.buckets[size][0].data_ptr(), batch.ctypes.data, n * self.row_bytes)
+        return self._compute(size, n)
+
+    def _run_rows(self, rows: ReplicaRows) -> list[np.ndarray]:
+        """A batch in the replica: one copy per run of consecutive rows into the bucket's device input."""
+        if rows.replica is not self._replica:
+            raise ApplianceError(f"{self.label}: a batch from a replica the card did not page-lock (loaded again?)")
+        n = rows.n
+        size = gpu_plan.bucket_for(n, self.sizes)
+        dst, src, row, copy = self.buckets[size][0].data_ptr(), rows.replica.ctypes.data, self.row_bytes, \
+            self.copies.to_device
+        for first, at, k in rows.runs:
+            copy(dst + at * row, src + first * row, k * row)
+        self.rows_batches += 1
+        self.rows_copies += len(rows.runs)
+        return self._compute(size, n)
+
+    def _compute(self, size: int, n: int) -> list[np.ndarray]:
+        """Run bucket `size` on what was copied into its input; the n rows the host reads back."""
+        _, outputs, binding, run_options = self.buckets[size]
         if not self.settings["user_stream"]:
             self.copies.sync()  # onnxruntime computes on its own stream: the copy must be done first
         self.session.run_with_iobinding(binding, run_options)
@@ -297,8 +403,14 @@ class IoBindingCard(OnnxRuntimeCard):
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         assert batch is not None  # the card reads input (input_dtype is never None)
+        return self._one_line(lambda: self._run(batch, n))
+
+    def infer_rows(self, rows: ReplicaRows) -> list[np.ndarray]:
+        return self._one_line(lambda: self._run_rows(rows))
+
+    def _one_line(self, run: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
         try:
-            return self._run(batch, n)
+            return run()
         except ApplianceError:
             raise
         except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
@@ -307,4 +419,7 @@ class IoBindingCard(OnnxRuntimeCard):
     def close(self) -> None:
         self.buckets.clear()
         super().close()
-        self.copies.close()
+        with self._loading():
+            self.copies.close()  # unpins the replica and the staging buffers
+        self._replica = None
+        self._describe()

@@ -25,18 +25,26 @@ they start, such as onnxruntime's intra-op pool, inherit the affinity and the na
                 dispatched to an idle card skips it (the card thread stages that one into its own
                 buffer: one wake-up instead of two). Owns: `stolen`, its buffer from `free` until it
                 puts the `Staged` message. A card that reads no input and takes one batch at a time
-                (null) has no feeder: its card thread takes batches itself.
+                (null) has no feeder: its card thread takes batches itself. A card that copies its
+                batches from the replica itself (`ReplicaReader`, the GPU IO-binding card) is staged
+                nothing while its replica is page-locked: the same thread (feeder, or card thread for
+                OWN) looks the batch's rows up in the replica (`qsl.rows`) instead; the buffer tokens
+                from `free` pace it as they pace staging.
     c<i>.card   makes the card, submits staged batches while fewer than `depth` are on it, polls it
                 when it signals ready (Server, depth 1, nothing queued: waits on the card itself, the
                 GIL released, one wake-up fewer), completes each batch (encode + one
                 QuerySamplesComplete) and gives its buffer back to `free`. Owns: the card object (every
-                card call but the ready callback happens here), `finished`, `on_card`, `busy_until`,
-                `service_s`, `accepted`, `warmup_batches`, and `completed` / `batches` when there is no
-                done thread.
+                card call but the ready callback and `replica_loaded` happens here), `finished`, `on_card`,
+                `busy_until`, `service_s`, `accepted`, `warmup_batches`, and `completed` / `batches` when
+                there is no done thread.
     c<i>.done   only for benchmarks with heavy host post-processing (NMS): encodes and completes,
                 pipelined with the card. Owns `completed` / `batches` then, and `complete_cpu_ns` (its
                 CPU time completing: the host NMS share in the manifest, harness/run/completion_meter.py).
     (the card's runtime threads) may call only the ready callback, which puts `READY` on `to_card`.
+    (the loading thread) LoadGen's load / unload callback (`SampleLibrary.load`; warm-up's own load on the
+                main thread) calls each replica reader's watch, `_replica_loaded`, with no batch in flight:
+                the card page-locks the new replica and the watch writes the worker's `from_replica`,
+                which the feeder and card thread read when they next take a batch.
 
 Shared state and why it is safe:
 - `_dispatch_lock` guards dispatch decisions, `backlog` appends, `card_failures`, `failure`, each

@@ -174,11 +174,9 @@ class SystemUnderTest:
 
         def measure(card: WarmUpCard) -> tuple[float, float]:
             stage = self.qsl.staging_buffer(self.batch_size, card.input_dtype)
-            replica = self.qsl.replica_for(card.info.index)
 
             def run(k: int) -> None:
-                staged = None if stage is None else self.qsl.stage(indices[:k], stage, replica)
-                self.benchmark.encode_response(card.infer(staged, k), indices[:k])
+                self.benchmark.encode_response(card.infer(card.input(indices[:k], stage), k), indices[:k])
 
             run(self.batch_size)
             if not timed:
@@ -186,7 +184,7 @@ class SystemUnderTest:
             run(1)
             per_batch = _best_of(2, lambda: run(self.batch_size))
             if card.depth > 1:
-                staged = None if stage is None else self.qsl.stage(indices, stage, replica)
+                staged = card.input(indices, stage)
                 per_batch = min(per_batch, card.burst(staged, self.batch_size, BURST_PER_DEPTH * card.depth)[0])
             return (_best_of(2, lambda: run(1)), per_batch)
 
@@ -203,8 +201,7 @@ class SystemUnderTest:
         indices = np.arange(self.batch_size, dtype=np.int64) % n
 
         def measure(card: WarmUpCard) -> tuple[float, float]:
-            stage = self.qsl.staging_buffer(self.batch_size, card.input_dtype)
-            staged = None if stage is None else self.qsl.stage(indices, stage, self.qsl.replica_for(card.info.index))
+            staged = card.input(indices, self.qsl.staging_buffer(self.batch_size, card.input_dtype))
             return card.burst(staged, self.batch_size, BURST_PER_DEPTH * card.depth,
                               lambda outputs: self.benchmark.encode_response(outputs, indices))
 

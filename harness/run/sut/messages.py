@@ -6,11 +6,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.core.scenarios import Scenario
+
+if TYPE_CHECKING:
+    from harness.run.qsl import ReplicaRows
 
 QUEUE_DEPTH = 8  # batches per card queue, as KRAI's KILT
 
@@ -59,11 +62,12 @@ class Batching:
 
 @dataclass(frozen=True, slots=True)
 class Staged:
-    """A batch the feeder has staged into staging buffer `buf` (`error`: staging failed, the card's failure)."""
+    """A batch the feeder has staged into staging buffer `buf` (`error`: staging failed, the card's failure), or,
+    for a card that copies from the replica itself, found there (`staged` is then its `ReplicaRows`)."""
 
     batch: Batch
     buf: int
-    staged: np.ndarray | None
+    staged: np.ndarray | ReplicaRows | None
     error: Exception | None
 
 

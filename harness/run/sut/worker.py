@@ -18,13 +18,14 @@ from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
-from harness.run.cards.base import AsyncCard, Card, CardInfo, Outputs, as_async
-from harness.run.qsl import SampleLibrary
+from harness.run.cards.base import AsyncCard, Card, CardInfo, FromReplica, Outputs, as_async
+from harness.run.qsl import ReplicaRows, SampleLibrary
 from harness.run.sut.messages import READY, STOP, Batch, Call, CardMessage, CardSlot, CardStats, Ready, Staged, Stop
 from harness.run.sut.respond import Respond
 from harness.run.sut.window import name_os_thread
 
 CardFactory = Callable[[int, tuple[int, ...]], Card | AsyncCard]
+Input = np.ndarray | ReplicaRows | None  # what a card is handed: a staged batch, its rows in the replica, nothing
 T = TypeVar("T")
 OWN = -1  # the card thread's own staging buffer (a batch that came straight to an idle card), never on `free`
 
@@ -66,12 +67,16 @@ class WarmUpCard:
     def depth(self) -> int:
         return self.worker.depth
 
-    def infer(self, batch: np.ndarray | None, n: int) -> Outputs:
-        self.card.submit(batch, n)
+    def input(self, indices: np.ndarray, out: np.ndarray | None) -> Input:
+        """Samples `indices` as this card reads them: staged into `out`, or its rows in the replica."""
+        return self.worker._input(indices, out)
+
+    def infer(self, batch: Input, n: int) -> Outputs:
+        self.worker._hand(self.card, batch, n)
         self.worker.warmup_batches += 1
         return self.card.wait()
 
-    def burst(self, batch: np.ndarray | None, n: int, batches: int,
+    def burst(self, batch: Input, n: int, batches: int,
               complete: Callable[[Outputs], object] = lambda _: None) -> tuple[float, float]:
         """`batches` batches with the card kept full (`depth` in flight: the next one submitted as the
         oldest comes back). Returns the seconds per batch (first submit to last back, over `batches`:
@@ -85,7 +90,7 @@ class WarmUpCard:
         while len(latencies) < batches:
             while len(started) < self.depth and len(latencies) + len(started) < batches:
                 started.append(time.perf_counter())
-                self.card.submit(batch, n)
+                self.worker._hand(self.card, batch, n)
                 self.worker.warmup_batches += 1
             outputs = self.card.wait()
             latencies.append(time.perf_counter() - started.popleft())
@@ -126,6 +131,9 @@ class CardWorker:
         self.info: CardInfo | None = None
         self.startup_error: BaseException | None = None
         self.buffers: list[np.ndarray | None] = []
+        self.reader: FromReplica | None = None  # a card that can copy its batches from the replica itself
+        self.from_replica = False  # it does, for the replica loaded now (written by the loading thread, nothing
+        #                            in flight then: `_replica_loaded`)
         self.completed = 0       # completing thread: samples completed
         self.batches = 0         # completing thread: batches completed
         self.complete_cpu_ns = 0  # done thread: its CPU time encoding (NMS) and completing, the host's share
@@ -243,16 +251,32 @@ class CardWorker:
             self.dispatch.redispatch(batch)
 
     def _stage(self, samples: Batch, buf: int) -> Staged:
-        """Stage a batch into staging buffer `buf`; an error is this card's failure, raised where the
-        card would have run the batch."""
-        out = self.buffers[buf]
-        if out is None:
-            return Staged(samples, buf, None, None)
+        """Stage a batch into staging buffer `buf` (or find its rows in the replica, for a card that copies
+        from there itself); an error is this card's failure, raised where the card would have run the batch."""
         try:
-            return Staged(samples, buf, self.qsl.stage(samples.indices, out, self.qsl.replica_for(self.slot.index)),
-                          None)
+            return Staged(samples, buf, self._input(samples.indices, self.buffers[buf]), None)
         except Exception as exc:
             return Staged(samples, buf, None, exc)
+
+    def _input(self, indices: np.ndarray, out: np.ndarray | None) -> Input:
+        replica = self.qsl.replica_for(self.slot.index)
+        if self.from_replica:
+            return self.qsl.rows(indices, replica)
+        return None if out is None else self.qsl.stage(indices, out, replica)
+
+    def _hand(self, card: AsyncCard, batch: Input, n: int) -> None:
+        """Submit a batch: staged (or nothing) through `submit`, rows of the replica through the reader."""
+        if isinstance(batch, ReplicaRows):
+            assert self.reader is not None  # rows only while the reader reads the replica (`from_replica`)
+            self.reader.submit_rows(batch)
+        else:
+            card.submit(batch, n)
+
+    def _replica_loaded(self, replica: np.ndarray | None, node: int | None) -> None:
+        """The qsl's watch (on the loading thread, nothing in flight): the reader page-locks the replica
+        loaded now and says whether it copies its batches from there; if not, they are staged."""
+        assert self.reader is not None
+        self.from_replica = self.reader.reader.replica_loaded(replica, node)
 
     # feeder -------------------------------------------------------------------------------------
     def _feed_loop(self) -> None:
@@ -276,15 +300,19 @@ class CardWorker:
         try:
             card = as_async(self.factory(self.slot.index, self.slot.cpus))
             card.set_ready_callback(lambda: self.to_card.put(READY))
+            self.reader = card if isinstance(card, FromReplica) else None
             self.info = card.info
             self.depth = max(1, int(card.depth))
             self.direct = card.input_dtype is None and self.depth == 1
             # depth + 1 for the feeder (the card holds `depth`, one more is being staged), and the card
-            # thread's own (OWN, the last) for a batch that comes straight to an idle card
+            # thread's own (OWN, the last) for a batch that comes straight to an idle card. A card that copies
+            # from the replica itself uses them only if it cannot (its pages are touched only then).
             self.buffers = [self.qsl.staging_buffer(self.batch_size, card.input_dtype) for _ in range(self.depth + 2)]
             register = getattr(getattr(card, "card", card), "register_host_buffers", None)
             if register is not None:  # a GPU card page-locks them, so its copies are DMAs (cards/gpu_iobinding.py)
                 register([b for b in self.buffers if b is not None])
+            if self.reader is not None:  # it page-locks each replica loaded (now too, if one is)
+                self.qsl.watch(self.qsl.replica_for(self.slot.index), self._replica_loaded)
         except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
             self.startup_error = exc
             self.ready.set()
@@ -303,6 +331,8 @@ class CardWorker:
             else:
                 self._run_staged(card)
         finally:
+            if self.reader is not None:
+                self.qsl.unwatch(self._replica_loaded)
             card.close()
             if self.to_done is not None:
                 self.to_done.put(None)
@@ -380,12 +410,12 @@ class CardWorker:
                 continue
             flight.append(_InFlight(item.batch, item.buf, start))
 
-    def _submit(self, card: AsyncCard, staged: np.ndarray | None, n: int, start: float) -> None:
+    def _submit(self, card: AsyncCard, staged: Input, n: int, start: float) -> None:
         if self.server and not self.on_card:
             self.busy_until = start + self.service_s
         self.on_card += 1
         try:
-            card.submit(staged, n)
+            self._hand(card, staged, n)
         except BaseException:
             self.on_card -= 1
             raise
