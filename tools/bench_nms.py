@@ -278,7 +278,7 @@ def main() -> int:
     os.sched_setaffinity(0, {cpu})
     os.environ["OMP_NUM_THREADS"] = "1"
     chosen = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]
-    nms.warm_up(*(benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(b) for b in chosen))
+    nms.warm_up(*(benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(RECORDS[b]) for b in chosen))
     torch_desc = _torch_version()
     rows = [bench_case(bench, density, args.images, seed=i)
             for i, (bench, density) in enumerate((b, d) for b in chosen for d in DENSITY[b])]
