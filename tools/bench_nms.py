@@ -301,7 +301,7 @@ def main() -> int:
     cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
     os.environ["OMP_NUM_THREADS"] = "1"
-    chosen = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]
+    chosen: list[str] = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]  # argparse gives Any: typed here
     nms.warm_up(*(benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(RECORDS[b]) for b in chosen))
     torch_desc = _torch_version()
     rows = [bench_case(bench, density, args.images, seed=i)
