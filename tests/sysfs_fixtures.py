@@ -11,8 +11,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.core.sysfs import format_cpulist
+
+if TYPE_CHECKING:
+    import pytest
 
 QUALCOMM, AIC100 = 0x17CB, 0xA100
 NVIDIA, A100_PCIE, H100_SXM, H100_PCIE = 0x10DE, 0x20F1, 0x2330, 0x2331
@@ -350,6 +354,6 @@ def build(name: str, parent: Path) -> Path:
     return root
 
 
-def shared_trees(tmp_path_factory: object) -> Path:
+def shared_trees(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session's directory of fixture trees (pytest's tmp_path_factory base)."""
-    return tmp_path_factory.getbasetemp() / "trees"  # type: ignore[attr-defined]
+    return tmp_path_factory.getbasetemp() / "trees"

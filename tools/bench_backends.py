@@ -32,11 +32,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
 from harness.cli.main import main as appliance
 from harness.core.errors import ApplianceError
+from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store
@@ -97,7 +99,7 @@ def openvino_alone(model_path: str, bench: Benchmark, data: store.PreparedData, 
 def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, duration_ms: int,
                       requests: int = 1, cards: str = "auto") -> tuple[float, bool]:
     with tempfile.TemporaryDirectory() as results:
-        outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=duration_ms),
+        outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE, duration_ms=duration_ms),
                                  data_dir, Path(results), backend=backend, batch_size=batch, precision=precision,
                                  cards=cards, requests=requests),
                       echo=lambda m: None)
@@ -105,8 +107,23 @@ def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, 
     return float(outcome.perf.metric or 0.0), outcome.perf.valid
 
 
+class Round(TypedDict):
+    """One comparison's figures, as --json prints them (keys: backend/precision[/Nreq], or precision)."""
+
+    appliance_offline_sps: dict[str, float]
+    valid: dict[str, bool]
+    openvino_alone_sps: dict[str, float]
+    openvino_alone_fp32_file_default_precision_sps: float
+    openvino_alone_before_after: dict[str, list[float]]
+    best: str
+    ratio_best_vs_openvino_alone_best: float
+    ratio_best_vs_openvino_alone_per_precision: dict[str, float]
+    best_fp32_weights: str
+    ratio_fp32_weights_vs_openvino_default: float
+
+
 def compare(args: argparse.Namespace, bench: Benchmark, data: store.PreparedData,
-            models: dict[str, str], precisions: list[str]) -> dict[str, object]:
+            models: dict[str, str], precisions: list[str]) -> Round:
     """One round: OpenVINO alone before, every appliance configuration, OpenVINO alone after."""
     seconds = args.duration_ms / 1000 / 2
     def alone() -> tuple[dict[str, float], float]:  # ({precision: images/s at the card's hint}, FP32 file at default)
@@ -168,10 +185,10 @@ def main() -> int:
         rounds.append(compare(args, bench, data, models, precisions))
         if not args.json:
             r = rounds[-1]
-            for k, v in r["appliance_offline_sps"].items():  # type: ignore[attr-defined]
+            for k, v in r["appliance_offline_sps"].items():
                 print(f"run {i + 1}: appliance Offline {k:24s} {v:8.2f} images/s "
-                      f"({'VALID' if r['valid'][k] else 'INVALID'})  on {cpu}")  # type: ignore[index]
-            for p, v in r["openvino_alone_sps"].items():  # type: ignore[attr-defined]
+                      f"({'VALID' if r['valid'][k] else 'INVALID'})  on {cpu}")
+            for p, v in r["openvino_alone_sps"].items():
                 print(f"run {i + 1}: OpenVINO alone    {p + ' (' + CARD_HINT[p] + ')':24s} {v:8.2f} images/s  on {cpu}")
             print(f"run {i + 1}: OpenVINO alone    {'fp32 file (its default)':24s} "
                   f"{r['openvino_alone_fp32_file_default_precision_sps']:8.2f} images/s  on {cpu}")
@@ -179,10 +196,10 @@ def main() -> int:
                   f"{r['ratio_best_vs_openvino_alone_per_precision']}; best of the FP32 weights "
                   f"({r['best_fp32_weights']}) / OpenVINO alone on the FP32 file at its default precision: "
                   f"{r['ratio_fp32_weights_vs_openvino_default']}  on {cpu}", flush=True)
-    spread = {p: sorted(float(r["ratio_best_vs_openvino_alone_per_precision"][p])  # type: ignore[index]
+    spread = {p: sorted(float(r["ratio_best_vs_openvino_alone_per_precision"][p])
                         for r in rounds) for p in precisions}
     ratios = {p: median_spread(v) for p, v in spread.items()}
-    vs_default = median_spread([float(r["ratio_fp32_weights_vs_openvino_default"]) for r in rounds])  # type: ignore[arg-type]
+    vs_default = median_spread([float(r["ratio_fp32_weights_vs_openvino_default"]) for r in rounds])
     figures = {"rounds": rounds, "cpu": system.cpu_model(), "vector_extensions": vector_extensions(),
                "cpus": len(system.available_cpus()), "batch": args.batch_size, "duration_ms": args.duration_ms,
                "cards": args.cards,
@@ -190,9 +207,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
-    for p, v in ratios.items():
-        print(f"{p}: best appliance / OpenVINO alone over {args.runs} run(s): median {v['median']:.3f} "
-              f"(min {v['min']:.3f}, max {v['max']:.3f})  on {cpu}, {figures['cpus']} CPUs, batch {args.batch_size}")
+    for p, spread_p in ratios.items():
+        print(f"{p}: best appliance / OpenVINO alone over {args.runs} run(s): median {spread_p['median']:.3f} "
+              f"(min {spread_p['min']:.3f}, max {spread_p['max']:.3f})  on {cpu}, {figures['cpus']} CPUs, "
+              f"batch {args.batch_size}")
     print(f"FP32 weights (fp32 or bf16): best appliance / OpenVINO alone on the FP32 file at its default precision "
           f"over {args.runs} run(s): median {vs_default['median']:.3f} (min {vs_default['min']:.3f}, "
           f"max {vs_default['max']:.3f})  on {cpu}")

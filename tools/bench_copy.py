@@ -26,28 +26,26 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from harness.data import benchmarks
 from harness.hw import system
+from harness.records import store
 from harness.run.qsl import SampleLibrary
 
 
-class _MemoryData:
-    """Stands in for the prepared shards: random uint8 samples generated once."""
-
-    synthetic = True
-
-    def __init__(self, count: int, shape: tuple[int, ...]) -> None:
-        self.count = count
-        self.rows = np.random.default_rng(0).integers(0, 256, size=(count, *shape), dtype=np.uint8)
-
-    def gather(self, order: np.ndarray, out: np.ndarray) -> None:
-        np.take(self.rows, order, axis=0, out=out)
+def _memory_data(count: int, shape: tuple[int, ...]) -> store.PreparedData:
+    """Stands in for the prepared shards: random uint8 samples generated once, held in memory as shards."""
+    rows = np.random.default_rng(0).integers(0, 256, size=(count, *shape), dtype=np.uint8)
+    shards = [rows[i:i + store.SHARD_SIZE] for i in range(0, count, store.SHARD_SIZE)]
+    return store.PreparedData(Path("(memory)"), {"count": count, "synthetic": True}, shards,
+                              labels=np.zeros(count, np.int64), golden=None)
 
 
-def _rate(fn, reps: int, nbytes: int) -> float:
+def _rate(fn: Callable[[int], None], reps: int, nbytes: int) -> float:
     t0 = time.perf_counter()
     for i in range(reps):
         fn(i)
@@ -64,12 +62,13 @@ def main() -> int:
     args = ap.parse_args()
 
     bench = benchmarks.get("resnet50")
-    qsl = SampleLibrary(bench, _MemoryData(args.samples, bench.input_shape))  # type: ignore[arg-type]
+    qsl = SampleLibrary(bench, _memory_data(args.samples, bench.input_shape))
     qsl.load(list(range(args.samples)))
     replica = qsl.replicas[0].buffer
     b = args.batch
     stage8 = qsl.staging_buffer(b, "uint8")
     stage32 = qsl.staging_buffer(b, "float32")
+    assert stage8 is not None and stage32 is not None  # None only for a card that reads no samples (dtype None)
     nbytes = stage8.nbytes
     rng = np.random.default_rng(1)
     starts = rng.integers(0, args.samples - b, size=args.batches)

@@ -22,9 +22,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from bench_cpu_server import cpu_line, physical_cores, prepare_steps, run_steps, search_server
-from bench_harness import harness_run
+from bench_harness import Tried, harness_run
 
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import Scenario
@@ -32,6 +33,37 @@ from harness.data import benchmarks
 from harness.records import tuned
 from harness.records.layout import PRECISIONS, Layout
 from harness.tune.search import Measured, choose
+
+
+class OfflineFigures(TypedDict):
+    backend: str
+    batch: int
+    requests: int
+    sps: float
+    valid: bool
+    over_one_card: NotRequired[float | None]
+
+
+class ServerFigures(TypedDict):
+    backend: str
+    batch: int
+    requests: int
+    max_valid_qps: float
+    tried: Tried
+    over_offline: float | None
+    ideal_queue_qps: float
+    ideal_over_offline: float | None
+    over_one_card_offline: NotRequired[float | None]
+
+
+class LayoutRow(TypedDict):
+    """One layout's figures, as --json prints them."""
+
+    cards: int
+    layout: str
+    cores_per_card: int
+    offline: OfflineFigures
+    server: ServerFigures
 
 
 def main() -> int:
@@ -71,19 +103,19 @@ def main() -> int:
         raise ApplianceError(f"{record_path} has no {args.precision} candidates on --cards {', '.join(missing)}; "
                              f"leave out --tuned to tune them")
     cpu = cpu_line()
-    table = []
+    table: list[LayoutRow] = []
     for n, layout in zip(counts, layouts, strict=True):
         mine = [m for m in rows if m.layout == layout]
         off, _ = choose(bench, Scenario.OFFLINE, mine)
         srv, _ = choose(bench, Scenario.SERVER, mine)
 
-        def at(scenario: str, qps: float | None, off: Measured = off, srv: Measured = srv,
+        def at(scenario: Scenario, qps: float | None, off: Measured = off, srv: Measured = srv,
                cards: str = layout) -> tuple[float, bool]:
-            row = off if scenario == "Offline" else srv
+            row = off if scenario == Scenario.OFFLINE else srv
             return harness_run(args.data_dir, scenario, qps, args.duration_ms, row.batch_size, cards=cards,
                                backend=row.backend, precision=args.precision, requests=row.requests)
 
-        offline, offline_valid = at("Offline", None)
+        offline, offline_valid = at(Scenario.OFFLINE, None)
         ideal = srv.server_qps or 0.0
         ((server, tried),) = search_server(at, offline, ideal, args.server_steps, args.server_retries, 1)
         table.append({"cards": n, "layout": layout, "cores_per_card": cores // n,

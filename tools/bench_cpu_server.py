@@ -30,13 +30,16 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench_backends import vector_extensions
-from bench_harness import harness_run, retrying, server_max
+from bench_harness import Tried, harness_run, retrying, server_max
 
 from harness.cli.main import main as appliance
 from harness.core.errors import ApplianceError
+from harness.core.scenarios import Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store, tuned
@@ -74,10 +77,11 @@ def run_steps(steps: list[list[str]]) -> bool:
     return all(appliance(step) == 0 for step in steps)
 
 
-def search_server(at, offline: float, ideal_qps: float, steps: int, retries: int, searches: int) -> list:
+def search_server(at: Callable[[Scenario, float | None], tuple[float, bool]], offline: float, ideal_qps: float,
+                  steps: int, retries: int, searches: int) -> list[tuple[float, Tried]]:
     """`searches` bisections of the highest VALID Server target QPS (`at(scenario, qps) -> (metric, valid)`),
     each starting at what the ideal queue allows; returns [(qps, tried)] per search."""
-    probe = retrying(lambda q: at("Server", q), retries)
+    probe = retrying(lambda q: at(Scenario.SERVER, q), retries)
     start = min(0.95, max(0.05, ideal_qps / offline))
     return [server_max(probe, offline, steps, start) for _ in range(searches)]
 
@@ -113,11 +117,11 @@ def main() -> int:
         return 1
     record = tuned.read(record_path)
 
-    def at(scenario: str, qps: float | None) -> tuple[float, bool]:
+    def at(scenario: Scenario, qps: float | None) -> tuple[float, bool]:
         return harness_run(args.data_dir, scenario, qps, args.duration_ms, None, backend="auto",
                            precision=args.precision, tuned=record_path)
 
-    def ideal_qps(m: dict) -> float:  # what tune's ideal queue gave the row (harness.core.queueing)
+    def ideal_qps(m: dict[str, Any]) -> float:  # what tune's ideal queue gave the row (harness.core.queueing)
         return float(m.get("server_qps") or 0.0)
 
     if args.precision not in record.by_precision:
@@ -131,7 +135,7 @@ def main() -> int:
     ideal_chosen = ideal_qps(row)
     best_row = max(rows, key=ideal_qps)
     ideal_best = ideal_qps(best_row)
-    offline, offline_valid = at("Offline", None)
+    offline, offline_valid = at(Scenario.OFFLINE, None)
     found = search_server(at, offline, ideal_chosen, args.server_steps, args.server_retries, args.searches)
     ratios = [q / offline for q, _ in found]
     choices = {s: f"{c.precision}, {c.backend}, --cards {c.cards}, batch {c.batch_size}, {c.requests} request(s) "

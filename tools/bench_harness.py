@@ -30,12 +30,16 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import onnxruntime as ort
 
 from harness.cli.main import main as appliance
+from harness.core.errors import ApplianceError
+from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store
@@ -69,7 +73,7 @@ def raw_loop(model_path: str, bench: Benchmark, data: store.PreparedData, batch:
     return done / (time.perf_counter() - start)
 
 
-def bare_run(bench: Benchmark, data: store.PreparedData, scenario: str, target_qps: float,
+def bare_run(bench: Benchmark, data: store.PreparedData, scenario: Scenario, target_qps: float,
              duration_ms: int, batch: int) -> tuple[float, bool]:
     """LoadGen with a SUT that completes inline; returns (LoadGen's metric, VALID)."""
     import mlperf_loadgen as lg
@@ -81,15 +85,15 @@ def bare_run(bench: Benchmark, data: store.PreparedData, scenario: str, target_q
     payload = np.zeros(1, np.float32)
     addr = payload.ctypes.data
 
-    def issue(samples: list) -> None:
+    def issue(samples: list[Any]) -> None:
         for start in range(0, len(samples), batch):
             lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, addr, 4) for s in samples[start:start + batch]])
 
     with tempfile.TemporaryDirectory() as out:
         conf = Path(out) / "user.conf"
-        conf.write_text(effective_user_conf(bench, Requested(scenario, "performance", duration_ms, None, target_qps),
-                                            None, data.count, 1))
-        settings = test_settings(conf, bench, scenario, "performance")
+        conf.write_text(effective_user_conf(bench, Requested(scenario, Mode.PERFORMANCE, duration_ms, None,
+                                                             target_qps), None, data.count, 1))
+        settings = test_settings(conf, bench, scenario, Mode.PERFORMANCE)
         log = lg.LogSettings()
         log.log_output.outdir = out
         log.log_output.copy_summary_to_stdout = False
@@ -102,23 +106,42 @@ def bare_run(bench: Benchmark, data: store.PreparedData, scenario: str, target_q
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
         perf = perf_result(detail_log.values(Path(out) / "mlperf_log_detail.txt"), scenario)
-    return perf.metric, perf.valid
+    return _metric(perf.metric, scenario), perf.valid
 
 
-def harness_run(data_dir: Path, scenario: str, target_qps: float | None, duration_ms: int, batch: int | None,
-                cards: str | None = None, backend: str = "null", **options) -> tuple[float, bool]:
+def _metric(metric: float | None, scenario: Scenario) -> float:
+    """A performance run's metric; a run whose detail log holds none (cut short) is an error, in one line."""
+    if metric is None:
+        raise ApplianceError(f"the {scenario} run's detail log has no result metric")
+    return metric
+
+
+class RunExtras(TypedDict, total=False):
+    """More RunOptions fields for `harness_run`."""
+
+    precision: str | None
+    requests: int | None
+    tuned: Path | None
+
+
+Tried = list[tuple[float, bool]]  # (target QPS, VALID) per probe, in the order run
+Probe = Callable[[float], bool]   # target QPS -> VALID
+
+
+def harness_run(data_dir: Path, scenario: Scenario, target_qps: float | None, duration_ms: int, batch: int | None,
+                cards: str | None = None, backend: str = "null", **options: Unpack[RunExtras]) -> tuple[float, bool]:
     """A real ResNet50 performance run (`options`: more RunOptions fields, e.g. precision, tuned); `cards`
     None: the tuned record's layout with `tuned`, else auto."""
     with tempfile.TemporaryDirectory() as results:
-        outcome = run(RunOptions("resnet50", Requested(scenario, "performance", duration_ms=duration_ms,
+        outcome = run(RunOptions("resnet50", Requested(scenario, Mode.PERFORMANCE, duration_ms=duration_ms,
                                                        target_qps=target_qps),
                                  data_dir, Path(results), backend=backend, batch_size=batch, cards=cards, **options),
                       echo=lambda m: None)
     assert outcome.perf is not None
-    return outcome.perf.metric, outcome.perf.valid
+    return _metric(outcome.perf.metric, scenario), outcome.perf.valid
 
 
-def retrying(run_at, retries: int):
+def retrying(run_at: Callable[[float], tuple[float, bool]], retries: int) -> Probe:
     """`run_at(qps) -> (metric, valid)` as a probe `qps -> valid` that re-runs an INVALID result up to
     `retries` times: on a shared machine a burst of load can fail one run that is well within bounds."""
     def probe(qps: float) -> bool:
@@ -126,7 +149,7 @@ def retrying(run_at, retries: int):
     return probe
 
 
-def _bisect(probe, lo: float, hi: float, steps: int, tried: list) -> float:
+def _bisect(probe: Probe, lo: float, hi: float, steps: int, tried: Tried) -> float:
     """`steps` halvings of [lo, hi] where `probe(qps) -> valid` holds at lo and fails at hi; appends to `tried`."""
     for _ in range(steps):
         mid = (lo + hi) / 2
@@ -136,20 +159,20 @@ def _bisect(probe, lo: float, hi: float, steps: int, tried: list) -> float:
     return lo
 
 
-def server_max(probe, offline: float, steps: int, start: float = 0.5) -> tuple[float, list]:
+def server_max(probe: Probe, offline: float, steps: int, start: float = 0.5) -> tuple[float, Tried]:
     """Highest VALID Server target QPS by bisection between 0 and the Offline figure, starting at
     `start` x Offline (`probe(qps) -> valid`); 0 when nothing tried is VALID. Returns it and the
     (qps, valid) tried."""
     first = offline * start
     ok = probe(first)
-    tried = [(round(first, 1), ok)]
+    tried: Tried = [(round(first, 1), ok)]
     lo, hi = (first, offline) if ok else (0.0, first)
     return _bisect(probe, lo, hi, steps, tried), tried
 
 
-def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) -> tuple[float, list]:
+def max_valid_qps(probe: Probe, start: float, bisect_steps: int = 4, cap: float = 1e6) -> tuple[float, Tried]:
     """Highest target QPS `probe(qps) -> valid` accepts: double from `start`, then bisect."""
-    tried: list = []
+    tried: Tried = []
     lo, hi, qps = 0.0, None, start
     while qps <= cap:
         ok = probe(qps)
@@ -166,15 +189,19 @@ def max_valid_qps(probe, start: float, bisect_steps: int = 4, cap: float = 1e6) 
 def null_main(args: argparse.Namespace, bench: Benchmark, data: store.PreparedData) -> int:
     """Alternate bare and harness runs for --rounds rounds; medians of each side, ratio of the medians."""
     b, ms, qps = args.batch_size, args.duration_ms, args.offline_target_qps
-    bare_off, ours_off, bare_srv, ours_srv, tried = [], [], [], [], []
+    bare_off: list[float] = []
+    ours_off: list[float] = []
+    bare_srv: list[float] = []
+    ours_srv: list[float] = []
+    tried: list[tuple[str, Tried]] = []
     for _ in range(args.rounds):
-        bare_off.append(bare_run(bench, data, "Offline", qps, ms, b)[0])
-        ours_off.append(harness_run(args.data_dir, "Offline", qps, ms, b, args.cards)[0])
-        q, t = max_valid_qps(retrying(lambda q: bare_run(bench, data, "Server", q, ms, b), args.server_retries),
-                             args.server_start)
+        bare_off.append(bare_run(bench, data, Scenario.OFFLINE, qps, ms, b)[0])
+        ours_off.append(harness_run(args.data_dir, Scenario.OFFLINE, qps, ms, b, args.cards)[0])
+        q, t = max_valid_qps(retrying(lambda q: bare_run(bench, data, Scenario.SERVER, q, ms, b),
+                                      args.server_retries), args.server_start)
         bare_srv.append(q)
         tried.append(("bare", t))
-        q, t = max_valid_qps(retrying(lambda q: harness_run(args.data_dir, "Server", q, ms, b, args.cards),
+        q, t = max_valid_qps(retrying(lambda q: harness_run(args.data_dir, Scenario.SERVER, q, ms, b, args.cards),
                                       args.server_retries), args.server_start)
         ours_srv.append(q)
         tried.append(("harness", t))
@@ -230,11 +257,12 @@ def main() -> int:
 
     raw_before = raw_loop(model["path"], bench, data, args.batch_size, threads, seconds)
     with tempfile.TemporaryDirectory() as results:
-        outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=args.duration_ms),
+        outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE,
+                                                       duration_ms=args.duration_ms),
                                  args.data_dir, Path(results), batch_size=args.batch_size), echo=lambda m: None)
     raw_after = raw_loop(model["path"], bench, data, args.batch_size, threads, seconds)
     raw = (raw_before + raw_after) / 2
-    ours = outcome.perf.metric if outcome.perf else float("nan")
+    ours = outcome.perf.metric if outcome.perf and outcome.perf.metric is not None else float("nan")
     figures = {"appliance_offline_sps": round(ours, 2), "raw_onnxruntime_sps": round(raw, 2),
                "raw_before": round(raw_before, 2), "raw_after": round(raw_after, 2),
                "ratio": round(ours / raw, 3), "batch": args.batch_size, "threads": threads,

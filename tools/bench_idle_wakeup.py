@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import parse_cpulist
 from harness.data import benchmarks
 from harness.hw import system
@@ -80,7 +81,7 @@ def card_alone(data_dir: Path, precision: str, cpus: tuple[int, ...], pauses_ms:
 def through_harness(data_dir: Path, precision: str, cards: str, qps: float, duration_ms: int,
                     warm: bool) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as results:
-        outcome = run(RunOptions("resnet50", Requested("Server", "performance", duration_ms=duration_ms,
+        outcome = run(RunOptions("resnet50", Requested(Scenario.SERVER, Mode.PERFORMANCE, duration_ms=duration_ms,
                                                        target_qps=qps),
                                  data_dir, Path(results), backend="openvino", batch_size=1, cards=cards,
                                  precision=precision, requests=1, keep_warm=warm), echo=lambda m: None)

@@ -39,7 +39,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -149,7 +149,7 @@ def _torch_version() -> str | None:
     return f"torch {torch.__version__}, torchvision {torchvision.__version__}"
 
 
-def torch_pipeline(bench: str):
+def torch_pipeline(bench: str) -> tuple[Callable[[np.ndarray, np.ndarray], np.ndarray] | None, str | None]:
     """The same post-processing in torch + torchvision.ops.batched_nms (None when not installed)."""
     try:
         import torch
@@ -161,10 +161,12 @@ def torch_pipeline(bench: str):
     priors = torch.from_numpy(lay.priors.copy())  # read-only arrays make torch warn
     class_ids = torch.from_numpy(lay.class_ids.copy())
     bq, sq = lay.box_quant, lay.score_quant
+    assert bq is not None  # the SSD records' cards return quantised boxes (uint8)
 
     def run(boxes_np: np.ndarray, scores_np: np.ndarray) -> np.ndarray:
         scores, boxes = torch.from_numpy(scores_np), torch.from_numpy(boxes_np)
         if lay.kind == "box-major":
+            assert sq is not None  # box-major (SSD-MobileNet): uint8 scores as well
             values = (scores.to(torch.float64) - sq.zero_point) * sq.scale
             values[:, 0] = 0
             a, c = torch.nonzero(values > p.score_threshold, as_tuple=True)
@@ -188,7 +190,8 @@ def torch_pipeline(bench: str):
         keep = torchvision.ops.batched_nms(xy, s.float(), c, p.iou_threshold)[:p.max_per_image]
         out = torch.zeros((len(keep), 7), dtype=torch.float32)
         out[:, 1:5], out[:, 5], out[:, 6] = yx[keep].float(), s[keep].float(), class_ids[c[keep]].float()
-        return out.numpy()
+        rows: np.ndarray = out.numpy()
+        return rows
 
     return run, f"torch {torch.__version__}, torchvision {torchvision.__version__}"
 
@@ -204,7 +207,11 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(ordered(a), ordered(b), rtol=0, atol=1e-5))
 
 
-def _pipelines(bench: str) -> tuple[Any, Any, Any]:
+Image = dict[str, np.ndarray]  # one image's raw card outputs (and YOLO's original size)
+
+
+def _pipelines(bench: str) -> tuple[Callable[[int, np.random.Generator], Image], Callable[[Image], np.ndarray],
+                                    Callable[[Image], np.ndarray] | None]:
     """(make an image, the appliance's NMS of it, the torch pipeline's or None) for one benchmark."""
     if bench == "yolo":
         post = nms.bound(benchmarks.YOLO_DETECTION)
@@ -217,7 +224,24 @@ def _pipelines(bench: str) -> tuple[Any, Any, Any]:
             None if torch_run is None else lambda img: torch_run(img["boxes"], img["scores"]))
 
 
-def bench_case(bench: str, density: str, images: int, seed: int) -> dict[str, object]:
+class Case(TypedDict):
+    """One benchmark x density, as --json prints it (the torchvision figures when torch is importable)."""
+
+    benchmark: str
+    density: str
+    candidates: int
+    images: int
+    median_s: float
+    p90_s: float
+    detections_median: float
+    budget_s: float
+    within_budget: bool
+    torchvision_median_s: NotRequired[float]
+    speedup: NotRequired[float]
+    same_detections_of_100: NotRequired[int]
+
+
+def bench_case(bench: str, density: str, images: int, seed: int) -> Case:
     rng = np.random.default_rng(seed)
     candidates = DENSITY[bench][density]
     make, fast, torch_run = _pipelines(bench)
@@ -244,13 +268,13 @@ def bench_case(bench: str, density: str, images: int, seed: int) -> dict[str, ob
         done += len(batch)
     med = statistics.median(fast_t) / 1e9
     budget = BUDGET_S[bench][density]
-    row: dict[str, object] = {
+    row: Case = {
         "benchmark": bench, "density": density, "candidates": candidates, "images": images, "median_s": med,
         "p90_s": float(np.percentile(fast_t, 90)) / 1e9, "detections_median": statistics.median(counts),
         "budget_s": budget, "within_budget": med <= budget}
     if torch_t:
         tmed = statistics.median(torch_t) / 1e9
-        row.update(torchvision_median_s=tmed, speedup=tmed / med, same_detections_of_100=agree)
+        row.update({"torchvision_median_s": tmed, "speedup": tmed / med, "same_detections_of_100": agree})
     return row
 
 
@@ -277,7 +301,7 @@ def main() -> int:
     cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
     os.environ["OMP_NUM_THREADS"] = "1"
-    chosen = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]
+    chosen: list[str] = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]  # argparse gives Any: typed here
     nms.warm_up(*(benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(RECORDS[b]) for b in chosen))
     torch_desc = _torch_version()
     rows = [bench_case(bench, density, args.images, seed=i)

@@ -31,6 +31,7 @@ from bench_backends import median_spread, vector_extensions
 
 from harness.cli.main import main as appliance
 from harness.core.errors import ApplianceError
+from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records.layout import Layout
@@ -44,7 +45,8 @@ def offline(args: argparse.Namespace, cards: str, process: bool) -> dict[str, An
     os.environ[PROCESS_ENV] = "1" if process else "0"
     try:
         with tempfile.TemporaryDirectory() as results:
-            outcome = run(RunOptions("resnet50", Requested("Offline", "performance", duration_ms=args.duration_ms),
+            outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE,
+                                                           duration_ms=args.duration_ms),
                                      args.data_dir, Path(results), backend="openvino", batch_size=args.batch_size,
                                      precision=args.precision, cards=cards, requests=args.requests),
                         echo=lambda m: None)

@@ -42,15 +42,30 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
-from bench_harness import harness_run, retrying, server_max
+from bench_harness import Tried, harness_run, retrying, server_max
 
 from harness.cli.main import main as appliance
+from harness.core.scenarios import Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store
 from harness.records.layout import Layout
 from harness.tune.search import server_qps
+
+
+class Row(TypedDict):
+    """One card count's figures, as --json prints them (the server ones where Server was searched)."""
+
+    cards: int
+    offline_sps: float
+    offline_valid: bool
+    server_max_valid_qps: NotRequired[float]
+    server_over_offline: NotRequired[float]
+    server_searches: NotRequired[list[float]]
+    server_tried: NotRequired[list[Tried]]
+    ideal_queue_server_over_capacity: NotRequired[float]
 
 
 def write_profile(folder: Path, rate: float, batch: int, activations: int = 0, dma_in_us: float = 0.0,
@@ -98,20 +113,22 @@ def main() -> int:
         print(f"warning: a batch takes {latency_ms:.1f} ms on a card, more than half the "
               f"{bench.server_latency_ms} ms Server bound: Server searches will find little; lower "
               f"--activations or --batch, or raise --per-card-rate", file=sys.stderr)
-    rows = []
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         profile = write_profile(Path(tmp), args.per_card_rate, args.batch, args.activations, args.dma_in_us,
                                 args.dma_out_us)
         for n in counts:
             spec = f"simulate:{profile}:{n}"
-            offline, valid = harness_run(args.data_dir, "Offline", None, args.duration_ms, args.batch, spec,
+            offline, valid = harness_run(args.data_dir, Scenario.OFFLINE, None, args.duration_ms, args.batch, spec,
                                          backend="onnxruntime")
-            row = {"cards": n, "offline_sps": round(offline, 1), "offline_valid": valid}
+            row: Row = {"cards": n, "offline_sps": round(offline, 1), "offline_valid": valid}
             line = f"{n:2} cards: Offline {offline:9.1f} samples/s ({offline / n:7.1f} per card)"
             if args.server_cards == "all" or str(n) in args.server_cards.split(","):
-                probe = retrying(lambda q, spec=spec: harness_run(args.data_dir, "Server", q, args.duration_ms,
-                                                                  args.batch, spec, backend="onnxruntime"),
-                                 args.server_retries)
+                def server_at(q: float, spec: str = spec) -> tuple[float, bool]:
+                    return harness_run(args.data_dir, Scenario.SERVER, q, args.duration_ms, args.batch, spec,
+                                       backend="onnxruntime")
+
+                probe = retrying(server_at, args.server_retries)
                 found = [server_max(probe, offline, args.server_steps) for _ in range(args.searches)]
                 srv = min(q for q, _ in found)
                 service_s = max(1, args.activations) * args.batch / args.per_card_rate \
@@ -119,9 +136,9 @@ def main() -> int:
                 capacity = n * max(1, args.activations) * args.batch / service_s
                 ideal = (server_qps(bench, args.batch, service_s, n * max(1, args.activations), capacity) or 0.0) \
                     / capacity
-                row.update(server_max_valid_qps=round(srv, 1), server_over_offline=round(srv / offline, 3),
-                           server_searches=[round(q / offline, 3) for q, _ in found],
-                           server_tried=[t for _, t in found], ideal_queue_server_over_capacity=round(ideal, 3))
+                row.update({"server_max_valid_qps": round(srv, 1), "server_over_offline": round(srv / offline, 3),
+                            "server_searches": [round(q / offline, 3) for q, _ in found],
+                            "server_tried": [t for _, t in found], "ideal_queue_server_over_capacity": round(ideal, 3)})
                 line += (f"   Server max valid {srv:9.1f} QPS  ({srv / offline:.3f} of Offline, the lowest of "
                          f"{args.searches} search(es): {row['server_searches']}; an ideal queue: {ideal:.3f})")
             rows.append(row)

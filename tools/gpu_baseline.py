@@ -28,9 +28,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from harness.records.benchmark import Benchmark
 
 NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
             "tensor(uint8)": np.uint8}
@@ -116,7 +119,7 @@ class Job:
     ort: Any
     source: Any
     provider: Any
-    bench: Any
+    bench: Benchmark
     reads: tuple[bool, ...]
     host_in: np.ndarray
     a: argparse.Namespace
@@ -165,7 +168,7 @@ def session_loop(job: Job) -> None:
         results[name].append(n * a.batch / (time.perf_counter() - start))
 
 
-def _nms_per_image(bench: Any, outputs: list[np.ndarray], batch: int) -> dict[str, float]:
+def _nms_per_image(bench: Benchmark, outputs: list[np.ndarray], batch: int) -> dict[str, float]:
     """The benchmark's host NMS (its encoder) on real outputs of the model, per image, on this one thread."""
     indices = np.zeros(batch, np.int64)
     times = []

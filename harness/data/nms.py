@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit
 
 from harness.core.errors import DataError
-from harness.records.benchmark import DetectionSpec, NMSParams, OutputQuant
+from harness.records.benchmark import Benchmark, DetectionSpec, NMSParams, OutputQuant
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
 
@@ -117,7 +117,7 @@ def retinanet_priors() -> np.ndarray:
     return np.concatenate(out)
 
 
-def layout(benchmark: Any) -> DetectionSpec:
+def layout(benchmark: Benchmark | DetectionSpec) -> DetectionSpec:
     """The detection spec of a benchmark record, or the spec itself (names are the catalogue's:
     `benchmarks.get(name)` first)."""
     if isinstance(benchmark, DetectionSpec):
@@ -129,7 +129,7 @@ def layout(benchmark: Any) -> DetectionSpec:
     return spec
 
 
-def params_for(benchmark: Any, which: str | NMSParams = "reference") -> NMSParams:
+def params_for(benchmark: Benchmark | DetectionSpec, which: str | NMSParams = "reference") -> NMSParams:
     return layout(benchmark).params(which)
 
 
@@ -727,7 +727,7 @@ class Postprocessor:
     call costs the shape checks, numba's dispatch and the kernel. It holds no scratch memory (each
     kernel call allocates its own), so one instance can serve several threads."""
 
-    def __init__(self, benchmark: Any, params: str | NMSParams = "reference") -> None:
+    def __init__(self, benchmark: Benchmark | DetectionSpec, params: str | NMSParams = "reference") -> None:
         self.layout = layout(benchmark)
         self.params = self.layout.params(params)
         self._plans: dict[tuple[np.dtype, np.dtype], _Plan] = {}
@@ -792,8 +792,9 @@ def bound(spec: DetectionSpec, params: str | NMSParams = "reference") -> Postpro
     return Postprocessor(spec, params)
 
 
-def postprocess(benchmark: Any, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None, *,
-                params: str | NMSParams = "reference", qsl_idx: int = 0) -> np.ndarray:
+def postprocess(benchmark: Benchmark | DetectionSpec, boxes: np.ndarray, scores: np.ndarray,
+                indices: np.ndarray | None = None, *, params: str | NMSParams = "reference",
+                qsl_idx: int = 0) -> np.ndarray:
     """Detections of one image's raw outputs (float, fp16 or uint8 as the layout allows): (K, 7) float32."""
     key = layout(benchmark)  # records are unhashable, their specs are (by identity)
     return _postprocessor(key, params)(boxes, scores, indices, qsl_idx)
@@ -804,7 +805,7 @@ def _postprocessor(benchmark: DetectionSpec, params: str | NMSParams) -> Postpro
     return bound(layout(benchmark), params)
 
 
-def quantise(benchmark: Any, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def quantise(benchmark: Benchmark | DetectionSpec, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Outputs as the paper's cards return them (the spec's `quantised` forms, e.g. uint8 scores and boxes
     for SSD-MobileNet, fp16 scores and uint8 boxes for SSD-ResNet34); roles without one pass unchanged."""
     out = dict(outputs)
