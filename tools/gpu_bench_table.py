@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.report.measured import energy_text, nms_text  # the runs' summary says them so
+
 NVIDIA_H100_OFFLINE = 87970.0  # ResNet50 Offline per H100, TensorRT int8 (DGX-H100, MLPerf Inference v4.0)
 YOLO_BEST_OFFLINE = 153.5      # YOLO11l Offline, the best published system (v6.0, Dell, 8 x L40S)
 YOLO_BEST_SINGLE_MS = 7.12     # its SingleStream p90
@@ -35,15 +38,12 @@ def manifest(run: dict[str, Any] | None) -> dict[str, Any]:
     return json.loads((Path(run["path"]) / "manifest.json").read_text()) if run else {}
 
 
-def joules_per_sample(m: dict[str, Any]) -> tuple[float | None, str]:
+def energy_row(what: str, m: dict[str, Any]) -> tuple[str, str, str]:
+    """Joules per sample per card (NVML) and the host's (RAPL), as the run's summary says them; else why not."""
     energy = m.get("energy") or {}
-    gpu = energy.get("gpu") or {}
-    if gpu.get("available"):
-        per = [g["joules_per_sample"] for g in gpu["gpus"] if g.get("joules_per_sample")]
-        return (sum(per) / len(per) if per else None), "NVML (GPU board)"
-    if energy.get("available") and energy.get("samples_per_joule"):
-        return 1 / energy["samples_per_joule"], "RAPL (CPU packages)"
-    return None, gpu.get("note") or energy.get("note") or "not measured"
+    text = energy_text(energy, each_card=True)
+    why = (energy.get("gpu") or {}).get("note") or energy.get("note") or "not measured"
+    return (what, text or "-", "" if text else why)
 
 
 Rows = list[tuple[str, str, str]]  # (what, value, verdict / note)
@@ -96,8 +96,7 @@ def resnet_rows(prefix: str) -> Rows:
                      "VALID" if single["perf"]["valid"] else "INVALID"))
     rows.append(("  per-GPU Offline / NVIDIA H100 TensorRT", f"{offline / n_gpus / NVIDIA_H100_OFFLINE:.3f}",
                  f"{offline / n_gpus:.0f} of {NVIDIA_H100_OFFLINE:.0f} samples/s (moonshot >= 0.5)"))
-    j, source = joules_per_sample(mo)
-    rows.append(("  ResNet50 Offline joules / sample", f"{j:.4f}" if j else "-", source))
+    rows.append(energy_row("  ResNet50 Offline energy", mo))
     return rows
 
 
@@ -110,8 +109,7 @@ def yolo_rows(prefix: str) -> Rows:
         rows.append(("YOLO11l Offline", f"{rate:.1f} samples/s {'VALID' if yoff['perf']['valid'] else 'INVALID'}",
                      f"{rate / YOLO_BEST_OFFLINE:.2f}x the best published {YOLO_BEST_OFFLINE} (must be >= 10x); "
                      f"{my.get('precision')}, batch {my.get('batch_size')}, {len(my.get('cards', []))} cards"))
-        j, source = joules_per_sample(my)
-        rows.append(("  YOLO11l Offline joules / sample", f"{j:.4f}" if j else "-", source))
+        rows.append(energy_row("  YOLO11l Offline energy", my))
     if ysingle:
         p90 = ysingle["perf"]["metric"]
         rows.append(("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
@@ -125,15 +123,9 @@ def yolo_rows(prefix: str) -> Rows:
             rows.append((f"YOLO11l accuracy ({name.removeprefix('yolo-accuracy').strip('-') or 'tuned'})",
                          f"golden {golden:.2f}%" if isinstance(golden, float) else "-",
                          f"{run.get('accuracy') or '-'}; {what}"))
-    nms = my.get("host_postprocess") or {}
-    if yoff and nms.get("ms_per_sample") is not None:
-        gpus = nms.get("gpus")
-        top = max(gpus, key=lambda g: g["cores_busy"]) if gpus else None
-        cores = f"{top['cores_busy']} cores per GPU (of {top['local_cpus']} local)" if top else \
-            f"{nms['cores_busy']} cores in all"
-        rows.append(("  YOLO11l host NMS per image (in the run)", f"{nms['ms_per_sample']:.3f} ms",
-                     f"busiest done thread {100 * nms['busiest_done_thread']:.1f}% busy; {cores}; "
-                     f"{'keeps up' if nms.get('keeps_up') else 'HOLDS THE CARDS BACK'}"))
+    nms = nms_text(my.get("host_postprocess"))
+    if nms:
+        rows.append(("  YOLO11l host NMS (in the run)", nms, "manifest host_postprocess: the done threads' CPU time"))
     ybase = load(prefix, "yolo-baseline")
     if ybase and "nms_ms_per_image" in ybase:
         rows.append(("  YOLO11l host NMS per image (own loop)", f"{ybase['nms_ms_per_image']:.3f} ms",

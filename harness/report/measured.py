@@ -20,9 +20,10 @@ def _dicts(d: Any, key: str) -> list[dict[str, Any]]:
     return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
 
 
-def _span(values: list[float], digits: int) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.{digits}g}" if f"{lo:.{digits}g}" == f"{hi:.{digits}g}" else f"{lo:.{digits}g}-{hi:.{digits}g}"
+def _span(values: list[float]) -> str:
+    """'0.5', or '0.25-0.5' where the values differ in three significant digits."""
+    lo, hi = f"{min(values):.3g}", f"{max(values):.3g}"
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def gpu_energy(energy: Any, each_card: bool = False) -> str | None:
@@ -40,7 +41,7 @@ def gpu_energy(energy: Any, each_card: bool = False) -> str | None:
     cards = ""
     if each_card and len(set(per_card)) > 1:
         cards = ": " + ", ".join(f"card {i} {v:.3g}" for i, v in enumerate(per_card))
-    return (f"GPU {_span(per_card, 3)} J/sample per card (NVML, {n_gpus} GPU{'s' if n_gpus != 1 else ''}"
+    return (f"GPU {_span(per_card)} J/sample per card (NVML, {n_gpus} GPU{'s' if n_gpus != 1 else ''}"
             f"{power}){cards}")
 
 

@@ -31,18 +31,18 @@ class CompletionMeter:
         self.gpus = tuple(gpus)
         self._a: list[tuple[int, int]] = []
         self._b: list[tuple[int, int]] = []
-        self._t = (0.0, 0.0)
+        self._t0 = self._t1 = 0.0
 
     def start(self) -> None:
-        self._a, self._t = self.read(), (time.monotonic(), 0.0)
+        self._a, self._t0 = self.read(), time.monotonic()
 
     def stop(self) -> None:
-        self._b, self._t = self.read(), (self._t[0], time.monotonic())
+        self._b, self._t1 = self.read(), time.monotonic()
 
     def result(self) -> dict[str, Any] | None:
         if not self._a or not self._b:
             return None
-        return share(self._a, self._b, self._t[1] - self._t[0], self.cpus, self.gpus)
+        return share(self._a, self._b, self._t1 - self._t0, self.cpus, self.gpus)
 
 
 def share(before: Sequence[tuple[int, int]], after: Sequence[tuple[int, int]], seconds: float,
