@@ -107,10 +107,9 @@ fi
 if [ -f "$tuned" ]; then
   choice=(--tuned "$tuned")
 else  # no tuned record: the first precision, the largest batch, two cards per GPU (one on the CPU)
-  fallback=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "${batches##*,}"
-            --cards "$( [ "$device" = cuda ] && echo cuda:allx2 || echo auto )")
-  say "no tuned record: the runs use ${fallback[*]}"
-  choice=("${fallback[@]}")
+  choice=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "${batches##*,}"
+          --cards "$( [ "$device" = cuda ] && echo cuda:allx2 || echo auto )")
+  say "no tuned record: the runs use ${choice[*]}"
 fi
 results="$work-results"
 rm -rf "$results" "$work"-*.json  # a table of this invocation's runs only
