@@ -16,10 +16,11 @@
 # Build secret (optional): pip_cert, a CA bundle for pip behind a TLS-intercepting proxy; it is
 # mounted for the pip steps only and never stored in the image.
 #
-# Stages: runtime (Python), build (+ compiler and the locks), venv-cpu / venv-gpu (the packages),
-# data (every benchmark prepared with the CPU venv: the same bytes for both variants, so a second
-# variant's build takes it from the layer cache), image (runtime + the data, the labels, the user),
-# then image-gpu and image-cpu: the image + one venv.
+# Stages: runtime (Python), build (+ compiler and the locks), wheel (the package built once, the locks,
+# pip's wheel), venv-cpu (the CPU packages), data (every benchmark prepared with the CPU venv: the same bytes
+# for both variants, so a second variant's build takes it from the layer cache), image (runtime + the
+# data, the labels, the user), then image-gpu (the image + the GPU venv installed in place) and
+# image-cpu (the image + venv-cpu).
 
 FROM debian:bookworm-slim AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -42,25 +43,27 @@ COPY pyproject.toml setup.py README.md /src/
 # card maps (harness/hw/topology/maps); setup.py writes GIT_COMMIT into harness/_build_info.py
 COPY harness /src/harness
 
-FROM build AS venv-cpu
+# The package as a wheel (its C++ extensions compiled once, GIT_COMMIT baked in by setup.py), beside the
+# locks and pip's own wheel (Debian's), which runs from the wheel file: neither venv holds pip, and the
+# runtime needs no python3-venv.
+FROM build AS wheel
 ARG GIT_COMMIT=unknown
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements.lock \
- && GIT_COMMIT="$GIT_COMMIT" /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
- && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
-           /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
+ && mkdir /opt/wheel \
+ && cp /src/requirements.lock /src/requirements-gpu.lock /usr/share/python-wheels/pip-*.whl /opt/wheel/ \
+ && pip=$(echo /opt/wheel/pip-*.whl)/pip \
+ && GIT_COMMIT="$GIT_COMMIT" python3 "$pip" wheel --no-cache-dir --disable-pip-version-check \
+      --no-deps --wheel-dir /opt/wheel /src
 
-FROM build AS venv-gpu
-ARG GIT_COMMIT=unknown
+FROM wheel AS venv-cpu
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -r /src/requirements-gpu.lock \
- && GIT_COMMIT="$GIT_COMMIT" /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /src \
- && rm -rf /opt/venv/bin/pip* /opt/venv/lib/python3.11/site-packages/pip* /opt/venv/lib/python3.11/site-packages/setuptools* \
-           /opt/venv/lib/python3.11/site-packages/_distutils_hack /opt/venv/lib/python3.11/site-packages/distutils-precedence.pth
+ && python3 -m venv --without-pip /opt/venv \
+ && export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+ && pip=$(echo /opt/wheel/pip-*.whl)/pip \
+ && /opt/venv/bin/python "$pip" install -r /opt/wheel/requirements.lock \
+ && /opt/venv/bin/python "$pip" install --no-deps /opt/wheel/mlperf_appliance-*.whl
 
 # Every benchmark's seeded model, synthetic dataset, uint8 shards and golden labels, built
 # deterministically (fixed seeds) on the CPU. The raw synthetic JPEGs are dropped once preprocessed
@@ -100,9 +103,22 @@ USER appliance
 ENTRYPOINT ["appliance"]
 CMD ["run"]
 
-# The GPU variant (`--target image-gpu`): onnxruntime-gpu with NVIDIA's CUDA and cuDNN wheels
+# The GPU variant (`--target image-gpu`): onnxruntime-gpu with NVIDIA's CUDA and cuDNN wheels, installed
+# in place rather than built in a stage and copied: its 3.5 GB would be stored twice and, while the copy is
+# committed, written twice more (the build's peak disk use). What it installs from, /opt/wheel (4 MB), is
+# copied in, not bind-mounted: buildah 1.28 mounts an empty folder for a `from=` bind beside the secret.
 FROM image AS image-gpu
-COPY --from=venv-gpu /opt/venv /opt/venv
+USER root
+COPY --from=wheel /opt/wheel /opt/wheel
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && python3 -m venv --without-pip /opt/venv \
+ && export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+ && pip=$(echo /opt/wheel/pip-*.whl)/pip \
+ && /opt/venv/bin/python "$pip" install -r /opt/wheel/requirements-gpu.lock \
+ && /opt/venv/bin/python "$pip" install --no-deps /opt/wheel/mlperf_appliance-*.whl \
+ && rm -rf /opt/wheel
+USER appliance
 ENV APPLIANCE_BACKEND=onnxruntime-cuda \
     APPLIANCE_IMAGE_VARIANT=gpu
 
