@@ -142,7 +142,7 @@ def main() -> int:
                 line += (f"   Server max valid {srv:9.1f} QPS  ({srv / offline:.3f} of Offline, the lowest of "
                          f"{args.searches} search(es): {row['server_searches']}; an ideal queue: {ideal:.3f})")
             rows.append(row)
-            print(line, flush=True)
+            print(line, flush=True, file=sys.stderr if args.json else sys.stdout)  # --json: stdout is the JSON
     one = rows[0]["offline_sps"] / counts[0]
     last = rows[-1]
     figures = {"per_card_rate": args.per_card_rate, "batch": args.batch, "duration_ms": args.duration_ms,
