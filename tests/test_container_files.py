@@ -158,7 +158,8 @@ def test_builder_stage_bakes_the_commit_into_the_package():
     stages = _stages(_instructions())
     builder = stages["wheel"][1]
     assert any(word == "ARG" and args.startswith("GIT_COMMIT") for word, args in builder)
-    assert any(word == "RUN" and 'GIT_COMMIT="$GIT_COMMIT"' in args and '"$pip" wheel' in args for word, args in builder)
+    assert any(word == "RUN" and 'GIT_COMMIT="$GIT_COMMIT"' in args and '"$pip" wheel' in args
+               for word, args in builder)
     for variant, lock in (("venv-cpu", "/opt/wheel/requirements.lock"), ("image-gpu", "wheel/requirements-gpu.lock")):
         runs = " ".join(args for word, args in stages[variant][1] if word == "RUN")
         assert lock in runs and "/opt/wheel/mlperf_appliance-*.whl" in runs
