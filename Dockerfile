@@ -105,7 +105,7 @@ CMD ["run"]
 
 # The GPU variant (`--target image-gpu`): onnxruntime-gpu with NVIDIA's CUDA and cuDNN wheels, installed
 # in place rather than built in a stage and copied: its 3.5 GB would be stored twice and, while the copy is
-# committed, written twice more (the build's peak disk use). What it installs from, /opt/wheel (4 MB), is
+# committed, written twice more (the build's peak disk use). What it installs from, /opt/wheel (under 3 MB), is
 # copied in, not bind-mounted: buildah 1.28 mounts an empty folder for a `from=` bind beside the secret.
 FROM image AS image-gpu
 USER root
