@@ -149,13 +149,13 @@ def _torch_version() -> str | None:
     return f"torch {torch.__version__}, torchvision {torchvision.__version__}"
 
 
-def torch_pipeline(bench: str) -> tuple[Callable[[np.ndarray, np.ndarray], np.ndarray] | None, str | None]:
+def torch_pipeline(bench: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
     """The same post-processing in torch + torchvision.ops.batched_nms (None when not installed)."""
     try:
         import torch
         import torchvision
     except ImportError:
-        return None, None
+        return None
     torch.set_num_threads(1)
     lay, p = nms.layout(RECORDS[bench]), nms.params_for(RECORDS[bench])
     priors = torch.from_numpy(lay.priors.copy())  # read-only arrays make torch warn
@@ -193,7 +193,7 @@ def torch_pipeline(bench: str) -> tuple[Callable[[np.ndarray, np.ndarray], np.nd
         rows: np.ndarray = out.numpy()
         return rows
 
-    return run, f"torch {torch.__version__}, torchvision {torchvision.__version__}"
+    return run
 
 
 BATCH_BYTES = 64 << 20
@@ -218,7 +218,7 @@ def _pipelines(bench: str) -> tuple[Callable[[int, np.random.Generator], Image],
         return (make_yolo_image,
                 lambda img: post.of([img["output"]], 0, (int(img["original"][0]), int(img["original"][1]))),
                 torch_yolo_pipeline())
-    torch_run, _ = torch_pipeline(bench)
+    torch_run = torch_pipeline(bench)
     return (lambda n, rng: make_image(bench, n, rng),
             lambda img: nms.postprocess(RECORDS[bench], img["boxes"], img["scores"]),
             None if torch_run is None else lambda img: torch_run(img["boxes"], img["scores"]))
