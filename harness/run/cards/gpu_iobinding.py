@@ -62,7 +62,7 @@ from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
-from harness.run.cards.onnxruntime_card import _OOM, OnnxRuntimeCard, cast_outputs
+from harness.run.cards.onnxruntime_card import _OOM, OnnxRuntimeCard, cast_outputs, one_line
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
@@ -255,7 +255,7 @@ class IoBindingCard(OnnxRuntimeCard):
         self.runs = dict.fromkeys(self.sizes, 0)  # runs per bucket, warm-up included
 
     def _fault(self, size: int, exc: Exception) -> ApplianceError:
-        first = str(exc).splitlines()[0][:200]
+        first = one_line(str(exc))
         if _OOM.search(str(exc)):
             return ApplianceError(f"{self.label}: a batch of {size} does not fit in the GPU's memory ({first}); "
                                   f"use a smaller --batch-size")
@@ -414,7 +414,7 @@ class IoBindingCard(OnnxRuntimeCard):
         except ApplianceError:
             raise
         except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
-            raise ApplianceError(f"{self.label}: {str(exc).splitlines()[0][:300]}") from None
+            raise ApplianceError(f"{self.label}: {one_line(str(exc))}") from None
 
     def close(self) -> None:
         self.buckets.clear()

@@ -112,7 +112,7 @@ class OnnxRuntimeCard:
             with native_log(on_gpu) as log:
                 self.session = ort.InferenceSession(source, opts, providers=providers)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
-            first = str(exc).splitlines()[0][:200]
+            first = one_line(str(exc))
             if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
                 raise ApplianceError(_gpu_load_error(label, provider, model_path, first, log)) from None
             raise DataError(f"onnxruntime cannot load {model_path}: {first}; "
@@ -157,7 +157,7 @@ class OnnxRuntimeCard:
         try:
             self.session.run(self.outputs, {self.input_name: zeros})
         except Exception as exc:
-            first = str(exc).splitlines()[0][:200]
+            first = one_line(str(exc))
             if _OOM.search(str(exc)):
                 raise ApplianceError(f"{self.label}: a batch of {batch} does not fit in the GPU's memory ({first}); "
                                      f"use a smaller --batch-size") from None
@@ -167,7 +167,7 @@ class OnnxRuntimeCard:
         try:
             outputs: list[np.ndarray] = self.session.run(self.outputs, {self.input_name: batch})
         except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
-            raise ApplianceError(f"{self.label}: {str(exc).splitlines()[0][:300]}") from None
+            raise ApplianceError(f"{self.label}: {one_line(str(exc))}") from None
         return outputs
 
     def close(self) -> None:
@@ -253,10 +253,13 @@ def _probe_model() -> bytes:
     """A one-node graph (Relu on 4 floats) every GPU provider has a kernel for."""
     from onnx import TensorProto, helper
 
+    from harness.data.models import IR_VERSION
+
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    model: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                     ir_version=IR_VERSION).SerializeToString()
     return model
 
 
@@ -296,7 +299,14 @@ def _reason(log: list[str], error: str) -> str:
             match = re.search(pattern, line)
             if match and "fallback to CPU EP" not in match.group(1):
                 return match.group(1).strip()[:300]
-    return error.splitlines()[0][:300]
+    return one_line(error)
+
+
+def one_line(error: str, limit: int = 400) -> str:
+    """onnxruntime's exception text on one line: its reason often follows a first line that ends in a bare
+    "Unsupported" or "FAIL", so the lines are joined, not cut at the first."""
+    text = " ".join(error.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log: list[str]) -> str:
