@@ -27,7 +27,8 @@ import mlperf_loadgen as lg
 from harness.core import leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
-from harness.core.fsutil import atomic_write_text, disk_fault, sha256_file
+from harness.core.fsutil import atomic_write_text, disk_fault, sha256_file, tmp_prefix
+from harness.core.native_lines import Route
 from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
 from harness.hw import gpu, system
@@ -237,12 +238,16 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"this {p.scenario} {p.mode} run")
     sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
+    # onnxruntime's and CUDA's own log lines: into the run's native.log, off the terminal (harness.core.native_lines)
+    native = Route(Path(tempfile.gettempdir()) / f"{tmp_prefix('native-log')}log",
+                   enabled=backends.get(p.cards.backend).infers).start()
     try:  # the cards before the folder: a card that cannot load (a GPU out of memory) leaves nothing behind
         with interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
             sut.load_cards()
         folder = _claim(p, echo)
     except BaseException:
         sut.stop()
+        native.keep(None)
         raise
     cores = {c for slot in p.cards.slots for c in slot.cpus} or set(p.cards.allowed)
     try:
@@ -252,12 +257,16 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
                     measured = _loadgen_test(p, sut, folder.staging, echo)
                 finally:
                     sut.stop()
+                    native_kept = native.keep(folder.staging)
+            if native_kept:
+                echo(native.summary(f"the run's {Route.FILE}"))
             if sut.failure:
                 raise CardFailure(sut.failure)
             for why in sut.card_failures:
                 echo(f"warning: {why}; its samples ran on the other cards")
-            return _finish(p, sut, folder, measured, neighbours)
+            return _finish(p, sut, folder, measured, neighbours, native_kept)
     except BaseException as exc:
+        native.keep(folder.staging)
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
             raise
@@ -371,7 +380,7 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
 
 
 def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measured: Measured,
-            neighbours: Neighbours) -> RunOutcome:
+            neighbours: Neighbours, native: dict[str, object] | None) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
     staging, req, cards = folder.staging, p.opts.requested, p.cards
     if cards.profile is not None:
@@ -397,6 +406,7 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measure
     shared = neighbours.warning()
     manifest = _manifest(p, sut, detail, staging, result, notes, measured)
     manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
+    manifest["native_log"] = native
     run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
