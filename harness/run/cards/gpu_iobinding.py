@@ -62,7 +62,7 @@ from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
-from harness.run.cards.onnxruntime_card import _OOM, OnnxRuntimeCard, cast_outputs, one_line
+from harness.run.cards.onnxruntime_card import _OOM, SPINNING, OnnxRuntimeCard, cast_outputs, one_line
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
@@ -105,6 +105,44 @@ def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
         serialized: bytes = model.SerializeToString()
         return serialized, floats
     return cast_outputs(model, spec.outputs, spec.output_casts), floats
+
+
+def binding_problem(session: ort.InferenceSession, input_name: str, sample_shape: tuple[int, ...],
+                    in_dtype: np.dtype[Any], outputs: list[str], out_shapes: list[tuple[int, ...]],
+                    out_types: list[np.dtype[Any]]) -> str | None:
+    """What the card is about to bind (per-sample shapes and dtypes of the input and each output) against the
+    session's own metadata, or None when they agree. A bound buffer smaller than, or of another type than, what
+    a captured CUDA graph writes is an illegal address on the GPU: refused here, in words, at load. A symbolic
+    dimension (the batch, or a named one) is not checked statically; the first warm-up run checks it."""
+    meta = {i.name: i for i in session.get_inputs()}
+    if input_name not in meta:
+        return f"the model has no input {input_name!r} (it has {', '.join(meta)})"
+    checks = [("input", input_name, meta[input_name], sample_shape, in_dtype)]
+    outs = {o.name: o for o in session.get_outputs()}
+    for name, shape, dtype in zip(outputs, out_shapes, out_types, strict=True):
+        if name not in outs:
+            return f"the model has no output {name!r} (it has {', '.join(outs)})"
+        checks.append(("output", name, outs[name], shape, dtype))
+    for role, name, node, shape, dtype in checks:
+        found = _TYPES.get(node.type)
+        if found is None or np.dtype(found) != dtype:
+            return f"{role} {name!r} is {node.type} in the model, and the card would bind {dtype}"
+        dims = list(node.shape[1:]) if node.shape else []
+        if len(dims) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape, strict=True)):
+            bound = ", ".join(map(str, shape))
+            return f"{role} {name!r} is {node.shape} in the model, and the card would bind [batch, {bound}]"
+    return None
+
+
+def check_outputs(got: list[np.ndarray], size: int, out_shapes: list[tuple[int, ...]],
+                  out_types: list[np.dtype[Any]]) -> str | None:
+    """The outputs of a run onnxruntime allocated itself (no binding) against what the card binds for `size`
+    samples: the check of the dimensions the metadata leaves symbolic."""
+    for i, (value, shape, dtype) in enumerate(zip(got, out_shapes, out_types, strict=True)):
+        if value.shape != (size, *shape) or value.dtype != dtype:
+            return (f"output {i} comes out as {value.dtype} {list(value.shape)} for {size} sample(s), and the card "
+                    f"would bind {dtype} {[size, *shape]}")
+    return None
 
 
 class IoBindingCard(OnnxRuntimeCard):
@@ -165,6 +203,11 @@ class IoBindingCard(OnnxRuntimeCard):
         self._describe()
 
     # the session -----------------------------------------------------------------------------------
+    def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
+        """On a GPU one intra-op thread that never spins: the graph runs on the GPU, the card's CPUs feed and
+        complete."""
+        return (1, False) if on_gpu else super()._threads(cpus, on_gpu)
+
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
         source, self.u8_converted = u8_model(model_path, spec) if spec.benchmark else (None, False)
         self._source_bytes = source
@@ -172,14 +215,9 @@ class IoBindingCard(OnnxRuntimeCard):
 
     def _configure(self, opts: ort.SessionOptions, providers: list[str | tuple[str, dict[str, object]]],
                    on_gpu: bool) -> None:
+        self.opts_spinning = opts.get_session_config_entry(SPINNING)
         if not on_gpu:
-            self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
             return
-        opts.intra_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # replaces the base card's entry
-        self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
-        if self.opts_spinning != "0":
-            raise ApplianceError(f"{self.label}: onnxruntime kept intra-op spinning on ({self.opts_spinning})")
         entry = providers[0]  # a GPU card lists its one provider, with its options
         assert isinstance(entry, tuple)
         provider, options = entry
@@ -229,9 +267,13 @@ class IoBindingCard(OnnxRuntimeCard):
         if self.spec.benchmark:
             self.sample_shape = tuple(benchmarks.get(self.spec.benchmark).input_shape)
         self.in_dtype = np.dtype(np.uint8 if self.input_dtype == "uint8" else np.float32)
-        outs = {o.name: o for o in session.get_outputs()}
-        self.out_types = [np.dtype(_TYPES[outs[name].type]) for name in self.outputs]
         self.out_shapes = [shape for shape, _ in self.spec.output_specs]
+        self.out_types = [np.dtype(dtype) for _, dtype in self.spec.output_specs]
+        problem = binding_problem(session, self.input_name, self.sample_shape, self.in_dtype, self.outputs,
+                                  self.out_shapes, self.out_types)
+        if problem is not None:  # a buffer smaller than, or of another type than, what the graph writes
+            raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
+                                 f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
         self.reads = gpu_plan.host_reads(self.spec.benchmark, len(self.outputs))
         device, ordinal = self.copies.device, self.ordinal
         self.buckets: dict[int, tuple[ort.OrtValue, list[ort.OrtValue], Any, ort.RunOptions]] = {}
@@ -266,6 +308,7 @@ class IoBindingCard(OnnxRuntimeCard):
         algorithm search is) and of its last (a replay)."""
         zeros = np.zeros((self.batch, *self.sample_shape), self.in_dtype)
         took: dict[str, float] = {}
+        self._check_outputs(zeros[:self.sizes[0]])
         for size in sorted(self.sizes, reverse=True):
             times = []
             for _ in range(WARM_RUNS):
@@ -280,6 +323,20 @@ class IoBindingCard(OnnxRuntimeCard):
             took[str(size)] = times[0]
             took[f"{size} replay"] = times[-1]
         return took
+
+    def _check_outputs(self, batch: np.ndarray) -> None:
+        """One regular run, outputs allocated by onnxruntime (no binding, no graph: `gpu_graph_id` -1), against
+        the buffers bound for that size: the dimensions the metadata left symbolic, before any graph is captured."""
+        skip = ort.RunOptions()
+        skip.add_run_config_entry("gpu_graph_id", "-1")
+        try:
+            got = self.session.run(self.outputs, {self.input_name: batch}, skip)
+        except Exception as exc:
+            raise self._fault(len(batch), exc) from None
+        problem = check_outputs(got, len(batch), self.out_shapes, self.out_types)
+        if problem is not None:
+            raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
+                                 f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
 
     def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
         """The worker's staging buffers (alive as long as the card): page-locked at once where every batch is

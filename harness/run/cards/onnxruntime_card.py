@@ -55,6 +55,7 @@ PROVIDERS: dict[str, tuple[str, str | None, str]] = {
 _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+SPINNING = "session.intra_op.allow_spinning"
 # FP32 stays FP32: the CUDA provider would otherwise let cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere and later
 CUDA_OPTIONS = {"CUDAExecutionProvider": {"use_tf32": "0"}}
 THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
@@ -86,19 +87,10 @@ class OnnxRuntimeCard:
         require_provider(backend)
         on_gpu = backends.get(backend).gpu
         device = (gpu_ref.ordinal if gpu_ref is not None else index) if on_gpu else index
-        opts = ort.SessionOptions()
-        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        # spinning threads that outnumber the card's CPUs would take them from its feeder and completion
-        spin = threads <= len(cpus)
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        threads, spin = self._threads(cpus, on_gpu)
+        opts = session_options(threads, spin, on_gpu)
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if on_gpu:
-            opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
             providers = [(provider, {id_key or "device_id": str(device), **CUDA_OPTIONS.get(provider, {})})]
         elif id_key is not None:
             value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
@@ -137,6 +129,13 @@ class OnnxRuntimeCard:
         self.info = CardInfo(index=index, backend=backend, device=device_fmt.format(i=device), cpus=cpus,
                              emulated=id_key is None, details=details)
 
+    def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
+        """Intra-op threads and whether they spin: the card's CPUs (APPLIANCE_INTRA_OP_THREADS overrides); threads
+        that outnumber them do not spin, which would take the CPUs from the card's feeder and completion."""
+        del on_gpu
+        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        return threads, threads <= len(cpus)
+
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
         """What the session loads: the model file, or its bytes with the output casts in-graph."""
         return with_output_casts(model_path, spec.outputs, spec.output_casts) if spec.output_casts else str(model_path)
@@ -172,6 +171,22 @@ class OnnxRuntimeCard:
 
     def close(self) -> None:
         del self.session
+
+
+def session_options(threads: int, spin: bool, on_gpu: bool) -> ort.SessionOptions:
+    """A card's session options, each config entry set once (onnxruntime warns on every session where a key is
+    set twice, as the IO-binding card once did): `threads` intra-op threads, spinning or not; a GPU card refuses
+    onnxruntime's silent CPU fallback."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    opts.add_session_config_entry(SPINNING, "1" if spin else "0")
+    if on_gpu:
+        opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
+    return opts
 
 
 def _gpu_words(ref: gpu.GpuRef | None) -> str:
