@@ -97,3 +97,22 @@ def test_a_cards_session_options_set_each_key_once(on_gpu, capfd):
     assert "already exists" not in err
     assert opts.get_session_config_entry(SPINNING) == "0"
     assert (opts.get_session_config_entry(NO_CPU_FALLBACK) == "1") is on_gpu if on_gpu else True
+
+
+def test_the_replay_check_compares_the_bound_path_with_a_regular_run(data_dir):
+    """At load the card runs its smallest bucket through its bound buffers (on a GPU: a graph replay) and compares
+    it with the regular run before capture; on the CPU provider a difference is refused (on a GPU the card would
+    drop its graphs instead: docs/developing.md lists that branch among what only a GPU can show)."""
+    path = Path(read_model_record(Layout(data_dir, RESNET), "fp32")["path"])
+    spec = BackendSpec("onnxruntime", path, RESNET.input_name, RESNET.outputs, RESNET.output_specs,
+                       benchmark="resnet50", io_binding=True, warm_batch=2, buckets=(1, 2))
+    card = make_card(spec, 0, (0,))
+    try:
+        batch = np.zeros((1, *RESNET.input_shape), np.uint8)
+        reference = card._check_outputs(batch)
+        assert card._replay_check(batch, reference).startswith("the bound path agrees")
+        wrong = [reference[0] + 1, reference[1]]  # another class for the one output the host reads
+        with pytest.raises(ApplianceError, match="differs from a regular run"):
+            card._replay_check(batch, wrong)
+    finally:
+        card.close()

@@ -66,6 +66,7 @@ from harness.run.cards.onnxruntime_card import _OOM, SPINNING, OnnxRuntimeCard, 
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
+REPLAY_TOLERANCE = 0.01  # relative: a graph replays the same kernels as the regular run it was captured from
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
 GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
 SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
@@ -145,6 +146,13 @@ def check_outputs(got: list[np.ndarray], size: int, out_shapes: list[tuple[int, 
     return None
 
 
+def _no_graph() -> ort.RunOptions:
+    """Run options that skip CUDA graphs (onnxruntime's `gpu_graph_id` -1): a regular run."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("gpu_graph_id", "-1")
+    return options
+
+
 class IoBindingCard(OnnxRuntimeCard):
     """A card whose batches run through IO binding on device-resident buffers, one bucket per batch size."""
 
@@ -197,7 +205,8 @@ class IoBindingCard(OnnxRuntimeCard):
                 "outputs_to_host": [o for o, r in zip(self.outputs, self.reads, strict=True) if r],
                 "outputs_on_device": [o for o, r in zip(self.outputs, self.reads, strict=True) if not r],
                 "warm_up": f"every bucket {WARM_RUNS} times at load, largest first (algorithm search, graph capture)",
-                "warm_up_ms": warm_ms, "host_buffers_pinned": 0, "replica_bytes_pinned": 0,
+                "warm_up_ms": warm_ms, "graph_check": self.graph_check,
+                "host_buffers_pinned": 0, "replica_bytes_pinned": 0,
                 "slot_on_gpu": f"{same.index(index) + 1} of {len(same)}" if index in same else None,
                 **({"tensorrt_engine": self.engine} if self.engine else {})})
         self._describe()
@@ -308,7 +317,7 @@ class IoBindingCard(OnnxRuntimeCard):
         algorithm search is) and of its last (a replay)."""
         zeros = np.zeros((self.batch, *self.sample_shape), self.in_dtype)
         took: dict[str, float] = {}
-        self._check_outputs(zeros[:self.sizes[0]])
+        reference = self._check_outputs(zeros[:self.sizes[0]])
         for size in sorted(self.sizes, reverse=True):
             times = []
             for _ in range(WARM_RUNS):
@@ -322,21 +331,46 @@ class IoBindingCard(OnnxRuntimeCard):
                 times.append(round(1000 * (time.perf_counter() - start), 3))
             took[str(size)] = times[0]
             took[f"{size} replay"] = times[-1]
+        self.graph_check = self._replay_check(zeros[:self.sizes[0]], reference)
         return took
 
-    def _check_outputs(self, batch: np.ndarray) -> None:
+    def _check_outputs(self, batch: np.ndarray) -> list[np.ndarray]:
         """One regular run, outputs allocated by onnxruntime (no binding, no graph: `gpu_graph_id` -1), against
         the buffers bound for that size: the dimensions the metadata left symbolic, before any graph is captured."""
-        skip = ort.RunOptions()
-        skip.add_run_config_entry("gpu_graph_id", "-1")
         try:
-            got = self.session.run(self.outputs, {self.input_name: batch}, skip)
+            got: list[np.ndarray] = self.session.run(self.outputs, {self.input_name: batch}, _no_graph())
         except Exception as exc:
             raise self._fault(len(batch), exc) from None
         problem = check_outputs(got, len(batch), self.out_shapes, self.out_types)
         if problem is not None:
             raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
                                  f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
+        return got
+
+    def _replay_check(self, batch: np.ndarray, reference: list[np.ndarray]) -> str:
+        """The smallest bucket through the card's own path (bound buffers; on a GPU its captured graph's replay)
+        against the regular run before capture, on the same input: a graph that computes something else is not
+        used (every bucket runs without graphs from then on, and the manifest says why)."""
+        got = self._run(batch, len(batch))
+        worst = 0.0
+        for mine, ref, read in zip(got, reference, self.reads, strict=True):
+            if not read or not np.size(ref):
+                continue
+            if np.asarray(ref).dtype.kind in "iub":  # classes, indices: exactly
+                worst = max(worst, 0.0 if np.array_equal(mine, ref) else float("inf"))
+            else:
+                a, b = np.asarray(mine, np.float64), np.asarray(ref, np.float64)
+                worst = max(worst, float(np.max(np.abs(a - b) / (1.0 + np.abs(b)))))
+        if worst <= REPLAY_TOLERANCE:
+            return f"the bound path agrees with a regular run (largest relative difference {worst:.2g})"
+        if self.settings["cuda_graph"]:
+            self.settings["cuda_graph"] = False
+            for size, (inp, outputs, binding, _) in list(self.buckets.items()):
+                self.buckets[size] = (inp, outputs, binding, _no_graph())
+            return (f"a graph replay differed from a regular run (largest relative difference {worst:.3g}): "
+                    f"the card runs without CUDA graphs")
+        raise ApplianceError(f"{self.label}: the IO-binding path differs from a regular run of the same input "
+                             f"(largest relative difference {worst:.3g}); run with APPLIANCE_IO_BINDING=0")
 
     def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
         """The worker's staging buffers (alive as long as the card): page-locked at once where every batch is
