@@ -50,7 +50,7 @@ def test_the_batch_by_scenario_and_memory(data_dir):
     four, _ = gpu_defaults.batch(RESNET, Scenario.OFFLINE, model, 4, H100_MIB)
     assert four == offline // 4
     server, _ = gpu_defaults.batch(RESNET, Scenario.SERVER, model, 1, H100_MIB)
-    assert server == offline // 8
+    assert server == offline // 16
     assert gpu_defaults.batch(RESNET, Scenario.OFFLINE, model, 1, None)[0] == RESNET.gpu_batch  # no NVML
     assert gpu_defaults.batch(RESNET, Scenario.SINGLE_STREAM, model, 1, H100_MIB)[0] == 1
     assert gpu_defaults.batch(RESNET, Scenario.MULTI_STREAM, model, 1, H100_MIB)[0] == 8
