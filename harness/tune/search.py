@@ -153,14 +153,15 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], 
         loaded = sut.time_under_load()
     finally:
         sut.stop()
-    rate = sum(batch / per_batch for per_batch, _ in loaded)
-    latency_s = max(latency for _, latency in loaded)
+    rate = loaded.samples_per_second  # every card at once: cards sharing a device share its throughput
+    latency_s = max(latency for _, latency in loaded.cards)
     return Measured(model.get("precision", "fp32"), backend, batch, requests,
                     samples_per_second=round(rate, 3),
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
                     multistream_latency_ms=round(1000 * min(t_b for _, t_b in warm) * math.ceil(8 / batch), 3),
-                    cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate),
+                    cards=len(loaded.cards),
+                    server_qps=server_qps(bench, batch, latency_s, len(loaded.cards) * requests, rate),
                     layout=layout)
 
 
