@@ -98,17 +98,17 @@ def test_the_grid_times_provider_options_on_the_cuda_provider_only():
 def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_dir, tmp_path):
     """`run --tuned` takes the choice's provider options and Server deadline (resolve: what plan, the cards and
     the manifest's backend_choice get); --provider-options / --max-wait-us given win."""
+    from harness.data import benchmarks
     from harness.records import model_record
     from harness.records.layout import Layout
     from harness.run import tuned_choice
     from harness.run.loadgen_settings import Requested
     from harness.run.plan import RunOptions
 
-    sha = model_record.read(Layout(data_dir, __import__("harness.data.benchmarks").data.benchmarks.get(
-        "resnet50")).record_for("fp32")).sha256
-    choice = {"precision": "fp32", "backend": "onnxruntime-cuda", "batch_size": 64, "requests": 1, "cards": "cuda:allx2",
-              "why": "tuned", "provider_options": "prefer_nhwc=1", "max_wait_us": 750, "server_qps": 900.0,
-              "confirmed_qps": 850.0}
+    sha = model_record.read(Layout(data_dir, benchmarks.get("resnet50")).record_for("fp32")).sha256
+    choice = {"precision": "fp32", "backend": "onnxruntime-cuda", "batch_size": 64, "requests": 1,
+              "cards": "cuda:allx2", "why": "tuned", "provider_options": "prefer_nhwc=1", "max_wait_us": 750,
+              "server_qps": 900.0, "confirmed_qps": 850.0}
     record = {"format": 4, "benchmark": "resnet50", "layouts": ["cuda:allx2"], "created_utc": "x", "host": {},
               "method": "m", "user_conf": "r.user.conf", "measured": [],
               "precisions": {"fp32": {"model_sha256": sha, "eligible": True, "why": "fp32"}},

@@ -243,13 +243,18 @@ def choose(bench: Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[
     return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms, --cards {best.layout})"
 
 
-def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
+def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]],
+                   confirmed_qps: float | None = None) -> str:
+    """The LoadGen user.conf of the choices: each scenario's calibrated setting; Server's the target its
+    `--server-search` runs confirmed where there is one."""
     when = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms,
                                                                     server_qps=m.server_qps), None)
+        if scenario == Scenario.SERVER and confirmed_qps:
+            value, rule = confirmed_qps, "the highest target VALID in --server-search's short LoadGen runs"
         lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card, --cards "
                   f"{m.layout} ({m.cards} card(s)): {why}; "
                   f"{rule}",  # `why` starts with the precision
@@ -352,9 +357,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         confirmed, why = _confirm_server(bench, data_dir, m, why)
         chosen[Scenario.SERVER] = (m, why)
     conf = path.with_suffix(".user.conf")
-    for_conf = {s: (replace(m, server_qps=confirmed) if s == Scenario.SERVER and confirmed else m, why)
-                for s, (m, why) in chosen.items()}  # user.conf: the confirmed Server target where there is one
-    atomic_write_text(conf, user_conf_text(bench, for_conf))
+    atomic_write_text(conf, user_conf_text(bench, chosen, confirmed))
     record = tuned.TunedRecord(
         benchmark=bench.name, layouts=list(dict.fromkeys(c for c, *_ in candidates)),  # as timed
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),

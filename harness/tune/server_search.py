@@ -16,7 +16,7 @@ from harness.run.loadgen_settings import Requested
 from harness.run.plan import RunOptions
 from harness.run.runner import run
 
-STEPS = 4           # bisection steps after the first run
+STEPS = 3           # bisection steps after the first run: to within 1/16 of the first's range
 DURATION_MS = 3000  # each run's min duration: short, a confirmation, not a submission
 
 
