@@ -60,6 +60,7 @@ def _gpu_card_session_call(data_dir: Path, monkeypatch: pytest.MonkeyPatch, tune
     return seen
 
 
+@pytest.mark.ortgpu  # runs in both venvs: ci/test's GPU venv has the CUDA provider's onnxruntime, without CUDA
 def test_every_tuned_option_reaches_the_gpu_cards_session(data_dir, monkeypatch):
     seen = _gpu_card_session_call(data_dir, monkeypatch, EVERY)
     ((provider, options),) = seen["providers"]

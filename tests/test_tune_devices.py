@@ -68,12 +68,18 @@ def test_cards_sharing_a_device_are_timed_together_and_the_run_agrees(data_dir, 
     assert abs(four["samples_per_second"] - measured) <= 0.1 * measured, (four, measured)
 
 
-@pytest.mark.slow
-def test_server_picks_a_batch_that_meets_the_bound_and_its_run_is_valid(det_data_dir, tmp_path, capsys):
+def _tune_server(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], batches: str,
+                 cards: int) -> tuple[Path, dict]:
+    """`tune --server-search` of ssd-resnet34 on `cards` GROWING cards: the record's path and the record."""
     profile = _profile(tmp_path, GROWING)
     record_path = tmp_path / "t" / "ssd-resnet34.json"
-    record = _tune(det_data_dir, record_path, capsys, *SERVER, "-s", "Server", "--batch-sizes", "1,2,4,8,16",
-                   "--cards", f"simulate:{profile}:8", "--server-search")
+    return record_path, _tune(data_dir, record_path, capsys, *SERVER, "-s", "Server", "--batch-sizes", batches,
+                              "--cards", f"simulate:{profile}:{cards}", "--server-search")
+
+
+@pytest.mark.slow
+def test_server_picks_a_batch_that_meets_the_bound_and_its_run_is_valid(det_data_dir, tmp_path, capsys):
+    record_path, record = _tune_server(det_data_dir, tmp_path, capsys, "1,2,4,8,16", 8)
     rows = {m["batch_size"]: m for m in record["measured"]}
     assert rows[8]["batch_latency_ms"] > 100 and not rows[8]["server_qps"] and not rows[16]["server_qps"]
     assert rows[2]["server_qps"] > 0
@@ -92,10 +98,7 @@ def test_server_picks_a_batch_that_meets_the_bound_and_its_run_is_valid(det_data
 
 @pytest.mark.slow
 def test_a_server_no_batch_of_which_meets_the_bound_says_so_before_running(det_data_dir, tmp_path, capsys):
-    profile = _profile(tmp_path, GROWING)
-    record_path = tmp_path / "t" / "ssd-resnet34.json"
-    record = _tune(det_data_dir, record_path, capsys, *SERVER, "-s", "Server", "--batch-sizes", "8,16",
-                   "--cards", f"simulate:{profile}:1", "--server-search")
+    record_path, record = _tune_server(det_data_dir, tmp_path, capsys, "8,16", 1)
     server = record["chosen"]["Server"]
     assert server["server_qps"] == 0 and server["confirmed_qps"] is None and "not run" in server["why"]
     appliance("run", *SERVER, "--data-dir", det_data_dir, "--results", tmp_path / "r", "--tuned", record_path,
