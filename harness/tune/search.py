@@ -1,13 +1,16 @@
 """`appliance tune`: a short sweep of card layouts x precisions x backends x batch sizes x infer requests per
-card, timed through the SUT.
+card x provider options (harness.run.cards.provider_options, onnxruntime's CUDA provider), timed through the SUT.
 
 Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
 card) started and warmed up as every performance run is (best of two single samples), then timed with
-each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
-(`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
-under that load; requests 1 is timed the same way (batches back to back). Each card layout (`--cards
-auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs several cards of several
-cores each (more batches in flight for the ideal queue), Offline often one card on all cores. A precision
+every card kept full at once, as in a run: a burst of 4 x requests batches with `requests` batches in flight on
+every card (`SystemUnderTest.time_under_load`), giving the card set's rate (cards that share a device, several
+sessions on one GPU, share its throughput: issue 36) and the median batch latency under that load; requests 1
+is timed the same way (batches back to back). Server is chosen by the ideal queue within the bound, its batching
+deadline searched too, and `--server-search` confirms the choice with short LoadGen runs (server_search).
+Each card layout (`--cards auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs
+several cards of several cores each (more batches in flight for the ideal queue), Offline often one card on
+all cores. A precision
 may be chosen only if its model meets the benchmark's accuracy target as its prepare recorded it
 (`eligibility`); the others are measured and shown with the reason. The choice per scenario goes to a
 record (harness.records.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen
@@ -48,8 +51,9 @@ DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
 DEADLINE_FRACTIONS = (0.02, 0.05, 0.1, 0.2)  # Server: fixed batching deadlines tried, as fractions of the bound
 Candidate = tuple[str, str, str, int, int, str]  # card layout, precision, backend, batch, requests, provider options
-METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
-          "`requests` in flight: rate over the burst, median batch latency under that load")
+METHOD = ("warm-up as in a run (best of 2 single samples), then every card of the layout at once, a burst of 4 x "
+          "requests batches each with `requests` in flight (the better of 2): all the cards' samples over the time "
+          "from the first start to the last finish, median batch latency under that load")
 
 
 @dataclass(frozen=True)
