@@ -31,12 +31,13 @@ def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> 
 
 
 
-def _server_bound(scenario: str, pick: Choice) -> dict[str, str]:
+def _server_bound(scenario: str, pick: Choice, path: Path, bound_ms: float | None) -> dict[str, str]:
     """Server with a choice no batch of which meets the bound in an ideal queue: said before the run starts."""
     if scenario != "Server" or pick.server_qps is None or pick.server_qps > 0:
         return {}
-    return {"server_bound": f"Server cannot meet its latency bound with any candidate tune measured ({pick.why}); "
-                            f"the run will be INVALID: tune smaller --batch-sizes or more cards"}
+    return {"server_bound": f"Server cannot meet its latency bound with any candidate tune measured in {path} "
+                            f"(not even an ideal queue keeps p99 within {bound_ms} ms at batch {pick.batch_size}): "
+                            f"the run will be INVALID; tune smaller --batch-sizes or more cards"}
 
 
 def _options_and_wait(opts: Any, pick: Choice | None, why: str) -> tuple[str, int | None, str]:
@@ -120,7 +121,8 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         user_conf = None
     info["user_conf"] = None if user_conf is None else str(user_conf)
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
+    bound = _server_bound(req.scenario, pick, path, benchmarks.get(opts.benchmark).server_latency_ms)
     return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
                                 cards=cards, requested=new_req, provider_options=options, max_wait_us=wait),
             {"backend": backend, "precision": pick.precision, "requests": requests, "cards": cards, "why": why,
-             "tuned": info, "provider_options": options, "max_wait_us": wait, **_server_bound(req.scenario, pick)})
+             "tuned": info, "provider_options": options, "max_wait_us": wait, **bound})
