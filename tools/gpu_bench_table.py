@@ -124,16 +124,22 @@ def tuned_rows(m: dict[str, Any], offline: float) -> Rows:
     rows = [("  tune's figure / the run", f"{ratio:.3f}",
              f"tune {row['samples_per_second']:.1f} samples/s, every card of --cards {row['layout']} at once "
              f"({'within' if abs(ratio - 1) <= 0.1 else 'NOT within'} 10%)"),
-            ("  provider options (tuned)", chosen.get("provider_options") or "defaults",
-             f"the session's: {((m.get('cards') or [{}])[0].get('provider_options') or {}).get('prefer_nhwc', '-')} "
-             f"prefer_nhwc")]
+            ("  provider options (tuned)", chosen.get("provider_options") or "defaults", session_options(m))]
     server = record["chosen"].get("Server") or {}
     if server:
         rows.append(("  tune's Server (ideal queue / LoadGen)",
-                     f"{server.get('server_qps') or 0:.1f} / {server.get('confirmed_qps') or 0:.1f} QPS",
+                     " / ".join(f"{q:.1f}" if q else "-" for q in (server.get("server_qps"),
+                                                                   server.get("confirmed_qps"))) + " QPS",
                      f"batch {server.get('batch_size')}, --cards {server.get('cards')}, max wait "
                      f"{server.get('max_wait_us') if server.get('max_wait_us') is not None else 'default'} us"))
     return rows
+
+
+def session_options(m: dict[str, Any]) -> str:
+    """What card 0's session says its CUDA provider runs with (the manifest's account of the tuned options)."""
+    options = (m.get("cards") or [{}])[0].get("provider_options") or {}
+    shown = [f"{k}={options[k]}" for k in ("prefer_nhwc", "cudnn_conv_algo_search", "fuse_conv_bias") if k in options]
+    return f"card 0's session: {' '.join(shown)}" if shown else "no CUDA provider options (a CPU provider)"
 
 
 def peer_rows(peer: dict[str, Any] | None, offline: float) -> Rows:
