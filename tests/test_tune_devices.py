@@ -112,6 +112,7 @@ def test_single_stream_takes_one_card_whatever_the_noise():
     its own CUDA graph), even where a 4-card layout's single sample happened to time faster (as on the H100)."""
     from harness.core.scenarios import Scenario
     from harness.data import benchmarks
+    from harness.hw import gpu_plan
     from harness.tune.search import Measured, choose
 
     def row(cards: int, single_ms: float) -> Measured:
@@ -120,3 +121,4 @@ def test_single_stream_takes_one_card_whatever_the_noise():
 
     best, why = choose(benchmarks.get("resnet50"), Scenario.SINGLE_STREAM, [row(4, 0.929), row(1, 0.94), row(2, 0.95)])
     assert (best.cards, best.layout, best.batch_size) == (1, "cuda:allx1", 1) and "fewest cards" in why
+    assert gpu_plan.run_buckets("SingleStream", best.batch_size) == (1,)  # the run's one bucket: its own CUDA graph
