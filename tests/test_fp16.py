@@ -15,7 +15,8 @@ from helpers import appliance, linked_copy
 from harness.data import benchmarks
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.fp16 import convert, emulation
-from harness.tune.search import CPU_BATCHES, GPU_BATCHES, Sweep, eligibility
+from harness.records.model_record import eligibility
+from harness.tune.search import CPU_BATCHES, GPU_BATCHES, Sweep
 
 
 @pytest.fixture(scope="module")

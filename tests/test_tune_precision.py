@@ -13,7 +13,8 @@ from helpers import appliance, linked_copy
 
 from harness.data import benchmarks
 from harness.records import model_record
-from harness.tune.search import eligibility, prepared_precisions
+from harness.records.model_record import eligibility
+from harness.tune.search import prepared_precisions
 
 SWEEP = ("-s", "Offline", "-s", "Server", "--backends", "onnxruntime", "--batch-sizes", 2)
 

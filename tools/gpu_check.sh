@@ -112,6 +112,8 @@ for f in sorted(out.glob("run-*.json")):
            "provider": card.get("providers_in_session", ["?"])[0], "device": card["device"],
            "gpu": (card.get("gpu") or {}).get("name") or (card.get("gpu") or {}).get("model") or "-",
            "batch": m["batch_size"]}
+    row["native"] = (m.get("native_log") or {}).get("lines", 0)
+    row["graph_check"] = (card.get("io_binding") or {}).get("graph_check", "-")
     if o["perf"]:
         row.update(metric=o["perf"]["metric"], unit=o["perf"]["unit"], valid=o["perf"]["valid"])
     else:
@@ -127,7 +129,11 @@ for r in rows:
     what = (f"{r['metric']:.2f} {r['unit']} {'VALID' if r['valid'] else 'INVALID'}" if "metric" in r else
             f"{r['accuracy']}")
     lines.append(f"{r['precision']:5s} {r['scenario']:12s} {r['mode']:11s} batch {r['batch']:4d}  {r['provider']:24s} "
-                 f"{r['device']:8s} {r['gpu']:24s} {what}")
+                 f"{r['device']:8s} {r['gpu']:24s} {what}; native.log {r['native']} line(s)")
+# issue 34: onnxruntime's / cuDNN's own lines belong in each run's native.log, not on the terminal
+log = (out / "check.log").read_text(errors="replace")
+native = sum(1 for line in log.splitlines() if "[E:onnxruntime" in line or "[W:onnxruntime" in line)
+lines.append(f"native log lines on the terminal: {native} (expected 0)")
 if skipped.is_file():
     lines += [f"{line}: skipped, out of the call's budget" for line in skipped.read_text().splitlines()]
 text = "\n".join(lines)

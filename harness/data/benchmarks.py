@@ -34,7 +34,7 @@ def _resnet50() -> Benchmark:
         quality_metric="top-1", quality_reference=76.46, quality_fraction=0.99,
         test01_sampling_target=4096,  # compliance/TEST01/resnet50/audit.config
         params_reference=25.6e6, gops_reference=7.8, official_model="resnet50_v1.onnx",
-        default_batch=8, output_specs=(((), "int64"), ((resnet50.NUM_CLASSES,), "float32")),
+        default_batch=8, gpu_batch=512, output_specs=(((), "int64"), ((resnet50.NUM_CLASSES,), "float32")),
         build_model=resnet50.build, preprocess=imagenet.preprocess, encode_response=FixedWidth(1, _argmax_into),
         preprocessing="MLCommons reference: BGR->RGB, INTER_AREA resize of the short side to 256, centre crop 224",
         accuracy=top1.SCORER,
@@ -169,6 +169,7 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             performance_sample_count=64, server_latency_ms=None, quality_reference=53.4,
             # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
             params_reference=25.3e6, gops_reference=86.9, official_model="yolo11l.onnx", default_batch=1,
+            gpu_batch=32,
             compliance_tests=("TEST01",), test01_sampling_target=64,
             min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},
             datacenter_scenarios=(),

@@ -5,7 +5,7 @@ activations to bf16 when it compiles the model (INFERENCE_PRECISION_HINT bf16), 
 AVX512_BF16 (AMD Zen 4, Intel Cooper Lake) or AMX-BF16 (Intel Sapphire Rapids and later). On such
 CPUs it is OpenVINO's own default for an FP32 model, so a user's `benchmark_app` runs FP32 models in
 bf16; the appliance does it only when asked, and only after prepare has measured that the bf16
-results agree with FP32 well enough (the same rule as int8: `model_record.AGREEMENT`, `tune.eligibility`).
+results agree with FP32 well enough (the same rule as int8: `model_record.AGREEMENT`, `model_record.eligibility`).
 
 The model file is the FP32 model with its input retyped to uint8 (Cast + Sub(mean) in the graph, as
 the int8 model has), so staging a batch is a byte copy. onnxruntime has no bf16 path on x86 CPUs

@@ -3,7 +3,7 @@
 The fp16 model reads the stored uint8 samples as the int8 model does (Cast + Sub(mean) in front,
 `uint8_front.uint8_input`), and is converted by onnxruntime's own `convert_float_to_float16` (inputs and
 outputs kept in their types, its default list of ops that stay FP32). It may be chosen by the same rule
-as int8 (`tune.eligibility`: top-1 agreement with FP32, or mAP against the FP32 golden detections), and
+as int8 (`model_record.eligibility`: top-1 agreement with FP32, or mAP against the FP32 golden detections), and
 that agreement is measured at prepare, on the CPU, so no GPU is needed to decide it.
 
 onnxruntime's CPU provider does run the fp16 model, but not in fp16: having almost no fp16 kernels on

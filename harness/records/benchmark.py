@@ -212,6 +212,8 @@ class Benchmark:
     edge_scenarios: tuple[Scenario, ...] = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.OFFLINE)
     datacenter_scenarios: tuple[Scenario, ...] = (Scenario.SERVER, Scenario.OFFLINE)
     min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
+    # Offline batch of a GPU card without a tuned record, before the memory cap (harness.run.gpu_defaults)
+    gpu_batch: int = 64
 
     @property
     def loadgen_model(self) -> str:

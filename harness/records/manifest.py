@@ -55,6 +55,9 @@ class RunManifest:
     inference_precision: str | None = None   # what the cards compute in: fp32, or bf16 (harness.prepare.bf16)
     shared_cores: list[str] | None = None    # other appliance runs live on this run's cores (harness.run.neighbours)
     host_postprocess: dict[str, Any] | None = None  # detection: host NMS CPU share (harness.run.completion_meter)
+    # {eligible, why}: the precision against the benchmark's accuracy rule (harness.records.model_record.eligibility)
+    precision_eligibility: dict[str, Any] | None = None
+    native_log: dict[str, Any] | None = None  # onnxruntime / CUDA log lines kept in native.log (core.native_lines)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}

@@ -8,13 +8,17 @@ the data dir when it lies inside it (harness.records.layout.stored_path), so the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import DataError
 from harness.core.fsutil import atomic_write_json
 from harness.records.base import load_json, versioned
+
+if TYPE_CHECKING:
+    from harness.records.benchmark import Benchmark
 
 FORMAT = 1
 
@@ -77,3 +81,21 @@ def write(path: Path, record: ModelRecord) -> None:
 
 AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with FP32 (read by tune)
     "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
+
+
+def eligibility(bench: Benchmark, model: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether a prepared model may be submitted (and chosen by tune), and why: FP32 is the reference; a reduced
+    precision only if the agreement with FP32 its prepare measured (top-1 agreement, or mAP against the FP32
+    detections) reaches the benchmark's accuracy fraction (99% for resnet50 and yolo-99): the proxy prepare
+    records for the closed division's target of that fraction of the FP32 accuracy."""
+    if model.get("precision", "fp32") == "fp32":
+        return True, "the FP32 reference model"
+    q = model.get("quantization") or {}
+    metric = next((k for k in AGREEMENT if isinstance(q.get(k), int | float)), None)
+    if metric is None:
+        return False, (f"its model record holds no agreement with FP32: rerun `appliance prepare --precision "
+                       f"{model.get('precision')}`")
+    target = 100 * bench.quality_fraction
+    verdict = ">=" if q[metric] >= target else "<"
+    return q[metric] >= target, (f"{AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "
+                                 f"{bench.name} must reach")

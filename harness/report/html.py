@@ -15,7 +15,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_bytes, atomic_write_text
@@ -160,7 +160,17 @@ def _flags(runs: list[Run]) -> list[str]:
         elif syn.get("cards") == "cpu-emulated":
             flags.add("cards are CPU-emulated")
         flags.update(n for n in r.manifest.get("notes", []) if "not submission-length" in n)
+        if (why := _not_submittable(r.manifest)) is not None:
+            flags.add(f"{r.benchmark} at {r.manifest.get('precision', '?')} is NOT SUBMITTABLE: {why}")
     return sorted(flags)
+
+
+def _not_submittable(manifest: dict[str, Any]) -> str | None:
+    """Why the run's precision fails its benchmark's accuracy rule, per its manifest; None if it passes."""
+    verdict = manifest.get("precision_eligibility")
+    if isinstance(verdict, dict) and verdict.get("eligible") is False:
+        return str(verdict.get("why", "its precision fails the accuracy rule"))
+    return None
 
 
 def _compliance(run: Run, collected: Collected) -> str:
@@ -186,6 +196,8 @@ def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
         metric = next((f"{label} {res[key]:.3f}%" for key, label in (("top1", "top-1"), ("mAP", "mAP"))
                        if key in res), json.dumps(res)[:60])
         status, constraint = "scored", "-"
+    if _not_submittable(m) is not None:
+        status += ", NOT SUBMITTABLE"
     beside = [t for t in (energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess"))) if t]
     return [run.setup.text(), str(run.cards), run.mode, metric, status, constraint, _compliance(run, collected),
             "; ".join(beside) or "-", str(run.path.relative_to(results))]

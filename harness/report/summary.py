@@ -18,12 +18,14 @@ def summary_table(outcomes: list[RunOutcome]) -> str:
                 status += f" ({'; '.join(o.perf.reasons)})"
         else:
             result, status = o.accuracy or "-", "scored"
+        if o.not_submittable:
+            status += ", NOT SUBMITTABLE"
         rows.append((o.benchmark, o.scenario, o.mode, result, status, *((energy or "-",) if any(energies) else ()),
                      str(o.path)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = sorted({n for o in outcomes for n in o.notes})
-    warnings = sorted({w for o in outcomes for w in o.warnings})
+    warnings = sorted({w for o in outcomes for w in (*o.warnings, *([o.not_submittable] if o.not_submittable else []))})
     nms = [f"{o.benchmark} {o.scenario}: {t}" for o in outcomes if (t := nms_text(o.host_nms))]
     return "\n".join(lines + nms + [f"warning: {w}" for w in warnings] + [f"note: {n}" for n in notes])

@@ -114,7 +114,7 @@ class RunPlan:
 def resolve(opts: RunOptions) -> RunPlan:
     """Check the options, apply a tuned record, open the prepared data and place the cards (detecting once)."""
     from harness.hw.topology import detect
-    from harness.run import tuned_choice
+    from harness.run import gpu_defaults, tuned_choice
 
     if opts.system_name is not None:
         plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
@@ -143,6 +143,11 @@ def resolve(opts: RunOptions) -> RunPlan:
         bf16_support.require(f"--precision {opts.precision}")
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
+    if opts.batch_size is None and cards.gpus:  # the GPU rule (harness.run.gpu_defaults), not the CPU's default
+        per_gpu = max(sum(g.pci == ref.pci for g in cards.gpus) for ref in cards.gpus)
+        batch, rule = gpu_defaults.batch(bench, opts.requested.scenario, model, per_gpu,
+                                         gpu_defaults.gpu_memory_mib(sorted({g.pci for g in cards.gpus})))
+        choice = {**choice, "why": f"{choice['why']}; {rule}"}
     check_buffer_memory(bench, cards, model, batch)
     preflight(bench, opts.requested, data.count, len(cards.slots))
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()

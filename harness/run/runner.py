@@ -27,7 +27,8 @@ import mlperf_loadgen as lg
 from harness.core import leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
-from harness.core.fsutil import atomic_write_text, disk_fault, sha256_file
+from harness.core.fsutil import atomic_write_text, disk_fault, sha256_file, tmp_prefix
+from harness.core.native_lines import Route
 from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
 from harness.hw import gpu, system
@@ -39,6 +40,7 @@ from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
+from harness.records.model_record import eligibility
 from harness.run import calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
@@ -78,6 +80,7 @@ class RunOutcome:
     warnings: tuple[str, ...] = ()  # what makes the result doubtful: other runs on its cores
     energy: dict[str, Any] | None = None  # the manifest's: RAPL, and NVML under "gpu" (performance runs)
     host_nms: dict[str, Any] | None = None  # the manifest's `host_postprocess` (detection benchmarks)
+    not_submittable: str = ""  # why its precision fails the benchmark's accuracy rule ("": it passes)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -238,12 +241,16 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"this {p.scenario} {p.mode} run")
     sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
+    # onnxruntime's and CUDA's own log lines: into the run's native.log, off the terminal (harness.core.native_lines)
+    native = Route(Path(tempfile.gettempdir()) / f"{tmp_prefix('native-log')}log",
+                   enabled=backends.get(p.cards.backend).infers).start()
     try:  # the cards before the folder: a card that cannot load (a GPU out of memory) leaves nothing behind
         with interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
             sut.load_cards()
         folder = _claim(p, echo)
     except BaseException:
         sut.stop()
+        native.keep(None)
         raise
     cores = {c for slot in p.cards.slots for c in slot.cpus} or set(p.cards.allowed)
     try:
@@ -253,12 +260,16 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
                     measured = _loadgen_test(p, sut, folder.staging, echo)
                 finally:
                     sut.stop()
+                    native_kept = native.keep(folder.staging)
+            if native_kept:
+                echo(native.summary(f"the run's {Route.FILE}"))
             if sut.failure:
                 raise CardFailure(sut.failure)
             for why in sut.card_failures:
                 echo(f"warning: {why}; its samples ran on the other cards")
-            return _finish(p, sut, folder, measured, neighbours)
+            return _finish(p, sut, folder, measured, neighbours, native_kept)
     except BaseException as exc:
+        native.keep(folder.staging)
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
             raise
@@ -274,7 +285,19 @@ class LoadGenErrors(ApplianceError):
     test what was asked, and the submission checker rejects such a log."""
 
 
+def not_submittable(p: RunPlan) -> str:
+    """Why this run's precision fails its benchmark's accuracy rule, in one line ("": it passes)."""
+    eligible, why = eligibility(p.bench, p.model)
+    if eligible:
+        return ""
+    precision = p.model.get("precision", "fp32")
+    return (f"{precision} is not submittable for {p.bench.name}: {why} (the closed division's accuracy rule); "
+            f"run --precision fp32, or a precision whose prepare reached it")
+
+
 def _announce(p: RunPlan, echo: Echo) -> None:
+    if why := not_submittable(p):
+        print(f"warning: {why}", file=sys.stderr)
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
     per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
     echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice['why']}")
@@ -374,7 +397,7 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
 
 
 def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measured: Measured,
-            neighbours: Neighbours) -> RunOutcome:
+            neighbours: Neighbours, native: dict[str, object] | None) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
     staging, req, cards = folder.staging, p.opts.requested, p.cards
     if cards.profile is not None:
@@ -400,11 +423,14 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measure
     shared = neighbours.warning()
     manifest = _manifest(p, sut, detail, staging, result, notes, measured)
     manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
+    manifest["native_log"] = native
+    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), eligibility(p.bench, p.model), strict=True))
     run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes), (shared,) if shared else (),
-                      *((measured.energy, measured.host_nms) if req.mode == Mode.PERFORMANCE else (None, None)))
+                      energy=measured.energy if perf is not None else None,
+                      host_nms=measured.host_nms if perf is not None else None, not_submittable=not_submittable(p))
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:
@@ -416,11 +442,8 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
                      f"not submission-length")
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
-    if "quantization" in model:
-        q, precision = model["quantization"], model.get("precision", "int8")
-        notes.append(f"{precision} model: top-1 agreement with FP32 {q['agreement_top1_pct']:.2f}% at prepare"
-                     if "agreement_top1_pct" in q else
-                     f"{precision} model: mAP against the FP32 golden detections {q['golden_map_pct']:.2f}% at prepare")
+    if model.get("precision", "fp32") != "fp32":
+        notes.append(f"{model.get('precision')} model: {eligibility(p.bench, model)[1]} (at prepare)")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:

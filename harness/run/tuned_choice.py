@@ -13,6 +13,8 @@ from harness.data import benchmarks
 from harness.records import model_record
 from harness.records.layout import Layout
 from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
+from harness.run import gpu_defaults
+from harness.run.cards.backends import GPU_BACKENDS
 
 
 def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> None:
@@ -66,10 +68,13 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
     path = opts.tuned or auto
     given = opts.requests or 1
     if path is None or (opts.tuned is None and not path.is_file()):
-        precision = opts.precision or "fp32"
+        backend = opts.backend if path is None else FALLBACK
         why = ("--backend (or its default)" if path is None else
                f"--backend auto: no tuned record at {path}, so {FALLBACK}")
-        backend = opts.backend if path is None else FALLBACK
+        precision = opts.precision or "fp32"
+        if opts.precision is None and backend in GPU_BACKENDS:  # the GPU rule (harness.run.gpu_defaults)
+            precision, rule = gpu_defaults.precision(Layout(opts.data_dir, benchmarks.get(opts.benchmark)))
+            why += f"; {rule}"
         cards = opts.cards or "auto"
         options = opts.provider_options or ""
         return dataclasses.replace(opts, backend=backend, precision=precision, cards=cards,

@@ -37,7 +37,7 @@ from harness.hw.topology.model import Topology
 from harness.records import store, tuned
 from harness.records.benchmark import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
-from harness.records.model_record import AGREEMENT
+from harness.records.model_record import eligibility
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
@@ -138,24 +138,6 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
         if importlib.util.find_spec("openvino") is not None else False
     return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()
                       and (p != bf16_support.PRECISION or bf16_here)))
-
-
-def eligibility(bench: Benchmark, model: dict[str, Any]) -> tuple[bool, str]:
-    """Whether a prepared model may be chosen, and why: FP32 is the reference; a quantised model only if
-    the agreement with FP32 its prepare measured (top-1 agreement, or mAP against the FP32 detections)
-    reaches the benchmark's accuracy fraction (99% for resnet50): the proxy prepare records for the
-    closed division's target of that fraction of the FP32 accuracy."""
-    if model.get("precision", "fp32") == "fp32":
-        return True, "the FP32 reference model"
-    q = model.get("quantization") or {}
-    metric = next((k for k in AGREEMENT if isinstance(q.get(k), int | float)), None)
-    if metric is None:
-        return False, (f"its model record holds no agreement with FP32: rerun `appliance prepare --precision "
-                       f"{model.get('precision')}`")
-    target = 100 * bench.quality_fraction
-    verdict = ">=" if q[metric] >= target else "<"
-    return q[metric] >= target, (f"{AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "
-                                 f"{bench.name} must reach")
 
 
 def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,

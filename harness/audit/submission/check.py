@@ -363,14 +363,25 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     perf_m = _manifest(run1)
     if _files_present(run1, PERF_FILES, rep, extras=separate, optional=("mlperf_log_accuracy.json",)):
         _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, perf_m)
+    _check_eligibility(rep, run1, perf_m)
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
         P(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
     elif _files_present(acc, ACCURACY_FILES, rep, extras=separate):
         _check_accuracy(acc, scenario, ctx, _manifest(acc))
+        _check_eligibility(rep, acc, _manifest(acc))
     if ctx.division != "open":
         for test in ctx.rules.compliance_tests:
             _check_compliance(compliance / test, test, scenario, ctx, perf_m)
+
+
+def _check_eligibility(rep: Report, run: Path, manifest: dict[str, Any]) -> None:
+    """A run whose manifest says its precision fails the benchmark's accuracy rule is not submittable (the
+    appliance's own runs; other tools' trees have no such manifest)."""
+    verdict = manifest.get("precision_eligibility")
+    if isinstance(verdict, dict) and verdict.get("eligible") is False:
+        rep.problems.append(f"{_rel(rep, run)}: ran at {manifest.get('precision', '?')}, which is not submittable: "
+                            f"{verdict.get('why', '?')} (the closed division's accuracy rule)")
 
 
 def _files_present(folder: Path, names: tuple[str, ...], rep: Report, extras: bool = False,

@@ -30,8 +30,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from harness.data.models import IR_VERSION
+
 OPSET = 13
-IR_VERSION = 8
 PIXEL_STD = 60.0  # inputs are mean-subtracted pixels; the stem is scaled so activations start near unit variance
 
 

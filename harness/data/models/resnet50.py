@@ -15,12 +15,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from harness.data.models import IR_VERSION
+
 INPUT = "input_tensor:0"
 OUTPUT_ARGMAX = "ArgMax:0"
 OUTPUT_SOFTMAX = "softmax_tensor:0"
 NUM_CLASSES = 1001
 OPSET = 13
-IR_VERSION = 8  # readable by every onnxruntime release of the last years
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, first stride)
 EXPANSION = 4
 RESIDUAL_GAMMA = 0.2  # last BN of each branch starts small so 16 residual adds keep variance bounded

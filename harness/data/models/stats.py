@@ -70,3 +70,24 @@ def model_stats(model: onnx.ModelProto) -> ModelStats:
 
 def _attr(node: onnx.NodeProto, name: str) -> int:
     return next((a.i for a in node.attribute if a.name == name), 0)
+
+
+def activation_bytes(model: onnx.ModelProto) -> int:
+    """Bytes per sample of every tensor the graph computes (shape inference at batch 1): an upper bound of a
+    runtime's working memory per sample, which reuses buffers (the GPU default batch's memory cap)."""
+    from onnx import helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in m.graph.input:
+        for d in vi.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                d.dim_value = 1
+    inferred = shape_inference.infer_shapes(m)
+    total = 0
+    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+        tensor = vi.type.tensor_type
+        dims = tensor.shape.dim
+        if tensor.elem_type and dims and all(d.HasField("dim_value") for d in dims):
+            total += prod(d.dim_value for d in dims) * helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
+    return total

@@ -36,6 +36,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from harness.data.models import IR_VERSION
+
 INPUT = "images"
 OUTPUT = "output0"
 IMAGE_SIZE = 640
@@ -43,7 +45,6 @@ NUM_CLASSES = 80
 REG_MAX = 16
 STRIDES = (8, 16, 32)
 OPSET = 13
-IR_VERSION = 8
 CALIBRATION_SIZE = 320   # divisible by 32: four pictures cost one 640 pass
 CALIBRATION_PICTURES = 4
 CLS_BIAS = -12.0         # per class: most (anchor, class) pairs far below 0.001, the best class of most anchors near it

@@ -63,11 +63,12 @@ from harness.hw import gpu, gpu_plan
 from harness.run.cards import provider_options
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
-from harness.run.cards.onnxruntime_card import _OOM, OnnxRuntimeCard, cast_outputs
+from harness.run.cards.onnxruntime_card import _OOM, SPINNING, OnnxRuntimeCard, cast_outputs, one_line
 from harness.run.cards.provider_options import SEARCHES
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
+REPLAY_TOLERANCE = 0.01  # relative: a graph replays the same kernels as the regular run it was captured from
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
 GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
 _GPU_LOAD = threading.Lock()  # one GPU card loading (allocating, capturing, pinning) at a time
@@ -106,6 +107,51 @@ def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
         serialized: bytes = model.SerializeToString()
         return serialized, floats
     return cast_outputs(model, spec.outputs, spec.output_casts), floats
+
+
+def binding_problem(session: ort.InferenceSession, input_name: str, sample_shape: tuple[int, ...],
+                    in_dtype: np.dtype[Any], outputs: list[str], out_shapes: list[tuple[int, ...]],
+                    out_types: list[np.dtype[Any]]) -> str | None:
+    """What the card is about to bind (per-sample shapes and dtypes of the input and each output) against the
+    session's own metadata, or None when they agree. A bound buffer smaller than, or of another type than, what
+    a captured CUDA graph writes is an illegal address on the GPU: refused here, in words, at load. A symbolic
+    dimension (the batch, or a named one) is not checked statically; the first warm-up run checks it."""
+    meta = {i.name: i for i in session.get_inputs()}
+    if input_name not in meta:
+        return f"the model has no input {input_name!r} (it has {', '.join(meta)})"
+    checks = [("input", input_name, meta[input_name], sample_shape, in_dtype)]
+    outs = {o.name: o for o in session.get_outputs()}
+    for name, shape, dtype in zip(outputs, out_shapes, out_types, strict=True):
+        if name not in outs:
+            return f"the model has no output {name!r} (it has {', '.join(outs)})"
+        checks.append(("output", name, outs[name], shape, dtype))
+    for role, name, node, shape, dtype in checks:
+        found = _TYPES.get(node.type)
+        if found is None or np.dtype(found) != dtype:
+            return f"{role} {name!r} is {node.type} in the model, and the card would bind {dtype}"
+        dims = list(node.shape[1:]) if node.shape else []
+        if len(dims) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape, strict=True)):
+            bound = ", ".join(map(str, shape))
+            return f"{role} {name!r} is {node.shape} in the model, and the card would bind [batch, {bound}]"
+    return None
+
+
+def check_outputs(got: list[np.ndarray], size: int, out_shapes: list[tuple[int, ...]],
+                  out_types: list[np.dtype[Any]]) -> str | None:
+    """The outputs of a run onnxruntime allocated itself (no binding) against what the card binds for `size`
+    samples: the check of the dimensions the metadata leaves symbolic."""
+    for i, (value, shape, dtype) in enumerate(zip(got, out_shapes, out_types, strict=True)):
+        if value.shape != (size, *shape) or value.dtype != dtype:
+            return (f"output {i} comes out as {value.dtype} {list(value.shape)} for {size} sample(s), and the card "
+                    f"would bind {dtype} {[size, *shape]}")
+    return None
+
+
+def _no_graph() -> ort.RunOptions:
+    """Run options that skip CUDA graphs (onnxruntime's `gpu_graph_id` -1): a regular run."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("gpu_graph_id", "-1")
+    return options
 
 
 class IoBindingCard(OnnxRuntimeCard):
@@ -160,12 +206,18 @@ class IoBindingCard(OnnxRuntimeCard):
                 "outputs_to_host": [o for o, r in zip(self.outputs, self.reads, strict=True) if r],
                 "outputs_on_device": [o for o, r in zip(self.outputs, self.reads, strict=True) if not r],
                 "warm_up": f"every bucket {WARM_RUNS} times at load, largest first (algorithm search, graph capture)",
-                "warm_up_ms": warm_ms, "host_buffers_pinned": 0, "replica_bytes_pinned": 0,
+                "warm_up_ms": warm_ms, "graph_check": self.graph_check,
+                "host_buffers_pinned": 0, "replica_bytes_pinned": 0,
                 "slot_on_gpu": f"{same.index(index) + 1} of {len(same)}" if index in same else None,
                 **({"tensorrt_engine": self.engine} if self.engine else {})})
         self._describe()
 
     # the session -----------------------------------------------------------------------------------
+    def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
+        """On a GPU one intra-op thread that never spins: the graph runs on the GPU, the card's CPUs feed and
+        complete."""
+        return (1, False) if on_gpu else super()._threads(cpus, on_gpu)
+
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
         source, self.u8_converted = u8_model(model_path, spec) if spec.benchmark else (None, False)
         self._source_bytes = source
@@ -173,14 +225,9 @@ class IoBindingCard(OnnxRuntimeCard):
 
     def _configure(self, opts: ort.SessionOptions, providers: list[str | tuple[str, dict[str, object]]],
                    on_gpu: bool) -> None:
+        self.opts_spinning = opts.get_session_config_entry(SPINNING)
         if not on_gpu:
-            self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
             return
-        opts.intra_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # replaces the base card's entry
-        self.opts_spinning = opts.get_session_config_entry("session.intra_op.allow_spinning")
-        if self.opts_spinning != "0":
-            raise ApplianceError(f"{self.label}: onnxruntime kept intra-op spinning on ({self.opts_spinning})")
         entry = providers[0]  # a GPU card lists its one provider, with its options
         assert isinstance(entry, tuple)
         provider, options = entry
@@ -232,9 +279,13 @@ class IoBindingCard(OnnxRuntimeCard):
         if self.spec.benchmark:
             self.sample_shape = tuple(benchmarks.get(self.spec.benchmark).input_shape)
         self.in_dtype = np.dtype(np.uint8 if self.input_dtype == "uint8" else np.float32)
-        outs = {o.name: o for o in session.get_outputs()}
-        self.out_types = [np.dtype(_TYPES[outs[name].type]) for name in self.outputs]
         self.out_shapes = [shape for shape, _ in self.spec.output_specs]
+        self.out_types = [np.dtype(dtype) for _, dtype in self.spec.output_specs]
+        problem = binding_problem(session, self.input_name, self.sample_shape, self.in_dtype, self.outputs,
+                                  self.out_shapes, self.out_types)
+        if problem is not None:  # a buffer smaller than, or of another type than, what the graph writes
+            raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
+                                 f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
         self.reads = gpu_plan.host_reads(self.spec.benchmark, len(self.outputs))
         device, ordinal = self.copies.device, self.ordinal
         self.buckets: dict[int, tuple[ort.OrtValue, list[ort.OrtValue], Any, ort.RunOptions]] = {}
@@ -258,7 +309,7 @@ class IoBindingCard(OnnxRuntimeCard):
         self.runs = dict.fromkeys(self.sizes, 0)  # runs per bucket, warm-up included
 
     def _fault(self, size: int, exc: Exception) -> ApplianceError:
-        first = str(exc).splitlines()[0][:200]
+        first = one_line(str(exc))
         if _OOM.search(str(exc)):
             return ApplianceError(f"{self.label}: a batch of {size} does not fit in the GPU's memory ({first}); "
                                   f"use a smaller --batch-size")
@@ -269,6 +320,7 @@ class IoBindingCard(OnnxRuntimeCard):
         algorithm search is) and of its last (a replay)."""
         zeros = np.zeros((self.batch, *self.sample_shape), self.in_dtype)
         took: dict[str, float] = {}
+        reference = self._check_outputs(zeros[:self.sizes[0]])
         for size in sorted(self.sizes, reverse=True):
             times = []
             for _ in range(WARM_RUNS):
@@ -282,7 +334,46 @@ class IoBindingCard(OnnxRuntimeCard):
                 times.append(round(1000 * (time.perf_counter() - start), 3))
             took[str(size)] = times[0]
             took[f"{size} replay"] = times[-1]
+        self.graph_check = self._replay_check(zeros[:self.sizes[0]], reference)
         return took
+
+    def _check_outputs(self, batch: np.ndarray) -> list[np.ndarray]:
+        """One regular run, outputs allocated by onnxruntime (no binding, no graph: `gpu_graph_id` -1), against
+        the buffers bound for that size: the dimensions the metadata left symbolic, before any graph is captured."""
+        try:
+            got: list[np.ndarray] = self.session.run(self.outputs, {self.input_name: batch}, _no_graph())
+        except Exception as exc:
+            raise self._fault(len(batch), exc) from None
+        problem = check_outputs(got, len(batch), self.out_shapes, self.out_types)
+        if problem is not None:
+            raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
+                                 f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
+        return got
+
+    def _replay_check(self, batch: np.ndarray, reference: list[np.ndarray]) -> str:
+        """The smallest bucket through the card's own path (bound buffers; on a GPU its captured graph's replay)
+        against the regular run before capture, on the same input: a graph that computes something else is not
+        used (every bucket runs without graphs from then on, and the manifest says why)."""
+        got = self._run(batch, len(batch))
+        worst = 0.0
+        for mine, ref, read in zip(got, reference, self.reads, strict=True):
+            if not read or not np.size(ref):
+                continue
+            if np.asarray(ref).dtype.kind in "iub":  # classes, indices: exactly
+                worst = max(worst, 0.0 if np.array_equal(mine, ref) else float("inf"))
+            else:
+                a, b = np.asarray(mine, np.float64), np.asarray(ref, np.float64)
+                worst = max(worst, float(np.max(np.abs(a - b) / (1.0 + np.abs(b)))))
+        if worst <= REPLAY_TOLERANCE:
+            return f"the bound path agrees with a regular run (largest relative difference {worst:.2g})"
+        if self.settings["cuda_graph"]:
+            self.settings["cuda_graph"] = False
+            for size, (inp, outputs, binding, _) in list(self.buckets.items()):
+                self.buckets[size] = (inp, outputs, binding, _no_graph())
+            return (f"a graph replay differed from a regular run (largest relative difference {worst:.3g}): "
+                    f"the card runs without CUDA graphs")
+        raise ApplianceError(f"{self.label}: the IO-binding path differs from a regular run of the same input "
+                             f"(largest relative difference {worst:.3g}); run with APPLIANCE_IO_BINDING=0")
 
     def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
         """The worker's staging buffers (alive as long as the card): page-locked at once where every batch is
@@ -417,7 +508,7 @@ class IoBindingCard(OnnxRuntimeCard):
         except ApplianceError:
             raise
         except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
-            raise ApplianceError(f"{self.label}: {str(exc).splitlines()[0][:300]}") from None
+            raise ApplianceError(f"{self.label}: {one_line(str(exc))}") from None
 
     def close(self) -> None:
         self.buckets.clear()

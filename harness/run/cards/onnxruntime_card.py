@@ -55,6 +55,7 @@ PROVIDERS: dict[str, tuple[str, str | None, str]] = {
 _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+SPINNING = "session.intra_op.allow_spinning"
 THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
 _OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
                   re.IGNORECASE)
@@ -84,19 +85,10 @@ class OnnxRuntimeCard:
         require_provider(backend)
         on_gpu = backends.get(backend).gpu
         device = (gpu_ref.ordinal if gpu_ref is not None else index) if on_gpu else index
-        opts = ort.SessionOptions()
-        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        # spinning threads that outnumber the card's CPUs would take them from its feeder and completion
-        spin = threads <= len(cpus)
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        threads, spin = self._threads(cpus, on_gpu)
+        opts = session_options(threads, spin, on_gpu)
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if on_gpu:
-            opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
             options = provider_options.build(provider, spec.provider_options)
             providers = [(provider, {id_key or "device_id": str(device), **options})]
         elif id_key is not None:
@@ -111,7 +103,7 @@ class OnnxRuntimeCard:
             with native_log(on_gpu) as log:
                 self.session = ort.InferenceSession(source, opts, providers=providers)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
-            first = str(exc).splitlines()[0][:200]
+            first = one_line(str(exc))
             if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
                 raise ApplianceError(_gpu_load_error(label, provider, model_path, first, log)) from None
             raise DataError(f"onnxruntime cannot load {model_path}: {first}; "
@@ -136,6 +128,13 @@ class OnnxRuntimeCard:
         self.info = CardInfo(index=index, backend=backend, device=device_fmt.format(i=device), cpus=cpus,
                              emulated=id_key is None, details=details)
 
+    def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
+        """Intra-op threads and whether they spin: the card's CPUs (APPLIANCE_INTRA_OP_THREADS overrides); threads
+        that outnumber them do not spin, which would take the CPUs from the card's feeder and completion."""
+        del on_gpu
+        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        return threads, threads <= len(cpus)
+
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
         """What the session loads: the model file, or its bytes with the output casts in-graph."""
         return with_output_casts(model_path, spec.outputs, spec.output_casts) if spec.output_casts else str(model_path)
@@ -156,7 +155,7 @@ class OnnxRuntimeCard:
         try:
             self.session.run(self.outputs, {self.input_name: zeros})
         except Exception as exc:
-            first = str(exc).splitlines()[0][:200]
+            first = one_line(str(exc))
             if _OOM.search(str(exc)):
                 raise ApplianceError(f"{self.label}: a batch of {batch} does not fit in the GPU's memory ({first}); "
                                      f"use a smaller --batch-size") from None
@@ -166,11 +165,27 @@ class OnnxRuntimeCard:
         try:
             outputs: list[np.ndarray] = self.session.run(self.outputs, {self.input_name: batch})
         except Exception as exc:  # one line naming the card (the worker ends the run as .incomplete if all fail)
-            raise ApplianceError(f"{self.label}: {str(exc).splitlines()[0][:300]}") from None
+            raise ApplianceError(f"{self.label}: {one_line(str(exc))}") from None
         return outputs
 
     def close(self) -> None:
         del self.session
+
+
+def session_options(threads: int, spin: bool, on_gpu: bool) -> ort.SessionOptions:
+    """A card's session options, each config entry set once (onnxruntime warns on every session where a key is
+    set twice, as the IO-binding card once did): `threads` intra-op threads, spinning or not; a GPU card refuses
+    onnxruntime's silent CPU fallback."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    opts.add_session_config_entry(SPINNING, "1" if spin else "0")
+    if on_gpu:
+        opts.add_session_config_entry(NO_CPU_FALLBACK, "1")
+    return opts
 
 
 def _gpu_words(ref: gpu.GpuRef | None) -> str:
@@ -252,10 +267,13 @@ def _probe_model() -> bytes:
     """A one-node graph (Relu on 4 floats) every GPU provider has a kernel for."""
     from onnx import TensorProto, helper
 
+    from harness.data.models import IR_VERSION
+
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    model: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                     ir_version=IR_VERSION).SerializeToString()
     return model
 
 
@@ -295,7 +313,14 @@ def _reason(log: list[str], error: str) -> str:
             match = re.search(pattern, line)
             if match and "fallback to CPU EP" not in match.group(1):
                 return match.group(1).strip()[:300]
-    return error.splitlines()[0][:300]
+    return one_line(error)
+
+
+def one_line(error: str, limit: int = 400) -> str:
+    """onnxruntime's exception text on one line: its reason often follows a first line that ends in a bare
+    "Unsupported" or "FAIL", so the lines are joined, not cut at the first."""
+    text = " ".join(error.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log: list[str]) -> str:

@@ -1,0 +1,150 @@
+"""Native libraries' log lines off the terminal and into a file, without hiding a real error.
+
+onnxruntime and cuDNN write straight to file descriptor 2: on the first H100 run, 3,410 red lines
+`[E:onnxruntime:… cudnn_fe_call.cc:39] [cudnn_frontend] Error: No execution plans support the graph.` came
+during runs that were VALID (onnxruntime tries cuDNN's fused kernels first and falls back), with warnings
+about a session config key set twice. While a run goes, `Route` points fd 2 at a pipe read by a small
+filter *process* (python -c, this module's `filter_stream`): a line in a native library's log format goes to
+the log file; one of the known-harmless kinds (`HARMLESS`) stays off the terminal, every other line is
+shown as well (a CUDA failure, an illegal address, `terminate called`). Everything else written to fd 2 (the
+appliance's own lines, progress bars with their carriage returns) passes through at once, byte for byte. A
+process, not a thread: if the appliance dies (abort), the filter still drains the pipe, so the last words
+reach the terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+# a native log line starts with a colour escape or onnxruntime's timestamp
+_NATIVE_START = re.compile(rb"^(?:\x1b\[[0-9;]*m)?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[[VIWEF]:")
+# the kinds known to be harmless on a run that completes (each seen on the H100 run; issue 34)
+HARMLESS = (
+    rb"\[cudnn_frontend\] Error: No execution plans support the graph",  # fused-kernel attempt, then fallback
+    rb"already exists .* will be overwritten",  # a session config key set twice
+    rb"No registered plugin EP device found",  # the plugin-EP lookup before the classic CUDA provider
+    rb"Some nodes were not assigned to the preferred execution providers",
+    rb"Memcpy nodes are added to the graph",
+)
+_HARMLESS = re.compile(b"|".join(HARMLESS))
+_ESCAPES = re.compile(rb"\x1b\[[0-9;]*m")
+
+
+def harmless(line: bytes) -> bool:
+    """A native log line of a kind known to be harmless (kept in the log file, off the terminal)."""
+    return bool(_NATIVE_START.match(line)) and bool(_HARMLESS.search(line))
+
+
+def native(line: bytes) -> bool:
+    return bool(_NATIVE_START.match(line))
+
+
+def filter_stream(src: int, terminal: int, log_path: str) -> None:
+    """Copy `src` to `terminal` until EOF, native log lines (whole lines) to `log_path` too, harmless ones
+    to the log only. A line that could be native is held until its end; any other byte passes at once."""
+    with open(log_path, "ab") as log:
+        held = b""
+        deciding = True  # at the start of a line, not yet known whether native
+        while chunk := os.read(src, 65536):
+            data = held + chunk
+            held = b""
+            while data:
+                if deciding:
+                    end = data.find(b"\n")
+                    line = data if end < 0 else data[:end + 1]
+                    could_be = _could_be_native(line[:1])
+                    if could_be and end < 0:  # wait for the rest of the line
+                        held = data
+                        break
+                    if could_be and native(line):
+                        log.write(_ESCAPES.sub(b"", line))
+                        log.flush()
+                        if not harmless(line):
+                            os.write(terminal, line)
+                        data = data[len(line):]
+                        continue
+                    deciding = False
+                end = data.find(b"\n")
+                part = data if end < 0 else data[:end + 1]
+                os.write(terminal, part)
+                data = data[len(part):]
+                deciding = end >= 0
+        if held:
+            log.write(held)
+            os.write(terminal, held)
+
+
+def _could_be_native(head: bytes) -> bool:
+    """Whether a line starting with `head` may be a native log line: one that starts with a colour escape or a
+    digit is held to its end (the appliance's own such lines are whole lines); any other passes at once."""
+    return head[:1] == b"\x1b" or head[:1].isdigit()
+
+
+class Route:
+    """fd 2 through the filter process from `start` to `stop`; then `keep` moves the log into a run folder.
+    Not `enabled`: nothing is changed and nothing is kept. Both ends are idempotent."""
+
+    FILE = "native.log"
+
+    def __init__(self, log_path: Path, enabled: bool = True) -> None:
+        self.path, self.enabled = log_path, enabled
+        self.lines = self.shown = 0
+        self._saved: int | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Route:
+        if not self.enabled or self._child is not None:
+            return self
+        sys.stderr.flush()
+        saved = os.dup(2)
+        read, write = os.pipe()
+        code = "import sys; from harness.core.native_lines import filter_stream; filter_stream(0, 1, sys.argv[1])"
+        # its own session: a Ctrl-C is the appliance's to handle; the filter ends when the pipe closes
+        self._child = subprocess.Popen([sys.executable, "-c", code, str(self.path)], stdin=read, stdout=saved,
+                                       close_fds=True, start_new_session=True)
+        os.close(read)
+        os.dup2(write, 2)
+        os.close(write)
+        self._saved = saved
+        return self
+
+    def stop(self) -> None:
+        """fd 2 back to the terminal; wait for the filter to drain the pipe, then count the log's lines."""
+        if self._saved is None or self._child is None:
+            return
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._saved = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._child.wait(timeout=30)  # ends once every process that inherited fd 2 has closed it
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return
+        lines = data.splitlines()
+        self.lines = len(lines)
+        self.shown = sum(not harmless(line) for line in lines)
+
+    def keep(self, folder: Path | None) -> dict[str, object] | None:
+        """Stop; move the log into `folder` as native.log if it holds a line (None: drop it); what the
+        manifest records of it."""
+        self.stop()
+        if not self.enabled:
+            return None
+        self.enabled = False  # kept or dropped once
+        if folder is None or not self.lines:
+            self.path.unlink(missing_ok=True)
+            return None
+        os.replace(self.path, folder / self.FILE)
+        return {"file": self.FILE, "lines": self.lines, "shown_on_terminal": self.shown}
+
+    def summary(self, where: str) -> str:
+        """The one terminal line: how many native lines, where they are, how many were also shown."""
+        shown = f"; {self.shown} of them shown above" if self.shown else ", each of a kind known to be harmless"
+        return f"{self.lines} onnxruntime / CUDA log line(s) kept in {where}{shown}"
