@@ -3,6 +3,7 @@ unknown format or a malformed one is one line telling what to rerun."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -69,10 +70,20 @@ def test_damaged_model_record_is_one_line(tmp_path: Path) -> None:
 def test_tune_record_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "resnet50.json"
     tuned.write(path, TUNED)
-    assert json.loads(path.read_text())["chosen"]["Offline"] == {"precision": "fp32", "backend": "onnxruntime",
-                                                                 "batch_size": 2, "requests": 1, "why": "fastest",
-                                                                 "cards": "auto"}
+    written = {"precision": "fp32", "backend": "onnxruntime", "batch_size": 2, "requests": 1, "why": "fastest",
+               "cards": "auto", "provider_options": "", "max_wait_us": None, "server_qps": None, "confirmed_qps": None}
+    assert json.loads(path.read_text())["chosen"]["Offline"] == written
     assert tuned.read(path) == TUNED
+    # issue 36's keys: kept when set, their defaults when a record written before them lacks them
+    server = tuned.Choice("fp16", "onnxruntime-cuda", 32, 1, "bound", "cuda:allx2", "prefer_nhwc=1", 750, 900.5, 850.0)
+    tuned.write(path, dataclasses.replace(TUNED, chosen={"Server": server}))
+    assert tuned.read(path).chosen["Server"] == server
+    data = json.loads(path.read_text())
+    data["chosen"]["Server"] = {k: v for k, v in data["chosen"]["Server"].items() if k in written and k in (
+        "precision", "backend", "batch_size", "requests", "why", "cards")}
+    path.write_text(json.dumps(data))
+    assert tuned.read(path).chosen["Server"] == dataclasses.replace(server, provider_options="", max_wait_us=None,
+                                                                    server_qps=None, confirmed_qps=None)
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -26,7 +26,7 @@ def test_time_under_load_gives_the_rate_and_the_latency_of_a_full_card(data_dir)
     sut.load_cards()
     try:
         sut.warm_up(timed=False)
-        ((per_batch, latency),) = sut.time_under_load()
+        ((per_batch, latency),) = sut.time_under_load().cards
     finally:
         sut.stop()
     alone = 4 * 8 / 800

@@ -4,13 +4,18 @@
 # needs travel as tools/gpu_wheels.sh cuts them (loads 1..N-1: `tools/gpu_bench.sh --stash`, which is
 # tools/gpu_check.sh --stash; load N: this script). It prints one table:
 #   GPU model, driver, CUDA, cuDNN, onnxruntime versions;
-#   ResNet50 Offline through the appliance at the precision / batch / cards per GPU `appliance tune` chose,
-#     against onnxruntime's own best loop (tools/gpu_baseline.py: IO binding, CUDA graph, same model, precision
-#     and batch, no LoadGen) on the same GPU, as a ratio;
-#   Server max valid QPS / Offline: the tuned target (the Server run reads it from the tuned record), then once
+#   ResNet50 Offline through the appliance at the precision / batch / cards per GPU / CUDA provider options
+#     (prefer_nhwc) `appliance tune` chose, every card of a layout timed at once (tune's figure beside the run's),
+#     against onnxruntime at its best options (tools/gpu_baseline.py: IO binding, CUDA graph, prefer_nhwc=1,
+#     EXHAUSTIVE conv search, same model, precision and batch, no LoadGen) and a PyTorch eager peer
+#     (tools/torch_peer.py: torchvision resnet50, fp16, channels_last; skipped where torch is absent) on the same
+#     GPU, as ratios;
+#   Server max valid QPS / Offline: tune searches batches down to 1 by the ideal queue, and `--server-search`
+#     confirms its choice with short LoadGen runs; the tuned target (the Server run reads it from the record), then once
 #     more at 0.92 x Offline if the target was VALID and lower, or at 80% of it if INVALID; SingleStream p90;
 #   per-GPU Offline as a fraction of NVIDIA's TensorRT H100 figure (87,970 samples/s, DGX-H100 v4.0);
-#   YOLO11l (yolo-99) Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
+#   YOLO11l (yolo-99) tuned on the same grid (batch, cards per GPU, NHWC; SingleStream: one card, batch 1 in its own
+#     CUDA graph), Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
 #     mAP in accuracy mode (tuned precision with fp16 outputs, and FP32 end to end: the data path's fidelity), the
 #     host NMS share measured inside the run (manifest host_postprocess); joules per sample from NVML.
 # Everything goes to $OUT (bench.log, table.txt, table.json, versions.json), what the device tool brings back.
@@ -21,8 +26,9 @@
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes
 # Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
 # run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
-# default fp16 on a GPU), BATCHES (default 128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2,cuda:allx4),
-# YOLO_CARDS (cuda:allx2), YOLO_BATCH (16), BUDGET_S (seconds this call may take, default 540 of the device
+# default fp16 on a GPU), BATCHES (default 1,8,32,128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2),
+# YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
+# YOLO_CARDS (cuda:allx2) and YOLO_BATCH (16) without a YOLO record, PEER_BATCHES (256,512), BUDGET_S (seconds this call may take, default 540 of the device
 # tool's 600: steps that would not fit are skipped, most needed first, and the table is always written), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,12 +54,15 @@ say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
 
 if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, through the same IO-binding card
   samples=${SAMPLES:-64}; yolo_samples=${YOLO_SAMPLES:-2}; precisions=${PRECISIONS:-fp32}
-  batches=${BATCHES:-2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-3000}
+  batches=${BATCHES:-1,2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-3000}
+  ybatches=${YOLO_BATCHES:-1}; ylayouts=${YOLO_LAYOUTS:-auto}; peer_batches=${PEER_BATCHES:-2}
   yolo_count=(--count 8)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
   export APPLIANCE_IO_BINDING=1
 else
   samples=${SAMPLES:-500}; yolo_samples=${YOLO_SAMPLES:-64}; precisions=${PRECISIONS:-fp16}
-  batches=${BATCHES:-128,512}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2,cuda:allx4}; device=cuda
+  batches=${BATCHES:-1,8,32,128,512}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda
+  ybatches=${YOLO_BATCHES:-1,16,32}; ylayouts=${YOLO_LAYOUTS:-cuda:allx1,cuda:allx2}
+  peer_batches=${PEER_BATCHES:-256,512}
   yolo_count=()
 fi
 
@@ -91,11 +100,13 @@ for p in ${precisions//,/ }; do
 done
 tuned=$data/tuned/resnet50-bench.json
 rm -f "$tuned"
-say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts"
+search=()  # Server confirmed by short LoadGen runs, when the budget has room for them after tune
+room 420 "tune --server-search" && search=(--server-search)
+say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts ${search[*]}"
 tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches"
-      --cards "$layouts" -s Offline -s Server -s SingleStream -o "$tuned" -q)
+      --cards "$layouts" -s Offline -s Server -s SingleStream "${search[@]}" -o "$tuned" -q)
 graph=()
-limit() { local s; s=$(left 330); echo $(( s < 30 ? 30 : s )); }  # tune's share of the budget
+limit() { local s; s=$(left "${1:-240}"); echo $(( s < 30 ? 30 : s )); }  # tune's share: all but $1 s of the budget
 rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || rc=$?; cat "$out/tune.txt"
 if [ "$rc" = 124 ]; then
   say "tune ran out of its share of the budget"
@@ -140,6 +151,10 @@ if room 60 "onnxruntime's own loop"; then
   "$py" tools/gpu_baseline.py --data-dir "$data" --precision "$choice_precision" --batch "$choice_batch" \
     --sessions "$per_gpu" --device "$device" --seconds 4 "${graph[@]}" | tee "$work-baseline.json" || true
 fi
+if room 40 "the PyTorch eager peer"; then
+  say "PyTorch eager peer: torchvision resnet50, batches $peer_batches"
+  "$py" tools/torch_peer.py --batches "$peer_batches" --device "$device" --seconds 4 | tee "$work-peer.json" || true
+fi
 run Server server
 run SingleStream single
 
@@ -157,22 +172,34 @@ if room 150 "YOLO11l (prepare and runs)"; then
 fi
 ycards=${YOLO_CARDS:-$( [ "$backend" = onnxruntime ] && echo auto || echo cuda:allx2 )}
 ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
+ytuned=$ydata/tuned/yolo-99-bench.json
+rm -f "$ytuned"
+if [ "$yolo" = 1 ] && room 200 "tune yolo-99"; then  # the same grid: batch, cards per GPU, NHWC (the CUDA provider's)
+  ytp=${YOLO_PRECISIONS:-fp32}
+  say "tune yolo-99: --precisions $ytp --batch-sizes $ybatches --cards $ylayouts"
+  timeout "$(limit 120)" "$py" -m harness.cli tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
+    --precisions "$ytp" --batch-sizes "$ybatches" --cards "$ylayouts" -s Offline -s SingleStream -o "$ytuned" -q \
+    >"$out/yolo-tune.txt" 2>&1 || echo "gpu_bench: tune yolo-99 failed; the runs use --cards $ycards, batch $ybatch"
+  cat "$out/yolo-tune.txt"
+fi
+if [ -f "$ytuned" ]; then ychoice=(--tuned "$ytuned"); ybatchopt=(); else
+  ychoice=(--backend "$backend" --cards "$ycards" --precision "$yp"); ybatchopt=(--batch-size "$ybatch"); fi
 yrun() {  # scenario, name, seconds it needs, extra args
   local s=$1 name=$2 need=$3; shift 3
   [ "$yolo" = 1 ] || return 0
   room "$need" "yolo-99 $s ($name)" || return 0
   say "yolo-99 $s ($name)"
-  appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" --backend "$backend" --cards "$ycards" \
-    --precision "$yp" --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json" \
+  appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" "${ychoice[@]}" \
+    --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json" \
     || echo "gpu_bench: yolo-99 $s ($name) failed; the table says so"
 }
 yperf=$((duration / 1000 + 45))
-yrun Offline yolo-offline "$yperf" --batch-size "$ybatch" --duration-ms "$duration" "${yolo_count[@]}"
-yrun Offline yolo-accuracy 60 --batch-size "$ybatch" --mode accuracy
+yrun Offline yolo-offline "$yperf" "${ybatchopt[@]}" --duration-ms "$duration" "${yolo_count[@]}"
+yrun Offline yolo-accuracy 60 "${ybatchopt[@]}" --mode accuracy
 yrun SingleStream yolo-single "$yperf" --duration-ms "$duration" "${yolo_count[@]}"
 # the data path alone: the FP32 model with FP32 outputs (TF32 off) against the FP32 golden detections (100% when
 # the GPU path loses nothing); the run above measures what fp16 compute and fp16 outputs cost (yolo-99: >= 99%)
-yrun Offline yolo-accuracy-fp32 60 --batch-size "$ybatch" --mode accuracy --precision fp32 --card-outputs fp32
+yrun Offline yolo-accuracy-fp32 60 "${ybatchopt[@]}" --mode accuracy --precision fp32 --card-outputs fp32
 
 # Server once more: at 0.92 x Offline when the tuned target was VALID and lower, at 80% of it when INVALID
 if [ -f "$work-server.json" ]; then

@@ -3,7 +3,8 @@
     python tools/gpu_bench_table.py PREFIX OUTDIR BACKEND
 
 PREFIX-<name>.json are `appliance run --json` outputs (offline, server, server-hi, server-80, single, yolo-offline,
-yolo-single, yolo-accuracy, yolo-accuracy-fp32) and tools/gpu_baseline.py outputs (baseline, yolo-baseline);
+yolo-single, yolo-accuracy, yolo-accuracy-fp32), tools/gpu_baseline.py outputs (baseline, yolo-baseline) and
+tools/torch_peer.py's (peer); the runs' manifests name the tuned record, whose own figures are compared too;
 OUTDIR/versions.json the GPU's software, OUTDIR/skipped.txt the steps the budget left out.
 Writes OUTDIR/table.txt and OUTDIR/table.json.
 """
@@ -76,12 +77,17 @@ def resnet_rows(prefix: str) -> Rows:
         staged = sum(p.startswith("staged") for p in paths)
         rows.append(("  input path", "staged" if staged else "from the replica, no host copy",
                      f"card 0: {paths[0]}" + (f"; {staged} of {len(paths)} cards staged" if staged else "")))
+    rows += tuned_rows(mo, offline)
     base = load(prefix, "baseline")
     if base:
         copy, device = base["copy_samples_per_second"], base["device_samples_per_second"]
-        rows.append(("  / onnxruntime's own loop", f"{offline / copy:.3f}",
+        options = " ".join(f"{k}={v}" for k, v in (base.get("provider_options") or {}).items()
+                           if k in ("prefer_nhwc", "cudnn_conv_algo_search"))
+        rows.append(("  / onnxruntime at its best options", f"{offline / copy:.3f}",
                      f"loop with copies {copy:.1f}/s (must be >= 0.95); device-resident {device:.1f}/s: ratio "
-                     f"{offline / device:.3f}; {base['sessions']} session(s), batch {base['batch']}"))
+                     f"{offline / device:.3f}; {base['sessions']} session(s), batch {base['batch']}, "
+                     f"{options or 'CPU provider'}"))
+    rows += peer_rows(load(prefix, "peer"), offline)
     tried = [r for r in (load(prefix, "server"), load(prefix, "server-hi"), load(prefix, "server-80")) if r]
     server = max((r for r in tried if r["perf"]["valid"]), key=lambda r: r["perf"]["metric"], default=None)
     if server:
@@ -98,6 +104,55 @@ def resnet_rows(prefix: str) -> Rows:
                  f"{offline / n_gpus:.0f} of {NVIDIA_H100_OFFLINE:.0f} samples/s (moonshot >= 0.5)"))
     rows.append(energy_row("  ResNet50 Offline energy", mo))
     return rows
+
+
+def tuned_rows(m: dict[str, Any], offline: float) -> Rows:
+    """The tuned record's own figures beside the run's: Offline's (must be within 10%), its provider options."""
+    tuned = (m.get("backend_choice") or {}).get("tuned") or {}
+    try:
+        record = json.loads(Path(tuned["file"]).read_text())
+    except (OSError, KeyError, TypeError, ValueError):
+        return [("  tune's figure / the run", "-", "no tuned record")]
+    chosen = record["chosen"].get("Offline") or {}
+    keys = ("layout", "batch_size", "precision", "backend", "provider_options")
+    row = next((r for r in record["measured"] if tuple(r.get(k, "") for k in keys) ==
+                (chosen.get("cards"), chosen.get("batch_size"), chosen.get("precision"), chosen.get("backend"),
+                 chosen.get("provider_options", ""))), None)
+    if row is None:
+        return [("  tune's figure / the run", "-", "the record's Offline row not found")]
+    ratio = row["samples_per_second"] / offline
+    rows = [("  tune's figure / the run", f"{ratio:.3f}",
+             f"tune {row['samples_per_second']:.1f} samples/s, every card of --cards {row['layout']} at once "
+             f"({'within' if abs(ratio - 1) <= 0.1 else 'NOT within'} 10%)"),
+            ("  provider options (tuned)", chosen.get("provider_options") or "defaults", session_options(m))]
+    server = record["chosen"].get("Server") or {}
+    if server:
+        rows.append(("  tune's Server (ideal queue / LoadGen)",
+                     " / ".join(f"{q:.1f}" if q else "-" for q in (server.get("server_qps"),
+                                                                   server.get("confirmed_qps"))) + " QPS",
+                     f"batch {server.get('batch_size')}, --cards {server.get('cards')}, max wait "
+                     f"{server.get('max_wait_us') if server.get('max_wait_us') is not None else 'default'} us"))
+    return rows
+
+
+def session_options(m: dict[str, Any]) -> str:
+    """What card 0's session says its CUDA provider runs with (the manifest's account of the tuned options)."""
+    options = (m.get("cards") or [{}])[0].get("provider_options") or {}
+    shown = [f"{k}={options[k]}" for k in ("prefer_nhwc", "cudnn_conv_algo_search", "fuse_conv_bias") if k in options]
+    return f"card 0's session: {' '.join(shown)}" if shown else "no CUDA provider options (a CPU provider)"
+
+
+def peer_rows(peer: dict[str, Any] | None, offline: float) -> Rows:
+    """The PyTorch eager peer (tools/torch_peer.py): the appliance's Offline over its best batch."""
+    if not peer:
+        return [("  / PyTorch eager peer", "-", "not run")]
+    if "skipped" in peer:
+        return [("  / PyTorch eager peer", "-", f"skipped: {peer['skipped']}")]
+    rates = peer["samples_per_second"]
+    best = max(rates, key=lambda b: rates[b])
+    return [("  / PyTorch eager peer", f"{offline / rates[best]:.3f}",
+             f"torch {peer['torch']} {peer['dtype']} {peer['memory_format']}: "
+             + ", ".join(f"batch {b} {r:.1f}/s" for b, r in rates.items()) + " (moonshot >= 1.0)")]
 
 
 def yolo_rows(prefix: str) -> Rows:

@@ -23,6 +23,7 @@ from harness.data import benchmarks
 from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS
 from harness.records.layout import PRECISIONS, Layout
 from harness.run.cards.backends import BACKENDS
+from harness.run.cards.provider_options import canonical
 from harness.run.loadgen_settings import Requested
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
@@ -221,6 +222,11 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
                    "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
                    "--requests 2")
+@click.option("--provider-options", default=None,
+              help="onnxruntime GPU backends: CUDA provider options, space-separated key=value (prefer_nhwc, "
+                   "cudnn_conv_algo_search, fuse_conv_bias, cudnn_conv_use_max_workspace) [default: the tuned "
+                   "record's choice with --tuned / --backend auto, else the provider's]. Example: "
+                   "--provider-options 'prefer_nhwc=1 cudnn_conv_algo_search=EXHAUSTIVE'")
 @click.option("--keep-warm", is_flag=True,
               help="Keep the cards' CPUs awake while LoadGen runs: a lowest-priority (SCHED_IDLE) spinner on each, "
                    "preempted whenever a card thread wants the CPU; for Server below full load, where CPUs idle "
@@ -233,8 +239,8 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: Path, duration_ms: int | None,
         count: int | None, target_qps: float | None, user_conf: Path | None, backend: str, cards: str | None,
         replicate: str, max_wait_us: int | None, card_outputs: str, nms_params: str, precision: str | None,
-        batch_size: int | None, requests: int | None, keep_warm: bool, system_name: str | None, as_json: bool,
-        quiet: bool, tuned: Path | None) -> None:
+        batch_size: int | None, requests: int | None, provider_options: str | None, keep_warm: bool,
+        system_name: str | None, as_json: bool, quiet: bool, tuned: Path | None) -> None:
     """Run one benchmark scenario through MLCommons LoadGen.
 
     With no options: prepares resnet50 if needed, then a short Offline run on this machine.
@@ -279,7 +285,8 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
                       data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
                       card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned,
-                      requests=requests, keep_warm=keep_warm)
+                      requests=requests, keep_warm=keep_warm,
+                      provider_options=None if provider_options is None else canonical(provider_options))
     if mode in TESTS:
         from harness.audit.compliance import run_compliance
 
@@ -337,6 +344,14 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
                    "scenario names its layout, which `run --tuned` / `--backend auto` use unless --cards is given. "
                    "Example: --cards emulate:1,emulate:4,emulate:16 (on a many-core CPU Server wants several "
                    "cards of several cores)")
+@click.option("--provider-options", "option_sets", multiple=True,
+              help="onnxruntime GPU backends: a set of CUDA provider options to time, space-separated key=value; "
+                   "repeat for several, '' for the provider's defaults [default: prefer_nhwc=0 and prefer_nhwc=1]. "
+                   "Example: --provider-options prefer_nhwc=1 --provider-options 'prefer_nhwc=1 "
+                   "cudnn_conv_algo_search=HEURISTIC'")
+@click.option("--server-search", is_flag=True,
+              help="Confirm the Server choice with short LoadGen Server runs (a bisection on target_qps from the "
+                   "ideal queue's figure); the record keeps both figures.")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The record to write; the user.conf goes beside it as <name>.user.conf "
                    "[default: <data-dir>/tuned/<benchmark>.json, where --backend auto finds it].")
@@ -344,7 +359,8 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...] | None,
          backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
-         layouts: tuple[str, ...], output: Path | None, as_json: bool, quiet: bool) -> None:
+         layouts: tuple[str, ...], option_sets: tuple[str, ...], server_search: bool, output: Path | None,
+         as_json: bool, quiet: bool) -> None:
     """Time each card layout x precision x backend x batch size x requests per card on this machine and choose
     per scenario.
 
@@ -374,8 +390,9 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
     sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
-                  batch_sizes or None, requests, tuple(dict.fromkeys(layouts)))
-    path, record = run_tune(bench.name, data_dir, chosen, sweep, output)
+                  batch_sizes or None, requests, tuple(dict.fromkeys(layouts)),
+                  tuple(dict.fromkeys(map(canonical, option_sets))) or None)
+    path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
     if as_json:
         click.echo(_json.dumps(record, indent=2, sort_keys=True))
     else:

@@ -33,6 +33,10 @@ class Choice:
     requests: int  # infer requests per card (openvino; 1 for the others)
     why: str
     cards: str     # the card layout, a --cards spec (auto | emulate:N | simulate:P:N | map.yaml)
+    provider_options: str = ""      # the provider options that won (provider_options.parse), "" the defaults
+    max_wait_us: int | None = None  # Server: the batching deadline the ideal queue chose; None the default rule
+    server_qps: float | None = None  # Server: what the ideal queue sustains within the bound (0: nothing does)
+    confirmed_qps: float | None = None  # Server: the highest VALID target_qps of `tune --server-search`'s runs
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,10 @@ def write(path: Path, record: TunedRecord) -> None:
 
 def _choice(c: dict[str, Any]) -> Choice:
     batch, requests = _count(c["batch_size"], "batch_size"), _count(c["requests"], "requests")
-    return Choice(str(c["precision"]), str(c["backend"]), batch, requests, str(c["why"]), str(c["cards"]))
+    wait, ideal, confirmed = c.get("max_wait_us"), c.get("server_qps"), c.get("confirmed_qps")
+    return Choice(str(c["precision"]), str(c["backend"]), batch, requests, str(c["why"]), str(c["cards"]),
+                  str(c.get("provider_options", "")), None if wait is None else int(wait),
+                  None if ideal is None else float(ideal), None if confirmed is None else float(confirmed))
 
 
 def _count(value: object, key: str) -> int:

@@ -9,7 +9,7 @@ of it (and re-detecting the machine) in several places.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from harness.hw.topology.model import Topology
 from harness.records import store
 from harness.records.benchmark import Benchmark
 from harness.records.layout import Layout, read_model_record
-from harness.run.cards import backends
+from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
 from harness.run.qsl import REPLICATE
@@ -56,6 +56,7 @@ class RunOptions:
                                       # record's with --tuned / --backend auto, else fp32 (tuned_choice.resolve)
     tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
     requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
+    provider_options: str | None = None  # onnxruntime GPU: e.g. "prefer_nhwc=1"; None: the tuned record's, else ""
     keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.run.keep_warm)
 
 
@@ -71,6 +72,7 @@ class CardPlan:
     allowed: frozenset[int]
     requests: int = 1          # infer requests (batches in flight) per openvino card; 1 for every other backend
     gpus: tuple[GpuRef, ...] = ()  # GPU backends: each slot's GPU (CUDA ordinal by bus id)
+    provider_options: str = ""  # onnxruntime GPU: the provider options (harness.run.cards.provider_options)
 
     @property
     def simulated(self) -> bool:
@@ -132,6 +134,9 @@ def resolve(opts: RunOptions) -> RunPlan:
     bench = concrete.for_run(opts.benchmark, opts.card_outputs, opts.nms_params, model, data)
     topology = detect()
     cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
+    if opts.provider_options:  # refused in one line for a provider that takes none
+        provider_options.build(str(backends.get(cards.backend).provider), opts.provider_options)
+        cards = replace(cards, provider_options=opts.provider_options)
     if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
         from harness.hw import bf16_support
         backends.check_computes(cards.backend, "bf16")

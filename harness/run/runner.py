@@ -114,7 +114,8 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
                        cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
                        inference_precision=model.get("inference_precision") or "f32", gpus=cards.gpus,
                        warm_batch=batch, benchmark=bench.name, precision=model.get("precision", "fp32"),
-                       io_binding=os.environ.get(IO_BINDING_ENV) == "1", buckets=run_buckets(scenario, batch))
+                       io_binding=os.environ.get(IO_BINDING_ENV) == "1", buckets=run_buckets(scenario, batch),
+                       provider_options=cards.provider_options)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -300,6 +301,8 @@ def _announce(p: RunPlan, echo: Echo) -> None:
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
     per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
     echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice['why']}")
+    if p.choice.get("server_bound"):  # the tuned record knows no batch meets the bound: said before, not after
+        print(f"appliance: warning: {p.choice['server_bound']}", file=sys.stderr)
     if p.cards.profile is not None:
         prof = p.cards.profile
         echo(f"SIMULATED cards: profile {prof.name} ({prof.model}), {prof.samples_per_second:g} samples/s at "

@@ -12,7 +12,7 @@ from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
 from harness.records import model_record
 from harness.records.layout import Layout
-from harness.records.tuned import FALLBACK, TunedRecord, read
+from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
 from harness.run import gpu_defaults
 from harness.run.cards.backends import GPU_BACKENDS
 
@@ -31,6 +31,25 @@ def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> 
         raise DataError(f"the {precision} model in {opts.data_dir} was prepared again after {path} was tuned "
                         f"(sha256 {now.sha256[:12]}, tuned {tuned_with.model_sha256[:12]}); run `appliance tune` again")
 
+
+
+def _server_bound(scenario: str, pick: Choice, path: Path, bound_ms: float | None) -> dict[str, str]:
+    """Server with a choice no batch of which meets the bound in an ideal queue: said before the run starts."""
+    if scenario != "Server" or pick.server_qps is None or pick.server_qps > 0:
+        return {}
+    return {"server_bound": f"Server cannot meet its latency bound with any candidate tune measured in {path} "
+                            f"(not even an ideal queue keeps p99 within {bound_ms} ms at batch {pick.batch_size}): "
+                            f"the run will be INVALID; tune smaller --batch-sizes or more cards"}
+
+
+def _options_and_wait(opts: Any, pick: Choice | None, why: str) -> tuple[str, int | None, str]:
+    """The provider options and Server batching deadline: given, else the record's choice (`pick`), else the
+    defaults; and the why with what was given."""
+    options = pick.provider_options if pick is not None else ""
+    if opts.provider_options is not None:
+        options, why = opts.provider_options, why + "; --provider-options given"
+    wait = pick.max_wait_us if pick is not None and opts.requested.scenario == "Server" else None
+    return options, wait if opts.max_wait_us is None else opts.max_wait_us, why
 
 
 def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
@@ -57,8 +76,11 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
             precision, rule = gpu_defaults.precision(Layout(opts.data_dir, benchmarks.get(opts.benchmark)))
             why += f"; {rule}"
         cards = opts.cards or "auto"
-        return dataclasses.replace(opts, backend=backend, precision=precision, cards=cards), {
-            "backend": backend, "precision": precision, "requests": given, "cards": cards, "why": why, "tuned": None}
+        options = opts.provider_options or ""
+        return dataclasses.replace(opts, backend=backend, precision=precision, cards=cards,
+                                   provider_options=options), {
+            "backend": backend, "precision": precision, "requests": given, "cards": cards, "why": why, "tuned": None,
+            "provider_options": options, "max_wait_us": opts.max_wait_us}
     record = read(path)
     if record.benchmark != benchmarks.get(opts.benchmark).name:
         raise DataError(f"{path} was tuned for {record.benchmark}, not {opts.benchmark}; rerun `appliance tune` "
@@ -91,6 +113,7 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         why = (f"--backend {backend}; {pick.precision} ({source}), card layout, batch and requests from {path}"
                if rows else f"--backend {backend} at {pick.precision} ({source}): not measured in {path}, "
                f"default batch, --cards auto")
+    options, wait, why = _options_and_wait(opts, pick if opts.backend == "auto" else None, why)
     if opts.batch_size is not None:
         batch, why = opts.batch_size, why + "; --batch-size given"
     if opts.requests is not None:
@@ -103,7 +126,8 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         user_conf = None
     info["user_conf"] = None if user_conf is None else str(user_conf)
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
+    bound = _server_bound(req.scenario, pick, path, benchmarks.get(opts.benchmark).server_latency_ms)
     return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
-                                cards=cards, requested=new_req),
+                                cards=cards, requested=new_req, provider_options=options, max_wait_us=wait),
             {"backend": backend, "precision": pick.precision, "requests": requests, "cards": cards, "why": why,
-             "tuned": info})
+             "tuned": info, "provider_options": options, "max_wait_us": wait, **bound})

@@ -1,13 +1,16 @@
 """`appliance tune`: a short sweep of card layouts x precisions x backends x batch sizes x infer requests per
-card, timed through the SUT.
+card x provider options (harness.run.cards.provider_options, onnxruntime's CUDA provider), timed through the SUT.
 
 Each candidate is the real card set of a run (same card plan, sample buffers, backend and requests per
 card) started and warmed up as every performance run is (best of two single samples), then timed with
-each card kept full: a burst of 4 x requests batches with `requests` batches in flight on every card
-(`SystemUnderTest.time_under_load`), giving the rate over the burst and the median batch latency
-under that load; requests 1 is timed the same way (batches back to back). Each card layout (`--cards
-auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs several cards of several
-cores each (more batches in flight for the ideal queue), Offline often one card on all cores. A precision
+every card kept full at once, as in a run: a burst of 4 x requests batches with `requests` batches in flight on
+every card (`SystemUnderTest.time_under_load`), giving the card set's rate (cards that share a device, several
+sessions on one GPU, share its throughput: issue 36) and the median batch latency under that load; requests 1
+is timed the same way (batches back to back). Server is chosen by the ideal queue within the bound, its batching
+deadline searched too, and `--server-search` confirms the choice with short LoadGen runs (server_search).
+Each card layout (`--cards auto,emulate:2,emulate:4`) is a candidate too: on a many-core CPU Server needs
+several cards of several cores each (more batches in flight for the ideal queue), Offline often one card on
+all cores. A precision
 may be chosen only if its model meets the benchmark's accuracy target as its prepare recorded it
 (`eligibility`); the others are measured and shown with the reason. The choice per scenario goes to a
 record (harness.records.tuned) that `appliance run --tuned` / `--backend auto` reads, and the speeds to a LoadGen
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,18 +38,22 @@ from harness.records import store, tuned
 from harness.records.benchmark import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import eligibility
-from harness.run.cards import backends
+from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import GPU_BACKENDS
-from harness.run.loadgen_settings import Calibration, calibrated_setting
-from harness.run.plan import check_buffer_memory, plan_cards
+from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
+from harness.run.plan import RunOptions, check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
+from harness.tune import server_search
 
 CPU_BATCHES = (1, 2, 4, 8, 16)
 GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
-METHOD = ("warm-up as in a run (best of 2 single samples), then a burst of 4 x requests batches per card with "
-          "`requests` in flight: rate over the burst, median batch latency under that load")
+DEADLINE_FRACTIONS = (0.02, 0.05, 0.1, 0.2)  # Server: fixed batching deadlines tried, as fractions of the bound
+Candidate = tuple[str, str, str, int, int, str]  # card layout, precision, backend, batch, requests, provider options
+METHOD = ("warm-up as in a run (best of 2 single samples), then every card of the layout at once, a burst of 4 x "
+          "requests batches each with `requests` in flight (the better of 2): all the cards' samples over the time "
+          "from the first start to the last finish, median batch latency under that load")
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class Measured:
     cards: int = 1                # how many cards the layout made
     server_qps: float | None = None  # what an ideal queue sustains within the Server bound (harness.core.queueing)
     layout: str = "auto"          # the --cards spec timed (auto | emulate:N | simulate:P:N | map.yaml)
+    provider_options: str = ""    # onnxruntime GPU: the provider options timed (harness.run.cards.provider_options)
+    max_wait_us: int | None = None  # Server: the batching deadline of `server_qps` (None: the harness's default rule)
 
 
 def available_backends(default: bool = False) -> tuple[str, ...]:
@@ -92,14 +101,22 @@ class Sweep:
     batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
     requests: tuple[int, ...] = DEFAULT_REQUESTS
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
+    options: tuple[str, ...] | None = None  # provider option sets; None: GPU_GRID on onnxruntime GPU backends
 
-    def candidates(self) -> list[tuple[str, str, str, int, int]]:
+    def candidates(self) -> list[Candidate]:
         """Every combination, less the precisions meant for other backends (the backends' records)."""
-        return [(c, p, b, n, r) for layout in self.layouts for p in self.precisions for b in self.backends
+        return [(c, p, b, n, r, o) for layout in self.layouts for p in self.precisions for b in self.backends
                 if backends.get(b).computes(p)
                 for c in gpu_plan.tune_layouts(layout, backends.get(b).gpu)
                 for n in (self.batches or (GPU_BATCHES if backends.get(b).gpu else CPU_BATCHES))
-                for r in (self.requests if backends.get(b).requests else (1,))]
+                for r in (self.requests if backends.get(b).requests else (1,))
+                for o in self.option_sets(b)]
+
+    def option_sets(self, backend: str) -> tuple[str, ...]:
+        """The provider option sets timed on `backend`: the grid on the CUDA provider, the defaults elsewhere."""
+        if backends.get(backend).provider not in provider_options.TUNABLE:
+            return ("",)
+        return self.options if self.options is not None else provider_options.GPU_GRID
 
     def check(self) -> None:
         """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
@@ -124,45 +141,63 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
 
 
 def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
-             batch: int, requests: int, layout: str) -> Measured:
+             batch: int, requests: int, layout: str, options: str) -> Measured:
     from harness.hw.topology import detect
 
-    sut = make_sut(bench, data, plan_cards(layout, backend, bench.name, detect(), requests), model,
-                   batch, Scenario.OFFLINE)
+    cards = replace(plan_cards(layout, backend, bench.name, detect(), requests), provider_options=options)
+    sut = make_sut(bench, data, cards, model, batch, Scenario.OFFLINE)
     sut.load_cards()
     try:
         warm = sut.warm_up(timed=True)
         loaded = sut.time_under_load()
     finally:
         sut.stop()
-    rate = sum(batch / per_batch for per_batch, _ in loaded)
-    latency_s = max(latency for _, latency in loaded)
+    rate = loaded.samples_per_second  # every card at once: cards sharing a device share its throughput
+    latency_s = max(latency for _, latency in loaded.cards)
+    qps, wait_us = server_choice(bench, batch, latency_s, len(loaded.cards) * requests, rate)
     return Measured(model.get("precision", "fp32"), backend, batch, requests,
                     samples_per_second=round(rate, 3),
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
                     multistream_latency_ms=round(1000 * min(t_b for _, t_b in warm) * math.ceil(8 / batch), 3),
-                    cards=len(loaded), server_qps=server_qps(bench, batch, latency_s, len(loaded) * requests, rate),
-                    layout=layout)
+                    cards=len(loaded.cards), server_qps=qps, layout=layout, provider_options=options,
+                    max_wait_us=wait_us)
 
 
 def _check_memory(bench: Benchmark, models: dict[str, dict[str, Any]],
-                  candidates: list[tuple[str, str, str, int, int]], topology: Topology) -> None:
+                  candidates: list[Candidate], topology: Topology) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
-    for cards, precision, backend, batch, requests in candidates:
+    for cards, precision, backend, batch, requests, _ in candidates:
         card_plan = plan_cards(cards, backend, bench.name, topology, requests)
         check_buffer_memory(concrete.for_run(bench.name, model=models[precision]), card_plan, models[precision], batch,
                             "--batch-sizes")
 
 
-def server_qps(bench: Benchmark, batch: int, latency_s: float, servers: int, rate: float) -> float | None:
+def server_qps(bench: Benchmark, batch: int, latency_s: float, servers: int, rate: float,
+               max_wait_s: float | None = None) -> float | None:
     """The Server QPS an ideal queue sustains within the bound with this candidate's batch latency under
-    load and its batches in flight (cards x requests), at the harness's batching deadline; None: edge."""
+    load and its batches in flight (cards x requests), at the batching deadline `max_wait_s` (None: the
+    harness's default rule); None: edge."""
     if bench.server_latency_ms is None:
         return None
     load = queueing.server_load(batch, latency_s, servers, bench.server_latency_ms,
-                                lambda qps: default_max_wait_s(bench, batch, qps))
+                                lambda qps: default_max_wait_s(bench, batch, qps) if max_wait_s is None else max_wait_s)
     return round(load * rate, 3)
+
+
+def server_choice(bench: Benchmark, batch: int, latency_s: float, servers: int,
+                  rate: float) -> tuple[float | None, int | None]:
+    """The best batching deadline for Server in the ideal queue, the harness's default rule or a fixed fraction of
+    the bound (DEADLINE_FRACTIONS), and the QPS it sustains: (QPS, max_wait_us; None: the default rule)."""
+    best: tuple[float | None, int | None] = (server_qps(bench, batch, latency_s, servers, rate), None)
+    if bench.server_latency_ms is None or batch == 1:  # a batch of 1 never waits
+        return best
+    for fraction in DEADLINE_FRACTIONS:
+        wait_s = fraction * bench.server_latency_ms / 1000
+        qps = server_qps(bench, batch, latency_s, servers, rate, wait_s)
+        if (qps or 0.0) > (best[0] or 0.0):
+            best = (qps, round(wait_s * 1e6))
+    return best
 
 
 def choose(bench: Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[Measured, str]:
@@ -183,21 +218,29 @@ def choose(bench: Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[
         best = min(rows, key=lambda m: m.batch_latency_ms)
         return best, (f"no candidate keeps p99 within the {bound} ms bound even in an ideal queue: the shortest batch "
                       f"({best.batch_latency_ms:g} ms, --cards {best.layout}); Server cannot meet its bound here")
-    if scenario == Scenario.SINGLE_STREAM:
-        best = min(rows, key=lambda m: (m.single_latency_ms, m.batch_size, m.requests))
+    if scenario == Scenario.SINGLE_STREAM:  # one query at a time: one card (the fewest), batch 1
+        fewest = min(m.cards for m in rows)
+        best = min((m for m in rows if m.cards == fewest),
+                   key=lambda m: (m.single_latency_ms, m.batch_size, m.requests))
         best = Measured(**{**asdict(best), "batch_size": 1})  # one sample per query: the batch is 1
-        return best, f"lowest single-sample latency ({best.single_latency_ms:g} ms, --cards {best.layout})"
+        return best, (f"lowest single-sample latency of the layouts with the fewest cards ({best.single_latency_ms:g} "
+                      f"ms, --cards {best.layout}): one query at a time")
     best = min(rows, key=lambda m: m.multistream_latency_ms)
     return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms, --cards {best.layout})"
 
 
-def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]]) -> str:
+def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]],
+                   confirmed_qps: float | None = None) -> str:
+    """The LoadGen user.conf of the choices: each scenario's calibrated setting; Server's the target its
+    `--server-search` runs confirmed where there is one."""
     when = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms,
                                                                     server_qps=m.server_qps), None)
+        if scenario == Scenario.SERVER and confirmed_qps:
+            value, rule = confirmed_qps, "the highest target VALID in --server-search's short LoadGen runs"
         lines += [f"# {scenario}: {m.backend}, batch {m.batch_size}, {m.requests} infer request(s) per card, --cards "
                   f"{m.layout} ({m.cards} card(s)): {why}; "
                   f"{rule}",  # `why` starts with the precision
@@ -205,24 +248,27 @@ def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]
     return "\n".join(lines) + "\n"
 
 
-def _choice(m: Measured, why: str) -> tuned.Choice:
-    return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why, m.layout)
+def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
+    server = scenario == Scenario.SERVER
+    return tuned.Choice(m.precision, m.backend, m.batch_size, m.requests, why, m.layout, m.provider_options,
+                        m.max_wait_us if server else None, m.server_qps if server else None)
 
 
 def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict[str, Any]],
-              candidates: list[tuple[str, str, str, int, int]]) -> list[Measured]:
+              candidates: list[Candidate]) -> list[Measured]:
     """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
     rows: list[Measured] = []
     too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
     with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for cards, precision, backend, batch, r in candidates:
-            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r}", refresh=True)
+        for cards, precision, backend, batch, r, options in candidates:
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r} {options}",
+                                refresh=True)
             if batch >= too_big.get((cards, precision, backend), batch + 1):
                 bar.update()
                 continue  # a smaller batch already did not fit in the GPU's memory
             try:
                 run_bench = concrete.for_run(bench.name, model=models[precision])
-                rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards))
+                rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards, options))
             except ApplianceError as exc:
                 if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
                     raise
@@ -233,8 +279,25 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict
     return rows
 
 
+def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> tuple[float | None, str]:
+    """`--server-search`: the Server choice's highest VALID target QPS in short LoadGen runs, and the why with it;
+    none where not even the ideal queue meets the bound (said, not run)."""
+    if not m.server_qps:
+        return None, why + "; --server-search: not run, no candidate meets the bound"
+
+    def options_at(requested: Requested, results: Path) -> RunOptions:
+        return RunOptions(bench.name, requested, data_dir, results, backend=m.backend, batch_size=m.batch_size,
+                          cards=m.layout, precision=m.precision, requests=m.requests, max_wait_us=m.max_wait_us,
+                          provider_options=m.provider_options)
+
+    confirmed, tried = server_search.confirm(options_at, m.server_qps, m.samples_per_second)
+    runs = ", ".join(f"{q:g} {'VALID' if ok else 'INVALID'}" for q, ok in tried)
+    return confirmed, (f"{why}; --server-search: {confirmed:g} QPS VALID in short LoadGen runs ({runs}), "
+                       f"the ideal queue {m.server_qps:g}")
+
+
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
-         output: Path | None) -> tuple[Path, dict[str, Any]]:
+         output: Path | None, server_search_runs: bool = False) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
     if bench.server_latency_ms is None and Scenario.SERVER in scenarios:
@@ -274,8 +337,13 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
     left_out = "".join(f"; {p} not considered: {why}" for p, (ok, why) in eligible.items() if not ok)
     chosen = {s: (m, f"{m.precision} ({eligible[m.precision][1]}): {why}{left_out}") for s, (m, why) in chosen.items()}
+    confirmed: float | None = None
+    if server_search_runs and Scenario.SERVER in chosen:
+        m, why = chosen[Scenario.SERVER]
+        confirmed, why = _confirm_server(bench, data_dir, m, why)
+        chosen[Scenario.SERVER] = (m, why)
     conf = path.with_suffix(".user.conf")
-    atomic_write_text(conf, user_conf_text(bench, chosen))
+    atomic_write_text(conf, user_conf_text(bench, chosen, confirmed))
     record = tuned.TunedRecord(
         benchmark=bench.name, layouts=list(dict.fromkeys(c for c, *_ in candidates)),  # as timed
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -283,22 +351,31 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         method=METHOD, user_conf=conf.name,
         precisions={p: tuned.Precision(models[p]["sha256"], ok, why) for p, (ok, why) in eligible.items()},
         measured=[asdict(m) for m in rows],
-        chosen={s: _choice(m, why) for s, (m, why) in chosen.items()},
-        by_precision={p: {s: _choice(m, why) for s, (m, why) in per.items()} for p, per in by_precision.items()})
+        chosen={s: replace(_choice(m, why, s), confirmed_qps=confirmed if s == Scenario.SERVER else None)
+                for s, (m, why) in chosen.items()},
+        by_precision={p: {s: _choice(m, why, s) for s, (m, why) in per.items()} for p, per in by_precision.items()})
     tuned.write(path, record)
     return path, record.to_json()
 
 
+def _extras(choice: dict[str, Any]) -> str:
+    """A choice's provider options and Server deadline, where it has them."""
+    return "".join([f", --provider-options '{choice['provider_options']}'" if choice.get("provider_options") else "",
+                    f", --max-wait-us {choice['max_wait_us']}" if choice.get("max_wait_us") is not None else ""])
+
+
 def summary(record: dict[str, Any]) -> str:
     lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'precision':>9s} {'samples/s':>10s} {'batch ms':>9s} "
-             f"{'single ms':>9s} {'ideal QPS':>9s} cards"]
+             f"{'single ms':>9s} {'ideal QPS':>9s} {'wait us':>7s} cards, provider options"]
     lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['precision']:>9s} "
               f"{m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f} "
-              f"{m['server_qps'] if m['server_qps'] is not None else '-':>9} {m['layout']} ({m['cards']})"
+              f"{m['server_qps'] if m['server_qps'] is not None else '-':>9} "
+              f"{m.get('max_wait_us') if m.get('max_wait_us') is not None else '-':>7} {m['layout']} ({m['cards']})"
+              f"{', ' + m['provider_options'] if m.get('provider_options') else ''}"
               for m in record["measured"]]
     lines.append("")
     lines += [f"{p:12s} {'eligible' if e['eligible'] else 'NOT ELIGIBLE'}: {e['why']}"
               for p, e in record["precisions"].items()]
     lines += [f"{s:12s} -> {c['precision']}, {c['backend']}, --cards {c['cards']}, batch {c['batch_size']}, "
-              f"requests {c['requests']}: {c['why']}" for s, c in record["chosen"].items()]
+              f"requests {c['requests']}{_extras(c)}: {c['why']}" for s, c in record["chosen"].items()]
     return "\n".join(lines)

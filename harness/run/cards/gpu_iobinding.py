@@ -60,16 +60,17 @@ import onnxruntime as ort
 from harness.core.errors import ApplianceError, DataError
 from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
+from harness.run.cards import provider_options
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
 from harness.run.cards.onnxruntime_card import _OOM, SPINNING, OnnxRuntimeCard, cast_outputs, one_line
+from harness.run.cards.provider_options import SEARCHES
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
 REPLAY_TOLERANCE = 0.01  # relative: a graph replays the same kernels as the regular run it was captured from
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
 GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER_STREAM", "APPLIANCE_CUDNN_SEARCH"
-SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 _GPU_LOAD = threading.Lock()  # one GPU card loading (allocating, capturing, pinning) at a time
 _TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
           "tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(int32)": np.int32}
@@ -233,8 +234,10 @@ class IoBindingCard(OnnxRuntimeCard):
         stream = {"has_user_compute_stream": "1", "user_compute_stream": str(self.copies.stream)} \
             if self.settings["user_stream"] else {}
         if provider == "CUDAExecutionProvider":
-            options.update(cudnn_conv_algo_search=self.settings["cudnn_conv_algo_search"],
-                           enable_cuda_graph="1" if self.settings["cuda_graph"] else "0", **stream)
+            options.update(provider_options.build(provider, self.spec.provider_options,
+                                                  cudnn_conv_algo_search=str(self.settings["cudnn_conv_algo_search"]),
+                                                  enable_cuda_graph="1" if self.settings["cuda_graph"] else "0",
+                                                  **stream))
         elif provider == "TensorrtExecutionProvider":
             options.update(self._tensorrt_options(), **stream)
 

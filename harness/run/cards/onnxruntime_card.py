@@ -35,7 +35,7 @@ import onnxruntime as ort
 from harness.core.errors import ApplianceError, DataError
 from harness.hw import gpu
 from harness.records.benchmark import OutputQuant
-from harness.run.cards import backends
+from harness.run.cards import backends, provider_options
 from harness.run.cards.base import CardInfo
 from harness.run.cards.spec import BackendSpec
 
@@ -56,8 +56,6 @@ _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 SPINNING = "session.intra_op.allow_spinning"
-# FP32 stays FP32: the CUDA provider would otherwise let cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere and later
-CUDA_OPTIONS = {"CUDAExecutionProvider": {"use_tf32": "0"}}
 THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
 _OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
                   re.IGNORECASE)
@@ -91,7 +89,8 @@ class OnnxRuntimeCard:
         opts = session_options(threads, spin, on_gpu)
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if on_gpu:
-            providers = [(provider, {id_key or "device_id": str(device), **CUDA_OPTIONS.get(provider, {})})]
+            options = provider_options.build(provider, spec.provider_options)
+            providers = [(provider, {id_key or "device_id": str(device), **options})]
         elif id_key is not None:
             value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
             providers = [(provider, {id_key: value}), "CPUExecutionProvider"]

@@ -7,6 +7,11 @@ returns zero-filled outputs. With one it models a pipelined accelerator (`Pipeli
 DMA in, compute on one of `activations` activations, DMA out, as overlapping stages, several batches
 in flight, so the harness drives it as it would drive the real card. A profile's `failure` section
 makes chosen cards raise after N batches, to test what the harness does with a failing card.
+
+Two options model a GPU rather than a fixed-batch accelerator: `cards_per_device: N` puts N consecutive
+cards on one device that runs one batch at a time for all of them (N sessions on one GPU share its
+throughput: tune must time them together, issue 36), and a benchmark's `fixed_ms` makes a batch of n take
+fixed_ms + n / samples_per_second (latency grows with the batch, so only small batches meet a Server bound).
 """
 
 from __future__ import annotations
@@ -57,10 +62,16 @@ class Profile:
     fail_cards: tuple[int, ...] = ()
     fail_after_batches: int = 0
     pipeline: Pipeline | None = None
+    cards_per_device: int = 1   # consecutive cards that share one device's throughput
+    fixed_ms: float | None = None  # a batch of n takes fixed_ms + n / samples_per_second; None: batch_seconds
 
     @property
     def batch_seconds(self) -> float:
         return self.batch / self.samples_per_second
+
+    def seconds(self, n: int) -> float:
+        """How long the card holds a batch of n samples."""
+        return self.batch_seconds if self.fixed_ms is None else self.fixed_ms / 1000 + n / self.samples_per_second
 
     def describe(self) -> dict[str, object]:
         return {"profile": self.name, "profile_file": self.path, "model": self.model,
@@ -70,7 +81,9 @@ class Profile:
                    if self.fail_cards else {}),
                 **({"activations": self.pipeline.activations, "batches_in_flight": self.pipeline.depth,
                     "dma_in_us_per_sample": self.pipeline.dma_in_us_per_sample,
-                    "dma_out_us_per_sample": self.pipeline.dma_out_us_per_sample} if self.pipeline else {})}
+                    "dma_out_us_per_sample": self.pipeline.dma_out_us_per_sample} if self.pipeline else {}),
+                **({"cards_per_device": self.cards_per_device} if self.cards_per_device > 1 else {}),
+                **({"fixed_ms": self.fixed_ms} if self.fixed_ms is not None else {})}
 
 
 def profile_names() -> list[str]:
@@ -97,7 +110,8 @@ def load_profile(name: str, benchmark: str) -> Profile:
         profile = Profile(str(data["name"]), str(data["model"]), str(path), float(entry["samples_per_second"]),
                           int(entry["batch"]), str(data.get("input_dtype", "uint8")),
                           tuple(int(c) for c in failure.get("cards", ())), int(failure.get("after_batches", 0)),
-                          pipeline)
+                          pipeline, int(data.get("cards_per_device", 1)),
+                          None if entry.get("fixed_ms") is None else float(entry["fixed_ms"]))
     except ApplianceError:
         raise
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -105,6 +119,10 @@ def load_profile(name: str, benchmark: str) -> Profile:
     if profile.samples_per_second <= 0 or profile.batch < 1 or profile.input_dtype not in ("uint8", "float32"):
         raise ApplianceError(f"bad simulated card profile {path}: samples_per_second > 0, batch >= 1 and "
                              f"input_dtype uint8|float32 are required")
+    if profile.cards_per_device < 1 or (profile.fixed_ms or 0) < 0 or (
+            profile.pipeline is not None and (profile.cards_per_device > 1 or profile.fixed_ms is not None)):
+        raise ApplianceError(f"bad simulated card profile {path}: cards_per_device >= 1 and fixed_ms >= 0, "
+                             f"neither with a pipeline")
     p = profile.pipeline
     if p is not None and (p.activations < 1 or p.dma_in_us_per_sample < 0 or p.dma_out_us_per_sample < 0):
         raise ApplianceError(f"bad simulated card profile {path}: pipeline needs activations >= 1 and "
@@ -116,15 +134,33 @@ class SimulatedCardFailure(RuntimeError):
     """The fault a failing profile injects."""
 
 
+class _Device:
+    """One simulated device its cards share: it runs one batch at a time, in the order they are handed over."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free_at = 0.0
+
+
+_DEVICES: dict[tuple[str, int], _Device] = {}  # (profile file, device index) -> the device its cards share
+_DEVICES_LOCK = threading.Lock()
+
+
+def _device(profile: Profile, index: int) -> _Device:
+    with _DEVICES_LOCK:
+        return _DEVICES.setdefault((profile.path, index // profile.cards_per_device), _Device())
+
+
 class SimulatedCard:
-    """A modelled card: fixed latency per batch (a smaller batch takes as long), zero outputs."""
+    """A modelled card: fixed latency per batch (a smaller batch takes as long, unless the profile's
+    `fixed_ms` makes it grow with n), zero outputs; on a device of its own or shared (`cards_per_device`)."""
 
     def __init__(self, index: int, profile: Profile, output_shapes: tuple[tuple[tuple[int, ...], str], ...],
                  cpus: tuple[int, ...]) -> None:
         self.profile = profile
         self.input_dtype = profile.input_dtype
         self.batches = 0
-        self._free_at = 0.0
+        self._device = _device(profile, index) if profile.cards_per_device > 1 else _Device()
         self._zeros = ZeroOutputs(output_shapes)
         self._fails = index in profile.fail_cards
         self.info = CardInfo(index=index, backend="simulated", device=f"{profile.name} (simulated)", cpus=cpus,
@@ -137,10 +173,9 @@ class SimulatedCard:
             raise SimulatedCardFailure(f"injected failure after {self.batches} batches "
                                        f"(profile {self.profile.name})")
         self.batches += 1
-        now = time.perf_counter()
-        # the card is busy until _free_at; a batch handed over late starts late, one handed over early waits
-        done = max(now, self._free_at) + self.profile.batch_seconds
-        self._free_at = done
+        # the device is busy until free_at; a batch handed over late starts late, one handed over early waits
+        with self._device.lock:
+            done = self._device.free_at = max(time.perf_counter(), self._device.free_at) + self.profile.seconds(n)
         while (left := done - time.perf_counter()) > 0:
             time.sleep(left)
         return self._zeros(n)

@@ -38,4 +38,5 @@ class BackendSpec:
     benchmark: str = ""  # the benchmark's name (IO-binding card: its input mean, the outputs the host reads)
     precision: str = "fp32"  # the prepared model's precision (TensorRT's precision flags, its engine key)
     buckets: tuple[int, ...] = ()  # IO-binding card: the batch sizes it runs and warms (gpu_plan.run_buckets)
+    provider_options: str = ""  # onnxruntime GPU: tuned provider options (harness.run.cards.provider_options)
     io_binding: bool = False  # onnxruntime: the IO-binding card (harness.run.cards.gpu_iobinding); GPU backends always

@@ -188,6 +188,11 @@ class CardWorker:
     def call(self, fn: Callable[[WarmUpCard], T]) -> T:
         """Run `fn(card)` on this card's own thread (cards are single-threaded) and return its result.
         Only before intake starts (warm-up): nothing is in flight then."""
+        return cast(T, self.result(self.post(fn)))
+
+    def post(self, fn: Callable[[WarmUpCard], T]) -> Call:
+        """Start `fn(card)` on this card's own thread and return at once; `result` waits for it (several
+        cards timed at the same time: `SystemUnderTest.time_under_load`)."""
         task = Call(fn)
         if self.direct:
             with self.cv:
@@ -195,10 +200,15 @@ class CardWorker:
                 self.cv.notify()
         else:
             self.to_card.put(task)
+        return task
+
+    @staticmethod
+    def result(task: Call) -> object:
+        """What a posted call returned, once it has; its exception re-raised."""
         task.done.wait()
         if isinstance(task.box[0], BaseException):
             raise task.box[0]
-        return cast(T, task.box[0])
+        return task.box[0]
 
     # helpers ------------------------------------------------------------------------------------
     def _thread(self, loop: Callable[[], None], role: str) -> threading.Thread:

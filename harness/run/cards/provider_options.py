@@ -1,0 +1,50 @@
+"""An execution provider's options for a card, built in one place (`build`): the card's own settings under the
+options `appliance tune` measured and chose (issue 36: onnxruntime's CUDA provider was 21% faster on an H100 with
+`prefer_nhwc=1` than with its defaults).
+
+A set of tuned options is written as text, `prefer_nhwc=1 cudnn_conv_algo_search=HEURISTIC` ("" the provider's
+defaults), so the tuned record, the CLI, the run's options and the manifest carry the same words.
+"""
+
+from __future__ import annotations
+
+from harness.core.errors import ApplianceError
+
+CUDA = "CUDAExecutionProvider"
+SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")  # cuDNN's convolution algorithm search
+# the options tune may set, per provider, with the values each takes (onnxruntime-gpu 1.31 has them all)
+TUNABLE: dict[str, dict[str, tuple[str, ...]]] = {
+    CUDA: {"prefer_nhwc": ("0", "1"), "cudnn_conv_algo_search": SEARCHES, "fuse_conv_bias": ("0", "1"),
+           "cudnn_conv_use_max_workspace": ("0", "1")},
+}
+# FP32 stays FP32: the CUDA provider would otherwise let cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere and later
+FIXED: dict[str, dict[str, str]] = {CUDA: {"use_tf32": "0"}}
+GPU_GRID = ("prefer_nhwc=0", "prefer_nhwc=1")  # what tune times on a GPU backend unless --provider-options is given
+
+
+def parse(text: str) -> dict[str, str]:
+    """`key=value key=value` as a dict; one line for a key or value no provider takes from tune."""
+    known = {k: v for options in TUNABLE.values() for k, v in options.items()}
+    out: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if not sep or key not in known or value.upper() not in {v.upper() for v in known[key]}:
+            choices = "; ".join(f"{k}={'|'.join(v)}" for k, v in known.items())
+            raise ApplianceError(f"provider option {word!r}: give key=value, one of {choices}")
+        out[key] = value.upper() if key == "cudnn_conv_algo_search" else value
+    return out
+
+
+def canonical(text: str) -> str:
+    """The same options always written the same way (sorted), "" for none."""
+    return " ".join(f"{k}={v}" for k, v in sorted(parse(text).items()))
+
+
+def build(provider: str, tuned: str = "", **card: str) -> dict[str, str]:
+    """The provider options a card's session is made with (less the device id): the provider's fixed ones, the
+    card's own (`card`: cuDNN search, CUDA graph, stream), then the tuned ones, which win. A provider tune does not
+    tune takes no tuned options (one line)."""
+    options = parse(tuned)
+    if options and provider not in TUNABLE:
+        raise ApplianceError(f"provider options {tuned!r} are for {', '.join(TUNABLE)}, not {provider}")
+    return {**FIXED.get(provider, {}), **card, **options}
