@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ApplianceError, DataError, Interrupted, stopped_by
-from harness.core.fsutil import atomic_write_text
+from harness.core.outbound import atomic_write_text
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, integrity
 from harness.records import detail_log

@@ -28,7 +28,8 @@ from typing import Any
 
 from harness.audit.submission.rounds import SCENARIO_SPELLINGS
 from harness.core.errors import ApplianceError, Interrupted, stopped_by
-from harness.core.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file, staged_dir
+from harness.core.fsutil import sha256_file
+from harness.core.outbound import atomic_write_json, atomic_write_text, ensure_writable_dir, staged_dir
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, integrity
 from harness.hw import system

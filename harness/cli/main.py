@@ -17,7 +17,7 @@ from harness import __version__
 from harness.audit.compliance import TESTS
 from harness.core import progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
-from harness.core.fsutil import ensure_writable_dir, forget_made, remove_made_if_empty
+from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
 from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS

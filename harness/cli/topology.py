@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.core.fsutil import atomic_write_text
+from harness.core.outbound import atomic_write_text
 from harness.hw.topology.affinity import plan
 from harness.hw.topology.detect import detect
 from harness.hw.topology.formats import RENDERERS

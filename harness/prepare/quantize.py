@@ -23,7 +23,8 @@ import numpy as np
 
 from harness.core import progress
 from harness.core.errors import DataError
-from harness.core.fsutil import atomic_write_text, sha256_file, tmp_prefix
+from harness.core.fsutil import sha256_file, tmp_prefix
+from harness.core.outbound import atomic_write_text
 from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.steps import reference_pass

@@ -27,7 +27,8 @@ import numpy as np
 
 from harness.core import leftovers, progress
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import atomic_write_bytes, atomic_write_json, disk_fault, sha256_file, staged_dir
+from harness.core.fsutil import disk_fault, sha256_file
+from harness.core.outbound import atomic_write_bytes, atomic_write_json, staged_dir
 from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import ApplianceError
-from harness.core.fsutil import ensure_writable_dir, plain_name
+from harness.core.fsutil import plain_name
+from harness.core.outbound import ensure_writable_dir
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, concrete, integrity
 from harness.hw import system

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.core.errors import ApplianceError
-from harness.core.fsutil import atomic_write_text, make_dirs
+from harness.core.outbound import atomic_write_text, make_dirs
 from harness.core.processes import identity, owner_alive, owner_pid
 
 Echo = Callable[[str], None]

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.core import progress, queueing
 from harness.core.errors import ApplianceError
-from harness.core.fsutil import atomic_write_text, ensure_writable_dir
+from harness.core.outbound import atomic_write_text, ensure_writable_dir
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks, concrete, integrity
 from harness.hw import bf16_support, gpu, gpu_plan, system

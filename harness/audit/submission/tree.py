@@ -31,7 +31,8 @@ from harness.audit.submission import system_json
 from harness.audit.submission.truncate import truncate_accuracy_log, with_hash
 from harness.core import leftovers
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import atomic_write_json, disk_fault, make_dirs, plain_name, public_mode, tmp_prefix
+from harness.core.fsutil import disk_fault, plain_name, tmp_prefix
+from harness.core.outbound import atomic_write_json, make_dirs, public_mode
 from harness.core.scenarios import SCENARIOS, Scenario
 from harness.data import benchmarks
 from harness.records import manifest as run_manifest
