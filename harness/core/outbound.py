@@ -190,6 +190,18 @@ def new_staging_dir(final: Path) -> Path:
     return tmp
 
 
+@contextlib.contextmanager
+def staged_new_dir(final: Path, said: str) -> Iterator[Path]:
+    """`staged_dir` for a folder that must be new: published only where nothing is at `final` yet."""
+    tmp = new_staging_dir(final)
+    try:
+        yield tmp
+        publish_dir(tmp, final, said)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 _RENAME_NOREPLACE = 1  # linux/fs.h
 
 
@@ -214,7 +226,7 @@ def _rename_noreplace(src: Path, dst: Path) -> None:
         raise OSError(err, os.strerror(err), str(src), None, str(dst))
 
 
-def publish_dir(tmp: Path, final: Path, option: str) -> None:
+def publish_dir(tmp: Path, final: Path, said: str) -> None:
     """Rename the finished folder `tmp` to `final` only where nothing is at `final` yet: of two commands
     writing one `-o` at once, the first to finish wins and the other says so in one line."""
     try:
@@ -222,7 +234,7 @@ def publish_dir(tmp: Path, final: Path, option: str) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
             raise
-        raise ApplianceError(f"{option} {final} appeared while this command was writing (another command "
+        raise ApplianceError(f"{said}: {final} appeared while this command was writing (another command "
                              f"writing the same folder?); it was left as it is and nothing of this command was "
                              f"kept: choose a new folder") from None
 
@@ -291,7 +303,8 @@ def check_new_folder(path: Path, command: str, option: str, *, example: str, wha
     check_name(path, said)
     _refuse_places(path, said, what, f"{option} {example}", reads)
     if os.path.lexists(path):
-        raise ApplianceError(f"{said}: it exists; {what} goes into a new folder: choose another, "
+        raise ApplianceError(f"{said}: {path} already exists; {what} goes into a new folder (never overwritten): "
+                             f"choose another, "
                              f"e.g. {option} {example}")
     return path
 

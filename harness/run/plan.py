@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import plain_name
-from harness.core.outbound import ensure_writable_dir
+from harness.core.outbound import ensure_writable_dir, inside_results
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, concrete, integrity
 from harness.hw import system
@@ -142,7 +142,8 @@ def resolve(opts: RunOptions) -> RunPlan:
     check_buffer_memory(bench, cards, model, batch)
     preflight(bench, opts.requested, data.count, len(cards.slots))
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
-    folder = root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario
+    folder = inside_results(root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario,
+                            root, "--results")
     return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
 
 
