@@ -110,9 +110,9 @@ def test_publishing_a_folder_never_replaces_one_that_appeared(tmp_path: Path) ->
     (first / "a").write_text("first")
     (second / "b").write_text("second")
     outbound.publish_dir(first, out, "build -o sub")
-    with pytest.raises(outbound.ApplianceError, match="appeared while this command was writing"):
-        with outbound.staged_new_dir(out, "build -o sub") as work:
-            (work / "c").write_text("third")
+    with pytest.raises(outbound.ApplianceError, match="appeared while this command was writing"), \
+            outbound.staged_new_dir(out, "build -o sub") as work:
+        (work / "c").write_text("third")
     with pytest.raises(outbound.ApplianceError):
         outbound.publish_dir(second, out, "build -o sub")
     assert [p.name for p in out.iterdir()] == ["a"] and (second / "b").exists()  # the caller removes its own
