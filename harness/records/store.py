@@ -98,6 +98,15 @@ def _named(root: Path, name: object) -> Path:
     return root / name
 
 
+def _npy(path: Path, mmap: bool = False) -> np.ndarray:
+    """One `.npy` file of the folder; a truncated one (numpy's EOFError, which click would take for a
+    Ctrl-D and report as an interrupt) is a ValueError naming the file."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)  # type: ignore[no-any-return]
+    except EOFError as exc:
+        raise ValueError(f"{path.name} is truncated ({exc}: {path.stat().st_size} bytes)") from None
+
+
 def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
@@ -112,17 +121,17 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
             raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
         shards = []
         for entry in manifest["shards"]:
-            arr = np.load(_named(root, entry["file"]), mmap_mode="r", allow_pickle=False)
+            arr = _npy(_named(root, entry["file"]), mmap=True)
             if list(arr.shape) != entry["shape"] or arr.dtype != np.uint8:
                 raise ValueError(f"{entry['file']} has shape {arr.shape} {arr.dtype}, manifest says {entry['shape']}")
             shards.append(arr)
-        labels = np.load(_named(root, manifest["labels"]["file"]), allow_pickle=False)
+        labels = _npy(_named(root, manifest["labels"]["file"]))
         golden = None
         for key in ("annotations", "golden"):
             if manifest.get(key) and not _named(root, manifest[key]["file"]).is_file():
                 raise ValueError(f"{manifest[key]['file']} is missing")
         if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
-            golden = np.load(_named(root, manifest["golden"]["file"]), allow_pickle=False)
+            golden = _npy(_named(root, manifest["golden"]["file"]))
         complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         why = (f"{exc} is missing" if isinstance(exc, KeyError) else  # a number or `null` where a list is
