@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import io
 import json
 import os
 import re
@@ -26,7 +27,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -104,6 +105,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
     if _BATCHES:
         _BATCHES[-1].append(path)
+
+
+def write_staged(path: Path, data: bytes) -> None:
+    """A new file inside a folder this command is staging (published whole by one rename): written in
+    place, no temporary of its own; never over an existing file (O_EXCL)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        _write_fd(fd, data)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -356,3 +367,30 @@ def ensure_writable_dir(path: Path, what: str) -> Path:
         raise ApplianceError(f"{what} {path} is not writable ({exc.strerror}); "
                              f"choose another with the option or fix its permissions") from None
     return path
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, beside: Path | None = None) -> Iterator[Path]:
+    """A temporary folder (in `beside`, else the system's temporary folder) for a tool's own files: a
+    LoadGen probe, a model being converted; removed with all it holds when the block ends."""
+    with tempfile.TemporaryDirectory(dir=beside, prefix=prefix, suffix=".tmp") as tmp:
+        yield Path(tmp)
+
+
+def save_onnx(model: Any, path: Path) -> None:
+    """An ONNX model into a scratch folder (then `move_into_place`)."""
+    import onnx
+
+    onnx.save(model, str(path))
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    """The bytes of a `.npy` file of `array` (no pickles), for `atomic_write_bytes`."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
+def unnamed_file() -> IO[bytes]:
+    """An unnamed temporary file (gone once closed, nothing left on disk) to capture native output in."""
+    return tempfile.TemporaryFile()

@@ -28,7 +28,7 @@ import numpy as np
 from harness.core import leftovers, progress
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, sha256_file
-from harness.core.outbound import atomic_write_bytes, atomic_write_json, staged_dir
+from harness.core.outbound import atomic_write_bytes, atomic_write_json, make_dirs, staged_dir
 from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
@@ -148,7 +148,7 @@ def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Ec
     """Make (or adopt) the model, record its digests, print its size next to the published one."""
     bench = layout.bench
     models_dir = layout.model_record.parent
-    models_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(models_dir)
     artefact = None
     if fetch:
         candidates = registry.find(bench.name)
@@ -242,7 +242,7 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
                 have.get("prefix_stable") and have.get("count", 0) >= count))):
             with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
                 bench.dataset.make_synthetic(tmp, count, DATASET_SEED, lambda: bar.update(1))
-                (tmp / ".synthetic.json").write_text(json.dumps({**want, "prefix_stable": bench.dataset.prefix_stable}))
+                atomic_write_json(tmp / ".synthetic.json", {**want, "prefix_stable": bench.dataset.prefix_stable})
     listing = bench.dataset.read(raw, samples)
     names = listing.names
     index_sha = sha256_file(raw / bench.dataset.index_file)

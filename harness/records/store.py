@@ -13,7 +13,6 @@ Layout of a prepared folder::
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
+from harness.core.outbound import mapped_array, save_array
 from harness.records.base import json_kind
 
 MANIFEST = "manifest.json"
@@ -37,7 +37,7 @@ def shard_name(i: int) -> str:
 def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
     """Save one array and return its manifest entry (file, shape, sha256)."""
     path = folder / name
-    np.save(path, array, allow_pickle=False)
+    save_array(path, array)
     return {"file": name, "shape": list(array.shape), "sha256": sha256_file(path)}
 
 
@@ -46,11 +46,7 @@ def create_array(folder: Path, name: str, shape: tuple[int, ...]) -> np.memmap:
 
     Its blocks are allocated at once: a disk too full for it fails here with ENOSPC, where writing
     into a sparse mapping would kill the process with SIGBUS."""
-    path = folder / name
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=shape)
-    with open(path, "r+b") as f:
-        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
-    return array
+    return mapped_array(folder / name, shape)
 
 
 def close_array(folder: Path, name: str, array: np.memmap) -> dict[str, Any]:
