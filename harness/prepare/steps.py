@@ -28,7 +28,7 @@ import numpy as np
 from harness.core import leftovers, progress
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, sha256_file
-from harness.core.outbound import atomic_write_bytes, atomic_write_json, make_dirs, staged_dir
+from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_json, make_dirs, staged_dir
 from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
@@ -53,8 +53,7 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
     params = int(bench.params_reference)
     need = {}
     seeded = model_file is None and not fetch
-    if fetch or (model_file is not None and bench.adopt_model is not None) or (
-            seeded and not (layout.model_record.parent / f"{bench.name}-seeded-s{MODEL_SEED}.onnx").is_file()):
+    if fetch or (model_file is not None and bench.adopt_model is not None) or (seeded and not _seeded_recorded(layout)):
         need["model"] = 4 * params
     if precision == "int8" and not layout.record_for("int8").is_file():
         need["int8 model"] = 5 * params
@@ -67,6 +66,14 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
     if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:
         need["shards"] = count * sample
     return need
+
+
+def _seeded_recorded(layout: Layout) -> bool:
+    """Whether the seeded model is there with its record (a model file alone is built, and written, again)."""
+    path = layout.model_record.parent / f"{layout.bench.name}-seeded-s{MODEL_SEED}.onnx"
+    record = _json_or_empty(layout.model_record)
+    return path.is_file() and isinstance(record.get("path"), str) and \
+        (layout.data_dir / record["path"]).resolve() == path.resolve()
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:
@@ -145,7 +152,13 @@ def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
 
 
 def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
-    """Make (or adopt) the model, record its digests, print its size next to the published one."""
+    """Make (or adopt) the model, record its digests, print its size next to the published one. The model
+    file and its record are written together: a full disk or a stop between them leaves neither."""
+    with all_or_nothing():
+        return _prepare_model(layout, model_file, fetch, echo)
+
+
+def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
     bench = layout.bench
     models_dir = layout.model_record.parent
     make_dirs(models_dir)
