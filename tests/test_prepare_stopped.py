@@ -3,12 +3,15 @@ its retry is refused up front when the disk cannot hold what it will write."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 from pathlib import Path
 
+import onnx
 import pytest
 from helpers import appliance, linked_copy
+from onnx import TensorProto, helper
 
 from harness.data import benchmarks
 from harness.prepare import steps
@@ -42,10 +45,18 @@ def test_the_space_check_counts_a_model_left_without_its_record(data_dir: Path, 
     assert "model" in steps.space_needed(layout, None, None, "fp32", None, False)
 
 
+def _tiny_model(_seed: int) -> onnx.ModelProto:
+    """A one-node model in the seeded model's place: what is written matters here, not its build time."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    return helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y]))
+
+
 def test_a_full_disk_at_the_record_leaves_no_model(data_dir: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk between the model and its record left the model without its record."""
     local = linked_copy(data_dir, tmp_path / "data")
-    layout = Layout(local, benchmarks.get("resnet50"))
+    layout = Layout(local, dataclasses.replace(benchmarks.get("resnet50"), build_model=_tiny_model))
     layout.model_record.unlink()
     models = sorted(p.name for p in layout.model_record.parent.iterdir())
 

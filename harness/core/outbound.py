@@ -358,7 +358,13 @@ def inside_results(path: Path, results: Path, option: str) -> Path:
 
 
 def ensure_writable_dir(path: Path, what: str) -> Path:
-    """Create `path` if needed and prove it is writable, or say so in one line."""
+    """Create `path` if needed and prove it is writable (its name one the file system takes, not inside
+    a run folder), or say so in one line."""
+    check_name(path, f"{what} {path}")
+    run = run_folder(path.absolute()) or run_folder(path.resolve())
+    if run is not None:
+        raise ApplianceError(f"{what} {path} lies in the run folder {run}, which holds a run's logs; choose a "
+                             f"folder outside it")
     try:
         make_dirs(path)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-probe-"):
