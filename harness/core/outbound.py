@@ -312,11 +312,10 @@ def check_new_folder(path: Path, command: str, option: str, *, example: str, wha
     """Refuse a folder target that exists, would go into a run folder or lies in a tree the command reads."""
     said = f"{command} {option} {path}"
     check_name(path, said)
-    _refuse_places(path, said, what, f"{option} {example}", reads)
     if os.path.lexists(path):
         raise ApplianceError(f"{said}: {path} already exists; {what} goes into a new folder (never overwritten): "
-                             f"choose another, "
-                             f"e.g. {option} {example}")
+                             f"choose another, e.g. {option} {example}")
+    _refuse_places(path, said, what, f"{option} {example}", reads)
     return path
 
 

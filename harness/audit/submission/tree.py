@@ -36,6 +36,7 @@ from harness.core.outbound import (
     check_new_folder,
     copy_file,
     make_dirs,
+    need_space,
     new_staging_dir,
     publish_dir,
 )
@@ -199,6 +200,10 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
             f"{len(problems)} problems with the runs:\n  " + "\n  ".join(problems))
     chosen = {k: (_latest(sr.performance), _latest(sr.accuracy)) for k, sr in found.items()}
     manifests = [_manifest(p) for pair in chosen.values() for p in pair]
+    copied = [f for pair in chosen.values() for run in pair for f in run.iterdir()  # accuracy logs: truncated
+              if f.is_file() and f.name not in ("mlperf_log_accuracy.json", "mlperf_log_trace.json")]
+    need_space(out.parent, sum(f.stat().st_size for f in copied), f"the tree {out}",
+               "free some space or choose another -o folder")
     sys_json = system_json.build(division, submitter, system_name, manifests,
                                  sorted({s for _, s in found}), overrides)
     try:
