@@ -176,10 +176,8 @@ def staged_dir(final: Path) -> Iterator[Path]:
 
     On any error (Ctrl-C included) the temporary folder is removed and `final` is left as it was.
     """
-    make_dirs(final.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(final.name), suffix=".tmp", dir=final.parent))
+    tmp = new_staging_dir(final)
     try:
-        public_mode(tmp, directory=True)
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
