@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance
 
-from harness.core.fsutil import atomic_write_text, staged_dir
+from harness.core.outbound import atomic_write_text, staged_dir
 
 
 @pytest.fixture

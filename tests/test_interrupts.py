@@ -17,8 +17,8 @@ from helpers import linked_copy
 from test_reproduce import _tree
 
 RUN = ["run", "--backend", "null", "-q"]
-CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
-WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "terminated (SIGHUP)"}
 
 # a real signal, sent by the process to itself while one of its steps (module, function) runs
 _SIGNAL_IN = """
@@ -79,9 +79,10 @@ def test_reproduce_stops_whole_on_a_signal(sig: signal.Signals, data_dir: Path, 
     assert not out.exists() and [p.name for p in tmp_path.glob(".*")] == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_run_stopped_during_loadgen_is_kept_incomplete(sig: signal.Signals, data_dir: Path, tmp_path: Path) -> None:
-    """SIGTERM (`docker stop`) ends a run as Ctrl-C does, with its own exit code (it was 130 for both)."""
+    """SIGTERM (`docker stop`) ends a run as Ctrl-C does, with its own exit code (it was 130 for both);
+    SIGHUP (the terminal closed) too (issue 35: no line, `.run_1.owner` and `.run_1.staging-*` were left)."""
     results = tmp_path / "results"
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
                              str(results), "--duration-ms", "60000"], stdout=subprocess.PIPE,
@@ -129,8 +130,8 @@ def test_compliance_stopped_between_its_runs_keeps_them(data_dir: Path, tmp_path
     done = _signalled_in("harness.audit.compliance.verify_bracketed", signal.SIGTERM, *args, "--mode", "TEST04")
     assert done.returncode == 143, done.stderr
     (kept,) = tmp_path.rglob("TEST04.incomplete")
-    assert done.stderr.strip().splitlines()[-1] == \
-        f"appliance: TEST04 terminated (SIGTERM); its runs so far are kept in {kept}"
+    assert done.stderr.strip().splitlines()[-1] == f"appliance: TEST04 terminated (SIGTERM); its runs so far are " \
+        f"kept in {kept} (performance/run_1, reference/run_1, reference/run_2)"
     assert (kept / "reference" / "run_2" / "mlperf_log_detail.txt").is_file()
     assert "terminated (SIGTERM)" in (kept / "INCOMPLETE.txt").read_text()
     assert _hidden(tmp_path) == []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import appliance, appliance_subprocess
 
+from harness.audit.submission import tree
 from harness.audit.submission.rounds import SYSTEM_REQUIRED
 from harness.audit.submission.truncate import truncate_accuracy_log
 
@@ -151,3 +152,22 @@ def test_truncation_is_the_official_one(tmp_path):
     small.write_text("[]")
     truncate_accuracy_log(small, tmp_path / "s.json")
     assert (tmp_path / "s.json").read_text() == "[]"
+
+
+def test_two_builds_into_one_folder_one_wins(runs, tmp_path, capsys, monkeypatch):
+    """Issue 35: two `submission build` at once into one -o ended `internal error: OSError: [Errno 39]
+    Directory not empty`; the one that finishes second now says so in one line and removes its own tree."""
+    out = tmp_path / "sub"
+    real = tree._write_scenario
+
+    def other_build_finishes_first(*args):
+        if not out.exists():
+            (out / "closed").mkdir(parents=True)
+            (out / "closed" / "theirs").write_text("the other build's tree")
+        real(*args)
+
+    monkeypatch.setattr(tree, "_write_scenario", other_build_finishes_first)
+    rc = appliance("submission", "build", "--submitter", "Org", "--system", "s", runs, "-o", out)
+    err = capsys.readouterr().err
+    assert rc == 2 and "appeared while this command was writing" in err and "internal error" not in err, err
+    assert [p.name for p in out.rglob("*")] == ["closed", "theirs"] and sorted(tmp_path.iterdir()) == [out]

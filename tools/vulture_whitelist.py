@@ -34,6 +34,8 @@ _.sample_buffers  # manifest.Manifest: read by reproduce.py
 _.appliance  # manifest.Manifest: the harness version and commit
 _.requests_per_card  # manifest.Manifest: read by reproduce.py (the recorded --requests) and the tests
 _.shared_cores  # manifest.Manifest: other appliance runs on the same cores (harness.run.neighbours), read by the tests
+_.precision_eligibility  # manifest.Manifest: read by submission/check.py and report/html.py from the JSON
+_.filter_stream  # native_lines.py: the filter process's entry point, named in its `python -c` line
 _.official_artefact  # model_record.ModelRecord: read by runner.py and submission/tree.py
 _.builder_sha256  # model_record.ModelRecord: read by prepare.py (rebuild when the builder changed)
 _.adopted_from  # model_record.ModelRecord: provenance of a --model FILE rewritten for the appliance

@@ -19,14 +19,13 @@ Layout written beside the reference runs (the submission layout)::
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ApplianceError, DataError, Interrupted, stopped_by
-from harness.core.fsutil import atomic_write_text
+from harness.core.outbound import atomic_write_text, copy_file
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, integrity
 from harness.records import detail_log
@@ -197,6 +196,15 @@ def _latest_complete(perf_dir: Path) -> Path:
     return run
 
 
+def kept_runs(kept: Path | None) -> str:
+    """What a stopped test left, read from the disk (not from what the inner run that stopped said of its
+    own folder): the runs under `kept` that logged anything, by name."""
+    if kept is None:
+        return "no run had logged anything, so nothing was kept"
+    runs = sorted(str(log.parent.relative_to(kept)) for log in kept.rglob("mlperf_log_detail.txt"))
+    return f"its runs so far are kept in {kept} ({', '.join(runs)})"
+
+
 def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = print
                    ) -> tuple[RunOutcome, Path, dict[str, bool]]:
     """Run `test` for opts' benchmark/scenario and verify it: performance against fresh reference runs
@@ -238,20 +246,17 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
             acc = Verdict(acc.passed, ("compared: responses logged in the test run against the accuracy run's",
                                        *acc.lines))
             atomic_write_text(staging / "verify_accuracy.txt", shown(acc))
-            (staging / "accuracy").mkdir()
-            shutil.copy2(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")
+            copy_file(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")
             verdicts["accuracy"] = acc.passed
-    except ApplianceError as exc:  # Ctrl-C, a failed card, a full disk: keep what the test run logged
+    except (Interrupted, KeyboardInterrupt) as stop:  # within or between its runs: what they logged is kept
+        kept = claimed.abandon(f"{test} {stopped_by(stop)}", keep=any(staging.rglob("mlperf_log_detail.txt")))
+        raise Interrupted(f"{test} {stopped_by(stop)}; {kept_runs(kept)}", stop) from None
+    except ApplianceError as exc:  # a failed card, a full disk: keep what the test run logged
         kept = claimed.abandon(f"{test} stopped: {exc}", keep=any(staging.rglob("mlperf_log_detail.txt")))
         if kept is None:
             raise
         exc.args = (str(exc).replace(str(staging), str(kept)),)  # name the folder as kept; the exit code stays
         raise exc from None
-    except KeyboardInterrupt as stop:  # between its runs: what they logged is kept, as for a stop within one
-        kept = claimed.abandon(f"{test} {stopped_by(stop)}", keep=any(staging.rglob("mlperf_log_detail.txt")))
-        raise Interrupted(f"{test} {stopped_by(stop)}; " + (f"its runs so far are kept in {kept}" if kept else
-                                                             "no run had logged anything, so nothing was kept"),
-                          stop) from None
     except BaseException:
         claimed.abandon("failed", keep=False)
         raise

@@ -28,7 +28,14 @@ from typing import Any
 
 from harness.audit.submission.rounds import SCENARIO_SPELLINGS
 from harness.core.errors import ApplianceError, Interrupted, stopped_by
-from harness.core.fsutil import atomic_write_json, atomic_write_text, ensure_writable_dir, sha256_file, staged_dir
+from harness.core.fsutil import sha256_file
+from harness.core.outbound import (
+    atomic_write_json,
+    atomic_write_text,
+    check_new_folder,
+    ensure_writable_dir,
+    staged_new_dir,
+)
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, integrity
 from harness.hw import system
@@ -313,8 +320,8 @@ def recorded_metric(d: Detail, scenario: Scenario) -> tuple[float | None, str]:
 def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Echo = print,
               duration_ms: int | None = None) -> list[Row]:
     """Re-run every target of `tree`; write the report into `out` (staged, never overwriting)."""
-    if out.exists():
-        raise ApplianceError(f"{out} exists; choose another --output folder (reports are never overwritten)")
+    check_new_folder(out, "reproduce", "-o", example="audit", what="the audit (its report and re-runs)",
+                     reads=[tree])
     targets = find_targets(tree)
     ensure_writable_dir(out.parent, "the report's folder")  # before any re-run, not after them
     rows: list[Row] = []
@@ -322,7 +329,7 @@ def reproduce(tree: Path, data_dir: Path, out: Path, tolerance: float, echo: Ech
     jobs = [(t, kind, job) for t in targets
             for kind, job in ((Mode.PERFORMANCE, _reproduce_perf), (Mode.ACCURACY, _reproduce_accuracy))
             if (t.folder / kind).is_dir()]
-    with staged_dir(out) as work:
+    with staged_new_dir(out, f"reproduce -o {out}") as work:
         for k, (t, kind, job) in enumerate(jobs, 1):
             row = Row(t.benchmark, t.scenario, kind)
             echo(f"re-running {t.benchmark} {t.scenario} {kind} ...")  # its verdict is printed once, at the end

@@ -17,7 +17,7 @@ from harness import __version__
 from harness.audit.compliance import TESTS
 from harness.core import progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
-from harness.core.fsutil import ensure_writable_dir, forget_made, remove_made_if_empty
+from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
 from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS
@@ -473,9 +473,9 @@ def _register_subcommands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug. Ctrl-C and
-    SIGTERM stop every command the same way: one line, exit 130 (SIGINT) or 143 (SIGTERM). A command that
-    fails leaves none of the folders it made empty behind."""
+    """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug. Ctrl-C, SIGTERM
+    and SIGHUP stop every command the same way: one line, exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP).
+    A command that fails leaves none of the folders it made empty behind."""
     _register_subcommands()
     forget_made()
     code = _main(argv)
@@ -489,7 +489,9 @@ def _main(argv: list[str] | None) -> int:
         with interrupts_raised():
             code = cli.main(args=argv, prog_name="appliance", standalone_mode=False)
     except click.exceptions.Abort as exc:  # click's form of a KeyboardInterrupt (or Terminated) in a command
-        cause = exc.__cause__ if isinstance(exc.__cause__, KeyboardInterrupt) else KeyboardInterrupt()
+        if exc.__cause__ is not None and not isinstance(exc.__cause__, KeyboardInterrupt):
+            return _internal_error(exc.__cause__)  # click's Abort for an EOFError: no signal came
+        cause = exc.__cause__ or KeyboardInterrupt()
         click.echo(f"appliance: {stopped_by(cause)}", err=True)
         return interrupt_exit_code(cause)
     except click.ClickException as exc:
@@ -519,12 +521,17 @@ def _main(argv: list[str] | None) -> int:
         click.echo(f"appliance: error: {line}", err=True)
         return 2
     except Exception as exc:
-        if _DEBUG:
-            traceback.print_exc()
-        else:
-            click.echo(f"appliance: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
-        return 1
+        return _internal_error(exc)
     return code if isinstance(code, int) else 0
+
+
+def _internal_error(exc: BaseException) -> int:
+    """A bug (never reported as an interrupt, whatever click made of it): one line, the traceback with --debug."""
+    if _DEBUG:
+        traceback.print_exception(exc)
+    else:
+        click.echo(f"appliance: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
+    return 1
 
 
 def _file_fault(exc: OSError) -> str | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
-from harness.core.fsutil import atomic_write_text
+from harness.core.outbound import atomic_write_text, check_target, head
 from harness.hw.topology.affinity import plan
 from harness.hw.topology.detect import detect
 from harness.hw.topology.formats import RENDERERS
@@ -81,12 +82,25 @@ def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt:
     """
     if sysfs_root is not None and hwloc_xml is not None:
         raise click.UsageError("give either --sysfs-root or --hwloc-xml, not both")
+    if output is not None:
+        check_target(output, "topology detect", "-o", _rendered_map, example="map.yaml", what="the map",
+                     reads=[p for p in (sysfs_root, hwloc_xml) if p is not None])
     machine = detect(sysfs_root or "/", hwloc_xml=hwloc_xml, force=force, warn=lambda m: click.echo(m, err=True))
     text = RENDERERS[fmt](plan(machine, cards))
     if output is None:
         click.echo(text, nl=False)
     else:
         atomic_write_text(output, text)
+
+
+# the first bytes of each format `detect` renders: the only files its -o may replace
+_RENDERED = re.compile(rb"# Card-to-core map written by `appliance topology|\{\s*\"packages\"|packages: |--cpuset-cpus="
+                       rb"|[0-9,-]+:[0-9,-]+\n")
+
+
+def _rendered_map(path: Path) -> bool:
+    """Whether `path` holds a map an earlier `topology detect` wrote (by its first bytes)."""
+    return _RENDERED.match(head(path, 256)) is not None
 
 
 @topology.command("show")

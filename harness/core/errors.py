@@ -19,19 +19,28 @@ class DataError(ApplianceError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (`docker stop`, `kill`): raised where Ctrl-C raises KeyboardInterrupt, so both stop a command
-    the same clean way; the exit code says which (143 = 128 + SIGTERM, 130 = 128 + SIGINT)."""
+    """SIGTERM (`docker stop`, `kill`) or SIGHUP (the terminal closed): raised where Ctrl-C raises
+    KeyboardInterrupt, so all three stop a command the same clean way; the exit code says which
+    (143 = 128 + SIGTERM, 129 = 128 + SIGHUP, 130 = 128 + SIGINT)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = signum
+
+
+# the signals a long command stops on, each the same way (`interrupts_raised`)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def interrupt_exit_code(exc: BaseException) -> int:
-    """The shell's code for the signal that stopped the command: 143 for SIGTERM, else 130 (Ctrl-C)."""
-    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    """The shell's code for the signal that stopped the command: 143 SIGTERM, 129 SIGHUP, else 130 (Ctrl-C)."""
+    return 128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
 
 
 def stopped_by(exc: BaseException) -> str:
-    """How the user's line names the stop: "interrupted" (Ctrl-C) or "terminated (SIGTERM)"."""
+    """How the user's line names the stop: "interrupted" (Ctrl-C) or "terminated (SIGTERM)" / "(SIGHUP)"."""
     code = exc.exit_code if isinstance(exc, Interrupted) else interrupt_exit_code(exc)
-    return "terminated (SIGTERM)" if code == 128 + signal.SIGTERM else "interrupted"
+    return "interrupted" if code == 128 + signal.SIGINT else f"terminated ({signal.Signals(code - 128).name})"
 
 
 class Interrupted(ApplianceError):
@@ -45,18 +54,19 @@ class Interrupted(ApplianceError):
             interrupt_exit_code(cause) if cause is not None else 130
 
 
-def _raise_terminated(_signum: int, _frame: object) -> None:
-    raise Terminated
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
 
 
 @contextlib.contextmanager
 def interrupts_raised() -> Iterator[None]:
-    """Ctrl-C and SIGTERM both raise in the main thread while the block runs (elsewhere: nothing changes).
-    SIGINT is set explicitly: a shell starts background jobs with it ignored, and Python then never raises
-    KeyboardInterrupt; SIGTERM's default would kill the process with its temporaries and claims in place."""
-    previous = {sig: signal.signal(sig, handler) for sig, handler in
-                ((signal.SIGTERM, _raise_terminated), (signal.SIGINT, signal.default_int_handler))} \
-        if threading.current_thread() is threading.main_thread() else {}
+    """Ctrl-C, SIGTERM and SIGHUP all raise in the main thread while the block runs (elsewhere: nothing
+    changes). SIGINT is set explicitly: a shell starts background jobs with it ignored, and Python then never
+    raises KeyboardInterrupt; SIGTERM's and SIGHUP's defaults would kill the process with its temporaries and
+    claims in place."""
+    previous = {sig: signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else _raise_terminated)
+                for sig in STOP_SIGNALS if not (sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN)} \
+        if threading.current_thread() is threading.main_thread() else {}  # under `nohup`, SIGHUP stays ignored
     try:
         yield
     finally:

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.core.outbound import move_into_place
+
 # a native log line starts with a colour escape or onnxruntime's timestamp
 _NATIVE_START = re.compile(rb"^(?:\x1b\[[0-9;]*m)?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[[VIWEF]:")
 # the kinds known to be harmless on a run that completes (each seen on the H100 run; issue 34)
@@ -141,7 +143,7 @@ class Route:
         if folder is None or not self.lines:
             self.path.unlink(missing_ok=True)
             return None
-        os.replace(self.path, folder / self.FILE)
+        move_into_place(self.path, folder / self.FILE)
         return {"file": self.FILE, "lines": self.lines, "shown_on_terminal": self.shown}
 
     def summary(self, where: str) -> str:

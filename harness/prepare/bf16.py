@@ -15,8 +15,6 @@ the int8 model has), so staging a batch is a byte copy. onnxruntime has no bf16 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import numpy as np
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
+from harness.core.outbound import move_into_place, save_onnx, scratch_dir
 from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
 from harness.hw import system
@@ -90,9 +89,9 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         path = Path(fp32["path"])
     else:
         path = models_dir / f"{bench.name}-u8in-{fp32['sha256'][:12]}.onnx"
-        with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("bf16"), suffix=".tmp") as tmp:
-            onnx.save(u8, str(Path(tmp) / "u8in.onnx"))
-            os.replace(Path(tmp) / "u8in.onnx", path)
+        with scratch_dir(tmp_prefix("bf16"), models_dir) as tmp:
+            save_onnx(u8, tmp / "u8in.onnx")
+            move_into_place(tmp / "u8in.onnx", path)
     metric, agree = agreement(openvino_pass(path, bench, data, bench.default_batch,
                                             f"bf16 {bench.quality_metric} over the prepared dataset"), bench, data)
     md5, sha = registry.file_digests(path)

@@ -17,8 +17,6 @@ accumulate fp16 products in FP32.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +26,7 @@ import numpy as np
 from harness.core import progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
+from harness.core.outbound import move_into_place, save_onnx, scratch_dir
 from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.quantize import agreement
@@ -100,16 +99,16 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         echo(f"fp16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
     path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
-    with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("fp16"), suffix=".tmp") as tmp:
+    with scratch_dir(tmp_prefix("fp16"), models_dir) as tmp:
         with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
             u8 = uint8_input(onnx.load(fp32["path"]), bench)
             half = convert(u8)
-            onnx.save(half, str(Path(tmp) / "fp16.onnx"))
-            emulated = Path(tmp) / "emulation.onnx"
-            onnx.save(emulation(u8, half), str(emulated))
+            save_onnx(half, tmp / "fp16.onnx")
+            emulated = tmp / "emulation.onnx"
+            save_onnx(emulation(u8, half), emulated)
         metric, agree = agreement(reference_pass(emulated, bench, data, bench.default_batch,
                                                  f"fp16 {bench.quality_metric} over the prepared dataset"), bench, data)
-        os.replace(Path(tmp) / "fp16.onnx", path)
+        move_into_place(tmp / "fp16.onnx", path)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
         **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",

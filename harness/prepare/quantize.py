@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +21,8 @@ import numpy as np
 
 from harness.core import progress
 from harness.core.errors import DataError
-from harness.core.fsutil import atomic_write_text, sha256_file, tmp_prefix
+from harness.core.fsutil import sha256_file, tmp_prefix
+from harness.core.outbound import atomic_write_text, move_into_place, save_onnx, scratch_dir
 from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.steps import reference_pass
@@ -152,9 +151,9 @@ def agreement(passes: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], bench
     for part, payload, offsets in passes:
         records += [{"seq_id": int(i), "qsl_idx": int(i), "data": payload[offsets[j]:offsets[j + 1]].tobytes().hex()}
                     for j, i in enumerate(part)]
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "mlperf_log_accuracy.json"
-        log.write_text(json.dumps(records))
+    with scratch_dir("appliance-agreement-") as tmp:
+        log = tmp / "mlperf_log_accuracy.json"
+        atomic_write_text(log, json.dumps(records))
         score = bench.accuracy.score(log, data, "golden")
     assert score is not None
     return "golden_map_pct", score.percent
@@ -186,12 +185,12 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
         raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
     path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
-    with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("int8"), suffix=".tmp") as tmp:
-        u8in = Path(tmp) / "u8in.onnx"
-        onnx.save(uint8_input(onnx.load(fp32["path"]), bench), str(u8in))
+    with scratch_dir(tmp_prefix("int8"), models_dir) as tmp:
+        u8in = tmp / "u8in.onnx"
+        save_onnx(uint8_input(onnx.load(fp32["path"]), bench), u8in)
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
-            _quantize(u8in, Path(tmp) / "int8.onnx", bench, data, indices)
-        os.replace(Path(tmp) / "int8.onnx", path)
+            _quantize(u8in, tmp / "int8.onnx", bench, data, indices)
+        move_into_place(tmp / "int8.onnx", path)
     metric, agree = agreement(reference_pass(path, bench, data, bench.default_batch,
                                              f"int8 {bench.quality_metric} over the prepared dataset"),
                               bench, data)

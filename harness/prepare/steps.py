@@ -27,7 +27,8 @@ import numpy as np
 
 from harness.core import leftovers, progress
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import atomic_write_bytes, atomic_write_json, disk_fault, sha256_file, staged_dir
+from harness.core.fsutil import disk_fault, sha256_file
+from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_json, make_dirs, staged_dir
 from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
@@ -52,8 +53,7 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
     params = int(bench.params_reference)
     need = {}
     seeded = model_file is None and not fetch
-    if fetch or (model_file is not None and bench.adopt_model is not None) or (
-            seeded and not (layout.model_record.parent / f"{bench.name}-seeded-s{MODEL_SEED}.onnx").is_file()):
+    if fetch or (model_file is not None and bench.adopt_model is not None) or (seeded and not _seeded_recorded(layout)):
         need["model"] = 4 * params
     if precision == "int8" and not layout.record_for("int8").is_file():
         need["int8 model"] = 5 * params
@@ -66,6 +66,14 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
     if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:
         need["shards"] = count * sample
     return need
+
+
+def _seeded_recorded(layout: Layout) -> bool:
+    """Whether the seeded model is there with its record (a model file alone is built, and written, again)."""
+    path = layout.model_record.parent / f"{layout.bench.name}-seeded-s{MODEL_SEED}.onnx"
+    record = _json_or_empty(layout.model_record)
+    return path.is_file() and isinstance(record.get("path"), str) and \
+        (layout.data_dir / record["path"]).resolve() == path.resolve()
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:
@@ -144,10 +152,16 @@ def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
 
 
 def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
-    """Make (or adopt) the model, record its digests, print its size next to the published one."""
+    """Make (or adopt) the model, record its digests, print its size next to the published one. The model
+    file and its record are written together: a full disk or a stop between them leaves neither."""
+    with all_or_nothing():
+        return _prepare_model(layout, model_file, fetch, echo)
+
+
+def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
     bench = layout.bench
     models_dir = layout.model_record.parent
-    models_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(models_dir)
     artefact = None
     if fetch:
         candidates = registry.find(bench.name)
@@ -241,7 +255,7 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
                 have.get("prefix_stable") and have.get("count", 0) >= count))):
             with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
                 bench.dataset.make_synthetic(tmp, count, DATASET_SEED, lambda: bar.update(1))
-                (tmp / ".synthetic.json").write_text(json.dumps({**want, "prefix_stable": bench.dataset.prefix_stable}))
+                atomic_write_json(tmp / ".synthetic.json", {**want, "prefix_stable": bench.dataset.prefix_stable})
     listing = bench.dataset.read(raw, samples)
     names = listing.names
     index_sha = sha256_file(raw / bench.dataset.index_file)

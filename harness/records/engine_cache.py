@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.core.errors import ApplianceError
+from harness.core.outbound import atomic_write_json, make_dirs
 
 ENGINES = "engines"
 
@@ -77,7 +78,7 @@ def require_tensorrt() -> str:
 def provider_options(key: EngineKey, models_dir: Path) -> dict[str, str]:
     """The TensorRT provider's options for an engine of `key`, cached under `models_dir` (made here)."""
     folder = key.folder(models_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     return {"trt_fp16_enable": "1" if key.precision in ("fp16", "int8") else "0",
             "trt_int8_enable": "1" if key.precision == "int8" else "0",  # the int8 model is QDQ: scales in-graph
             "trt_engine_cache_enable": "1", "trt_engine_cache_path": str(folder),
@@ -95,5 +96,4 @@ def cached(key: EngineKey, models_dir: Path) -> bool:
 def write_key(key: EngineKey, models_dir: Path) -> None:
     """The key beside the engine, so a folder says what it holds."""
     folder = key.folder(models_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "key.json").write_text(json.dumps(asdict(key), indent=2, sort_keys=True) + "\n")
+    atomic_write_json(folder / "key.json", asdict(key))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataError
-from harness.core.fsutil import atomic_write_json
+from harness.core.outbound import atomic_write_json
 from harness.records.base import load_json, required_fields, versioned
 from harness.records.readers import Problem, read_json_object
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import DataError
-from harness.core.fsutil import atomic_write_json
+from harness.core.outbound import atomic_write_json
 from harness.records.base import load_json, versioned
 
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ Layout of a prepared folder::
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
+from harness.core.outbound import mapped_array, save_array
 from harness.records.base import json_kind
 
 MANIFEST = "manifest.json"
@@ -37,7 +37,7 @@ def shard_name(i: int) -> str:
 def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
     """Save one array and return its manifest entry (file, shape, sha256)."""
     path = folder / name
-    np.save(path, array, allow_pickle=False)
+    save_array(path, array)
     return {"file": name, "shape": list(array.shape), "sha256": sha256_file(path)}
 
 
@@ -46,11 +46,7 @@ def create_array(folder: Path, name: str, shape: tuple[int, ...]) -> np.memmap:
 
     Its blocks are allocated at once: a disk too full for it fails here with ENOSPC, where writing
     into a sparse mapping would kill the process with SIGBUS."""
-    path = folder / name
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=shape)
-    with open(path, "r+b") as f:
-        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
-    return array
+    return mapped_array(folder / name, shape)
 
 
 def close_array(folder: Path, name: str, array: np.memmap) -> dict[str, Any]:
@@ -98,6 +94,15 @@ def _named(root: Path, name: object) -> Path:
     return root / name
 
 
+def _npy(path: Path, mmap: bool = False) -> np.ndarray:
+    """One `.npy` file of the folder; a truncated one (numpy's EOFError, which click would take for a
+    Ctrl-D and report as an interrupt) is a ValueError naming the file."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)  # type: ignore[no-any-return]
+    except EOFError as exc:
+        raise ValueError(f"{path.name} is truncated ({exc}: {path.stat().st_size} bytes)") from None
+
+
 def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
@@ -112,17 +117,17 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
             raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
         shards = []
         for entry in manifest["shards"]:
-            arr = np.load(_named(root, entry["file"]), mmap_mode="r", allow_pickle=False)
+            arr = _npy(_named(root, entry["file"]), mmap=True)
             if list(arr.shape) != entry["shape"] or arr.dtype != np.uint8:
                 raise ValueError(f"{entry['file']} has shape {arr.shape} {arr.dtype}, manifest says {entry['shape']}")
             shards.append(arr)
-        labels = np.load(_named(root, manifest["labels"]["file"]), allow_pickle=False)
+        labels = _npy(_named(root, manifest["labels"]["file"]))
         golden = None
         for key in ("annotations", "golden"):
             if manifest.get(key) and not _named(root, manifest[key]["file"]).is_file():
                 raise ValueError(f"{manifest[key]['file']} is missing")
         if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
-            golden = np.load(_named(root, manifest["golden"]["file"]), allow_pickle=False)
+            golden = _npy(_named(root, manifest["golden"]["file"]))
         complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         why = (f"{exc} is missing" if isinstance(exc, KeyError) else  # a number or `null` where a list is

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataError
-from harness.core.fsutil import atomic_write_json, plain_name
+from harness.core.fsutil import plain_name
+from harness.core.outbound import atomic_write_json
 from harness.records.base import load_json, required_fields, versioned
 
 # 4: card layouts tuned (`layouts`; `layout` per candidate, `cards` per choice); 3 timed one layout,

@@ -13,12 +13,10 @@ import base64
 import html
 import io
 import json
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.errors import ApplianceError
-from harness.core.fsutil import atomic_write_bytes, atomic_write_text
+from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_text, check_target, head, need_space
 from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
 from harness.report.measured import energy_text, nms_text
@@ -29,9 +27,6 @@ if TYPE_CHECKING:
 
 PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
 GENERATOR = "appliance report"  # in every file a report writes (HTML meta, PNG Software text)
-# what marks a folder as a run's (harness.run.rundirs names, LoadGen's logs, the manifest): a report never writes there
-RUN_FOLDER = re.compile(r"run_\d+(\.incomplete)?|(accuracy|TEST0\d)(_\d+)?\.incomplete|\..*\.staging-\d+")
-RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "manifest.json")
 
 
 def _png(fig: Figure) -> bytes:
@@ -220,35 +215,17 @@ def _slug(*parts: str) -> str:
     return "-".join(p.lower().replace(" ", "").replace("/", "") for p in parts)
 
 
-def _run_folder(folder: Path) -> Path | None:
-    """The run folder `folder` is or lies in (by name or by LoadGen's logs in it), if any."""
-    for f in (folder, *folder.parents):
-        if RUN_FOLDER.fullmatch(f.name) or any((f / name).is_file() for name in RUN_FILES):
-            return f
-    return None
-
-
 def _ours(path: Path) -> bool:
     """Whether `path` is a file an earlier report wrote (its generator mark in the first 4 KB)."""
-    try:
-        with open(path, "rb") as f:
-            return GENERATOR.encode() in f.read(4096)
-    except OSError:
-        return False
+    return GENERATOR.encode() in head(path)
 
 
 def check_targets(paths: list[Path]) -> None:
     """Refuse, in one line and before anything is written, to write into a run folder (of any results
-    tree) or over a file an earlier report did not write."""
+    tree) or over a file an earlier report did not write (beside the runs, as results/report.html, is
+    fine: a report reads run folders only)."""
     for path in paths:
-        for folder in (path.parent.absolute(), path.parent.resolve()):
-            run = _run_folder(folder)
-            if run is not None:
-                raise ApplianceError(f"report -o {paths[0]}: {path.name} would go into the run folder {run}, "
-                                     f"which holds a run's logs; write the report outside it, e.g. -o report.html")
-        if (path.exists() or path.is_symlink()) and not (path.is_file() and not path.is_symlink() and _ours(path)):
-            raise ApplianceError(f"report -o {paths[0]}: {path} exists and was not written by appliance report; "
-                                 f"choose a new file (a report never replaces another file)")
+        check_target(path, "report", "-o", _ours, example="report.html", what="the report", given=paths[0])
 
 
 def render(results: Path, out: Path) -> Path:
@@ -307,7 +284,10 @@ pre{{background:#f6f6f6;padding:1em;font-size:12px}}</style></head><body>
 <p class=note>{len(runs)} run(s) from {html.escape(str(results))}</p></body></html>
 """
     check_targets([out, *pngs])
-    for path, png in pngs.items():
-        atomic_write_bytes(path, png)
-    atomic_write_text(out, page)
+    need_space(out.parent, len(page.encode()) + sum(map(len, pngs.values())), f"the report {out} and its plots",
+               "free some space or choose another -o")
+    with all_or_nothing():  # a disk that fills up midway leaves none of them
+        for path, png in pngs.items():
+            atomic_write_bytes(path, png)
+        atomic_write_text(out, page)
     return out

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import mlperf_loadgen as lg
@@ -20,6 +18,7 @@ import mlperf_loadgen as lg
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import tmp_prefix
 from harness.core.leftovers import PROBES
+from harness.core.outbound import scratch_dir
 from harness.records import detail_log
 from harness.run.loadgen_settings import Calibration
 
@@ -103,12 +102,12 @@ def _probe(sut: SystemUnderTest, samples: int) -> float:
     lg_qsl = lg.ConstructQSL(qsl.total_sample_count, qsl.performance_sample_count,
                              qsl.load, qsl.unload)
     try:
-        with tempfile.TemporaryDirectory(prefix=tmp_prefix(PROBES), suffix=".tmp") as tmp, contextlib.chdir(tmp):
-            log_out.outdir = tmp
+        with scratch_dir(tmp_prefix(PROBES)) as tmp, contextlib.chdir(tmp):
+            log_out.outdir = str(tmp)
             log_out.copy_summary_to_stdout = False
             log_settings.log_output = log_out
             lg.StartTestWithLogSettings(sut.handle, lg_qsl, settings, log_settings)
-            detail = detail_log.values(Path(tmp) / "mlperf_log_detail.txt")
+            detail = detail_log.values(tmp / "mlperf_log_detail.txt")
     finally:
         lg.DestroyQSL(lg_qsl)
     rate = float(detail.get("result_samples_per_second") or 0.0)

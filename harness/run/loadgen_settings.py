@@ -16,6 +16,7 @@ from pathlib import Path
 import mlperf_loadgen as lg
 
 from harness.core.errors import ApplianceError
+from harness.core.outbound import atomic_write_text, scratch_dir
 from harness.core.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
 from harness.records.benchmark import Benchmark
 
@@ -411,12 +412,10 @@ def preflight(bench: Benchmark, req: Requested, dataset_count: int, cards: int) 
     """The run's settings as LoadGen will read them (its mlperf.conf, the user.conf, the options; the
     calibrated speed is not known yet), checked before anything starts: the runner checks them again
     with the calibrated speed before LoadGen runs."""
-    import tempfile
-
     text = effective_user_conf(bench, req, None, dataset_count, cards)
     check_conf_text(text, "the run's user.conf")
-    with tempfile.TemporaryDirectory(prefix="appliance-settings-") as tmp:
-        conf = Path(tmp) / "user.conf"
-        conf.write_text(text)
+    with scratch_dir("appliance-settings-") as tmp:
+        conf = tmp / "user.conf"
+        atomic_write_text(conf, text)
         settings = test_settings(conf, bench, req.scenario, req.mode)
     check_load(settings, req.scenario, req.mode, dataset_count)

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.errors import ApplianceError
-from harness.core.fsutil import ensure_writable_dir, plain_name
+from harness.core.errors import ApplianceError, DataError
+from harness.core.fsutil import plain_name
+from harness.core.outbound import ensure_writable_dir, inside_results
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks, concrete, integrity
 from harness.hw import system
@@ -130,6 +131,10 @@ def resolve(opts: RunOptions) -> RunPlan:
     assert opts.precision is not None  # tuned_choice.resolve made it concrete
     model = read_model_record(layout, opts.precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(opts.data_dir))
+    if opts.requested.mode == Mode.ACCURACY and not data.manifest.get("golden"):
+        raise DataError(f"prepared data in {layout.preprocessed} ({data.count} samples) has no golden reference "
+                        f"(a `prepare` stopped before it made one?), so an accuracy run could not check the "
+                        f"harness against it; rerun `{bench.prepare_hint(opts.data_dir)}`")
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
     bench = concrete.for_run(opts.benchmark, opts.card_outputs, opts.nms_params, model, data)
     topology = detect()
@@ -151,7 +156,8 @@ def resolve(opts: RunOptions) -> RunPlan:
     check_buffer_memory(bench, cards, model, batch)
     preflight(bench, opts.requested, data.count, len(cards.slots))
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
-    folder = root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario
+    folder = inside_results(root / (opts.system_name or cards.system_name()) / bench.name / opts.requested.scenario,
+                            root, "--results")
     return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
 
 

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.core.errors import ApplianceError
-from harness.core.fsutil import atomic_write_text, make_dirs
+from harness.core.outbound import atomic_write_text, free_bytes, make_dirs
 from harness.core.processes import identity, owner_alive, owner_pid
 
 Echo = Callable[[str], None]
@@ -179,12 +179,9 @@ def _drop_claim(owner: Path, pid: int) -> None:
 
 def check_free_space(folder: Path, need: int, what: str) -> None:
     """Refuse in one line when `folder`'s file system has less than `need` bytes free."""
-    probe = folder
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
+    free = free_bytes(folder)
     if free < need:
-        raise ApplianceError(f"only {_mb(free)} free in {probe}; {what} needs about {_mb(need)} for its logs: "
+        raise ApplianceError(f"only {_mb(free)} free in {folder}; {what} needs about {_mb(need)} for its logs: "
                              f"free some space or choose another --results folder")
 
 

@@ -27,8 +27,9 @@ import mlperf_loadgen as lg
 from harness.core import leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
-from harness.core.fsutil import atomic_write_text, disk_fault, sha256_file, tmp_prefix
+from harness.core.fsutil import disk_fault, sha256_file, tmp_prefix
 from harness.core.native_lines import Route
+from harness.core.outbound import atomic_write_text
 from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
 from harness.hw import gpu, system

@@ -20,6 +20,7 @@ user.conf.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from typing import Any
 
 from harness.core import progress, queueing
 from harness.core.errors import ApplianceError
-from harness.core.fsutil import atomic_write_text, ensure_writable_dir
+from harness.core.outbound import atomic_write_text, check_target, ensure_writable_dir, head
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks, concrete, integrity
 from harness.hw import bf16_support, gpu, gpu_plan, system
@@ -229,12 +230,24 @@ def choose(bench: Benchmark, scenario: Scenario, rows: list[Measured]) -> tuple[
     return best, f"lowest latency for 8 samples ({best.multistream_latency_ms:g} ms, --cards {best.layout})"
 
 
+CONF_HEAD = b"# appliance tune:"  # the first bytes of every user.conf tune writes: the only ones it replaces
+
+
+def _tuned_record(path: Path) -> bool:
+    """Whether `path` holds a tuned record (an earlier tune's, which a new tune may replace)."""
+    try:
+        data = json.loads(head(path, 1 << 22))
+    except ValueError:
+        return False
+    return isinstance(data, dict) and {"format", "method", "measured", "chosen"} <= data.keys()
+
+
 def user_conf_text(bench: Benchmark, chosen: dict[Scenario, tuple[Measured, str]],
                    confirmed_qps: float | None = None) -> str:
     """The LoadGen user.conf of the choices: each scenario's calibrated setting; Server's the target its
     `--server-search` runs confirmed where there is one."""
     when = datetime.now(UTC).isoformat(timespec="seconds")
-    lines = [f"# appliance tune: {bench.name} on {system.cpu_model()}, {when}"]
+    lines = [f"{CONF_HEAD.decode()} {bench.name} on {system.cpu_model()}, {when}"]
     for scenario, (m, why) in chosen.items():
         key, value, rule = calibrated_setting(scenario, Calibration(m.samples_per_second, m.single_latency_ms,
                                                                     m.multistream_latency_ms,
@@ -300,6 +313,11 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
          output: Path | None, server_search_runs: bool = False) -> tuple[Path, dict[str, Any]]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
+    path = output or Layout(data_dir, bench).tuned
+    conf = path.with_suffix(".user.conf")
+    check_target(path, "tune", "-o", _tuned_record, example="tuned.json", what="the tuned record")
+    check_target(conf, "tune", "-o", lambda p: head(p).startswith(CONF_HEAD), example="tuned.json",
+                 what="the tuned record", given=path)
     if bench.server_latency_ms is None and Scenario.SERVER in scenarios:
         raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario to tune")
     have = available_backends()
@@ -329,7 +347,6 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     candidates = sweep.candidates()
     _check_memory(bench, models, candidates, topology)  # before anything is made
-    path = output or Layout(data_dir, bench).tuned
     ensure_writable_dir(path.parent, "tuned record folder")
     rows = _time_all(bench, data, models, candidates)
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
@@ -342,7 +359,6 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         m, why = chosen[Scenario.SERVER]
         confirmed, why = _confirm_server(bench, data_dir, m, why)
         chosen[Scenario.SERVER] = (m, why)
-    conf = path.with_suffix(".user.conf")
     atomic_write_text(conf, user_conf_text(bench, chosen, confirmed))
     record = tuned.TunedRecord(
         benchmark=bench.name, layouts=list(dict.fromkeys(c for c, *_ in candidates)),  # as timed

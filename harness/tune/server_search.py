@@ -7,10 +7,10 @@ candidate's Offline rate, finds the highest target a short real run keeps VALID;
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core.outbound import scratch_dir
 from harness.core.scenarios import Mode, Scenario
 from harness.run.loadgen_settings import Requested
 from harness.run.plan import RunOptions
@@ -39,9 +39,9 @@ def confirm(options_at: Callable[[Requested, Path], RunOptions], ideal: float,
     """Short Server runs of one candidate (`options_at(requested, results folder)`), each in a results folder of
     its own that is then removed: the highest VALID target QPS and the tries."""
     def valid_at(qps: float) -> bool:
-        with tempfile.TemporaryDirectory(prefix="appliance-server-search-") as results:
+        with scratch_dir("appliance-server-search-") as results:
             requested = Requested(Scenario.SERVER, Mode.PERFORMANCE, duration_ms=DURATION_MS, target_qps=qps)
-            outcome = run(options_at(requested, Path(results)), echo=lambda _: None)
+            outcome = run(options_at(requested, results), echo=lambda _: None)
         return outcome.perf is not None and outcome.perf.valid
 
     return bisect(valid_at, ideal, rate)

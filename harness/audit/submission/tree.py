@@ -18,9 +18,7 @@ The tree is written into a hidden folder beside `-o` and renamed at the end; the
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,17 @@ from harness.audit.submission import system_json
 from harness.audit.submission.truncate import truncate_accuracy_log, with_hash
 from harness.core import leftovers
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import atomic_write_json, disk_fault, make_dirs, plain_name, public_mode, tmp_prefix
+from harness.core.fsutil import disk_fault, plain_name
+from harness.core.outbound import (
+    atomic_write_json,
+    atomic_write_text,
+    check_new_folder,
+    copy_file,
+    make_dirs,
+    need_space,
+    new_staging_dir,
+    publish_dir,
+)
 from harness.core.scenarios import SCENARIOS, Scenario
 from harness.data import benchmarks
 from harness.records import manifest as run_manifest
@@ -179,8 +187,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
         raise ApplianceError(f"division {division!r}: choose one of {', '.join(DIVISIONS)}")
     for name, what in ((submitter, "submitter"), (system_name, "system name")):
         plain_name(name, what)
-    if out.exists():
-        raise ApplianceError(f"{out} already exists; give a new -o folder (a tree is never overwritten)")
+    check_new_folder(out, "submission build", "-o", example="submission", what="the tree", reads=inputs)
     overrides = system_json.load_overrides(overrides_file)
     found, problems, skipped = collect(inputs, system_dir)
     for line in skipped:
@@ -193,17 +200,20 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
             f"{len(problems)} problems with the runs:\n  " + "\n  ".join(problems))
     chosen = {k: (_latest(sr.performance), _latest(sr.accuracy)) for k, sr in found.items()}
     manifests = [_manifest(p) for pair in chosen.values() for p in pair]
+    copied = [f for pair in chosen.values() for run in pair for f in run.iterdir()  # accuracy logs: truncated
+              if f.is_file() and f.name not in ("mlperf_log_accuracy.json", "mlperf_log_trace.json")]
+    need_space(out.parent, sum(f.stat().st_size for f in copied), f"the tree {out}",
+               "free some space or choose another -o folder")
     sys_json = system_json.build(division, submitter, system_name, manifests,
                                  sorted({s for _, s in found}), overrides)
     try:
         make_dirs(out.parent)
         leftovers.sweep([out.parent], echo)  # the half-built trees of killed builds
-        tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(out.name), suffix=".tmp", dir=out.parent))
+        tmp = new_staging_dir(out)
     except OSError as exc:
         why = disk_fault(exc, name_file=False) or exc.strerror
         raise ApplianceError(f"cannot write the tree in {out.parent}: {why}; choose another -o folder") from None
     try:
-        public_mode(tmp, directory=True)
         sub = tmp / division / submitter
         atomic_write_json(sub / "systems" / f"{system_name}.json", sys_json)
         for bench in sorted({b for b, _ in found}):
@@ -219,9 +229,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
             if missing:
                 echo(f"{sr.label}: no {' / '.join(missing)} folder in the runs; add the compliance runs "
                      f"({', '.join(f'`{_mode_hint(sr, t)}`' for t in missing)}) before submitting")
-        if os.path.exists(out):
-            raise ApplianceError(f"{out} appeared while building; nothing written there")
-        os.rename(tmp, out)
+        publish_dir(tmp, out, f"submission build -o {out}")
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         fault = disk_fault(exc, name_file=False)
@@ -238,56 +246,51 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     return out
 
 
-def _copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src, dst)
-
-
 def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path) -> None:
     run1 = dest / "performance" / "run_1"
     for name in (*PERF_FILES, *RUN_EXTRAS):
         if (perf / name).is_file():
-            _copy(perf / name, run1 / name)
-    _copy(perf / "user.conf", dest / "user.conf")
-    _copy(perf / "mlperf.conf", dest / "mlperf.conf")
+            copy_file(perf / name, run1 / name)
+    copy_file(perf / "user.conf", dest / "user.conf")
+    copy_file(perf / "mlperf.conf", dest / "mlperf.conf")
     adir = dest / "accuracy"
-    adir.mkdir(parents=True)
+    make_dirs(adir)
     for name in (*PERF_FILES, *RUN_EXTRAS, "accuracy_golden.txt"):
         if (acc / name).is_file():
-            _copy(acc / name, adir / name)
+            copy_file(acc / name, adir / name)
     digest = truncate_accuracy_log(acc / "mlperf_log_accuracy.json", adir / "mlperf_log_accuracy.json")
-    (adir / "accuracy.txt").write_text(with_hash((acc / "accuracy.txt").read_text(), digest,
-                                                 str(acc / "accuracy.txt")))
+    atomic_write_text(adir / "accuracy.txt", with_hash((acc / "accuracy.txt").read_text(), digest,
+                                                       str(acc / "accuracy.txt")))
     for test, src in sorted(sr.tests.items()):
         _copy_test(src, dest / test)
     perf_m, acc_m = _manifest(perf), _manifest(acc)
     atomic_write_json(dest / "measurements.json", measurements(perf_m or acc_m))
-    (dest / "README.md").write_text(_scenario_readme(sr, perf, acc, perf_m, acc_m))
+    atomic_write_text(dest / "README.md", _scenario_readme(sr, perf, acc, perf_m, acc_m))
 
 
 def _copy_test(src: Path, dst: Path) -> None:
     """A compliance folder: verify files, LoadGen's logs in performance/run_1, the rest in appliance/."""
     for name in ("verify_accuracy.txt", "verify_performance.txt"):
         if (src / name).is_file():
-            _copy(src / name, dst / name)
+            copy_file(src / name, dst / name)
     run = src / "performance" / "run_1"
     if run.is_dir():
         for f in sorted(p for p in run.iterdir() if p.is_file()):
             if f.name in (*PERF_FILES, "mlperf_log_accuracy.json"):
-                _copy(f, dst / "performance" / "run_1" / f.name)
+                copy_file(f, dst / "performance" / "run_1" / f.name)
             elif f.name != "mlperf_log_trace.json":
-                _copy(f, dst / "appliance" / f.name)
+                copy_file(f, dst / "appliance" / f.name)
     acc = src / "accuracy"
     if acc.is_dir():
-        (dst / "accuracy").mkdir(parents=True)
+        make_dirs(dst / "accuracy")
         for f in sorted(p for p in acc.iterdir() if p.is_file()):
             if f.name not in ("mlperf_log_accuracy.json", "accuracy.txt"):
-                _copy(f, dst / "accuracy" / f.name)
+                copy_file(f, dst / "accuracy" / f.name)
         log = acc / "mlperf_log_accuracy.json"
         if log.is_file():
             digest = truncate_accuracy_log(log, dst / "accuracy" / "mlperf_log_accuracy.json")
             text = (acc / "accuracy.txt").read_text() if (acc / "accuracy.txt").is_file() else ""
-            (dst / "accuracy" / "accuracy.txt").write_text(with_hash(text, digest, str(acc / "accuracy.txt")))
+            atomic_write_text(dst / "accuracy" / "accuracy.txt", with_hash(text, digest, str(acc / "accuracy.txt")))
 
 
 def measurements(manifest: dict[str, Any]) -> dict[str, str]:
@@ -347,8 +350,7 @@ def _scenario_readme(sr: ScenarioRuns, perf: Path, acc: Path, perf_m: dict[str, 
 
 def _write_src_readme(path: Path, bench: str, manifests: list[dict[str, Any]]) -> None:
     synthetic = any(m.get("synthetic", {}).get("any") for m in manifests)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
+    atomic_write_text(path,
         f"# {bench}: mlperf-appliance {__version__}\n\n"
         "The harness is the `mlperf-appliance` Python package (`harness/`): LoadGen glue (`sut.py`, `qsl.py`), "
         "card backends (`cards/`), the card-to-core map (`topology/`), offline preprocessing (`datasets/`), "

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
+from harness.core.outbound import atomic_write_bytes
 
 VIEWABLE_BYTES = 4096           # kept from each end of the log
 MAX_ACCURACY_LOG_BYTES = 10 * 1024  # the checker's limit for a truncated log
@@ -22,9 +23,9 @@ def truncate_accuracy_log(src: Path, dst: Path) -> str:
     digest = sha256_file(src)
     data = src.read_bytes()
     if len(data) < VIEWABLE_BYTES:
-        dst.write_bytes(data)
+        atomic_write_bytes(dst, data)
     else:
-        dst.write_bytes(data[:VIEWABLE_BYTES] + b"\n\n...\n\n" + data[-VIEWABLE_BYTES:])
+        atomic_write_bytes(dst, data[:VIEWABLE_BYTES] + b"\n\n...\n\n" + data[-VIEWABLE_BYTES:])
     return digest
 
 

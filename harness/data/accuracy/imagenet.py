@@ -6,12 +6,12 @@ counts once.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from harness.core.outbound import npy_bytes
 from harness.data.accuracy import read_log
 from harness.records.benchmark import Score, Scorer
 from harness.records.store import PreparedData
@@ -60,9 +60,7 @@ def score(log_path: Path, data: PreparedData, against: str) -> Score | None:
 def golden(payloads: list[np.ndarray], data: PreparedData) -> tuple[str, bytes, str]:
     """golden.npy: each sample's label from the FP32 reference pass."""
     labels = np.asarray([int(p[0]) for p in payloads], dtype=np.int32)
-    buf = io.BytesIO()
-    np.save(buf, labels, allow_pickle=False)
-    return "golden.npy", buf.getvalue(), f"{len(np.unique(labels))} distinct classes over {len(labels)} samples"
+    return "golden.npy", npy_bytes(labels), f"{len(np.unique(labels))} distinct classes over {len(labels)} samples"
 
 
 SCORER = Scorer(score, golden)

@@ -31,6 +31,7 @@ import cv2
 import numpy as np
 
 from harness.core.errors import DataError
+from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
 from harness.records.benchmark import DatasetFormat, Listing
 
@@ -141,8 +142,8 @@ class CocoLayout:
         if self.max_images is not None and count > self.max_images:
             raise DataError(f"the {self.name} subset has {self.max_images:,} images; ask for at most that many "
                             f"(--samples)")
-        (root / self.images).mkdir(parents=True, exist_ok=True)
-        (root / self.annotations).parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(root / self.images)
+        make_dirs((root / self.annotations).parent)
         images: list[dict[str, Any]] = []
         anns: list[dict[str, Any]] = []
         for i in range(count):
@@ -152,7 +153,7 @@ class CocoLayout:
             ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
             if not ok:
                 raise DataError(f"could not encode synthetic image {name}")
-            (root / self.images / name).write_bytes(buf.tobytes())
+            write_staged(root / self.images / name, buf.tobytes())
             images.append({"id": image_id, "file_name": name, "height": img.shape[0], "width": img.shape[1]})
             for cat, box in objects:
                 anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": cat, "bbox": box,
@@ -162,7 +163,7 @@ class CocoLayout:
         doc = {"info": {"description": f"synthetic {self.name} (seed {seed}): drawn objects, not real images"},
                "licenses": [], "images": images, "annotations": anns,
                "categories": [{"id": c, "name": n, "supercategory": s} for c, n, s in self.categories]}
-        (root / self.annotations).write_text(json.dumps(doc))
+        write_staged(root / self.annotations, json.dumps(doc).encode())
 
     def format(self) -> DatasetFormat:
         return DatasetFormat(self.name, self.annotations, self.read, self.make_synthetic, prefix_stable=True)

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from harness.core.errors import DataError
+from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
 from harness.records.benchmark import DatasetFormat, Listing
 
@@ -115,7 +116,7 @@ def _draw(rng: np.random.Generator) -> tuple[np.ndarray, int]:
 
 def make_synthetic(root: Path, count: int, seed: int, on_image: Callable[[], None] | None = None) -> None:
     """Write `count` seeded JPEGs of varied sizes (about 1 in GRAY_EVERY grayscale) and `val_map.txt`."""
-    root.mkdir(parents=True, exist_ok=True)
+    make_dirs(root)
     rng = np.random.default_rng(seed)
     lines = []
     for i in range(1, count + 1):
@@ -126,11 +127,11 @@ def make_synthetic(root: Path, count: int, seed: int, on_image: Callable[[], Non
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
         if not ok:
             raise DataError(f"could not encode synthetic image {name}")
-        (root / name).write_bytes(buf.tobytes())
+        write_staged(root / name, buf.tobytes())
         lines.append(f"{name} {label}")
         if on_image:
             on_image()
-    (root / VAL_MAP).write_text("\n".join(lines) + "\n")
+    write_staged(root / VAL_MAP, ("\n".join(lines) + "\n").encode())
 
 
 def _listing(root: Path, limit: int | None) -> Listing:

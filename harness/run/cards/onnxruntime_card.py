@@ -23,7 +23,6 @@ import io
 import os
 import re
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 import onnxruntime as ort
 
 from harness.core.errors import ApplianceError, DataError
+from harness.core.outbound import unnamed_file
 from harness.hw import gpu
 from harness.records.benchmark import OutputQuant
 from harness.run.cards import backends, provider_options
@@ -286,7 +286,7 @@ def native_log(capture: bool = True) -> Iterator[list[str]]:
     if not capture:
         yield lines
         return
-    with _NATIVE_LOG, tempfile.TemporaryFile() as tmp, contextlib.redirect_stdout(io.StringIO()) as out:
+    with _NATIVE_LOG, unnamed_file() as tmp, contextlib.redirect_stdout(io.StringIO()) as out:
         sys.stderr.flush()
         saved = os.dup(2)
         os.dup2(tmp.fileno(), 2)
