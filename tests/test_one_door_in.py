@@ -49,6 +49,8 @@ def _reads(mode: ast.expr | None) -> bool:
     """A mode that reads only: absent, or a constant without w / a / x / +. An unknown mode counts as a read."""
     if mode is None:
         return True
+    if isinstance(mode, ast.IfExp):
+        return _reads(mode.body) or _reads(mode.orelse)
     if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
         return not set(mode.value) & set("wax+")
     return True
@@ -66,6 +68,8 @@ def raw_reads(source: str) -> list[tuple[int, str]]:
         if not isinstance(node, ast.Call):
             continue
         name = _name(node.func)
+        if name.startswith("inbound."):
+            continue  # the door itself
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
         if name == "open" and _reads(_mode(node, 1)):
             found.append((node.lineno, "open"))
@@ -80,9 +84,9 @@ def raw_reads(source: str) -> list[tuple[int, str]]:
         elif method == "open" and name != "os.open":
             first = _mode(node, 0)
             # a path's .open(): its mode is a constant or absent; urllib's opener.open(request) is not a file
-            if first is None or isinstance(first, ast.Constant) and _reads(first):
+            if first is None or (isinstance(first, ast.Constant) and _reads(first)):
                 found.append((node.lineno, ".open"))
-    return found
+    return sorted(found)
 
 
 def violations() -> list[str]:

@@ -18,13 +18,12 @@ Layout written beside the reference runs (the submission layout)::
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError, DataError, Interrupted, stopped_by
 from harness.core.fsutil import atomic_write_text
 from harness.core.scenarios import Mode, Scenario
@@ -108,10 +107,13 @@ def verify_performance(ref_detail: Path, test_detail: Path, *, no_faster_only: b
 def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
     """TEST01: responses logged in performance mode equal the accuracy-mode responses, byte for byte."""
     try:
-        ref_records = json.loads(ref_log.read_text())
-        test_records = json.loads(test_log.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        ref_records = inbound.read_json(ref_log, inbound.ACCURACY_LOG)
+        test_records = inbound.read_json(test_log, inbound.ACCURACY_LOG)
+    except (OSError, inbound.Refused) as exc:
         raise DataError(f"cannot read accuracy logs for TEST01 ({exc})") from None
+    if not isinstance(ref_records, list) or not isinstance(test_records, list):
+        raise DataError(f"cannot read accuracy logs for TEST01 ({ref_log} or {test_log} is not a list of "
+                        f"responses)")
     reference: dict[int, str] = {}
     for rec in ref_records:
         reference.setdefault(rec["qsl_idx"], rec["data"])
@@ -239,7 +241,8 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
                                        *acc.lines))
             atomic_write_text(staging / "verify_accuracy.txt", shown(acc))
             (staging / "accuracy").mkdir()
-            shutil.copy2(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")
+            with open(staging / "accuracy" / "mlperf_log_accuracy.json", "xb") as out:
+                inbound.copy_to(test_run / "mlperf_log_accuracy.json", out, inbound.ACCURACY_LOG)
             verdicts["accuracy"] = acc.passed
     except ApplianceError as exc:  # Ctrl-C, a failed card, a full disk: keep what the test run logged
         kept = claimed.abandon(f"{test} stopped: {exc}", keep=any(staging.rglob("mlperf_log_detail.txt")))

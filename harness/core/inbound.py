@@ -47,7 +47,12 @@ _PAGE = 64 * KiB
 
 
 class Refused(DataError):
-    """A file the appliance will not read: not a regular file, too large, a link out, unparseable, wrong kind."""
+    """A file the appliance will not read: not a regular file, too large, a link out, unparseable, wrong kind.
+    `reason` is the message without the file's name, for a problem line that names the file its own way."""
+
+    def __init__(self, label: str, reason: str) -> None:
+        super().__init__(f"{label} {reason}")
+        self.reason = reason
 
 
 def json_kind(data: Any) -> str:
@@ -85,7 +90,7 @@ def check_within(path: str | os.PathLike[str], within: str | os.PathLike[str], w
     real = Path(os.path.realpath(path))
     root = Path(os.path.realpath(within))
     if not real.is_relative_to(root):
-        raise Refused(f"{_label(path, what)} links outside {within} (to {real}); copy the file into the folder "
+        raise Refused(_label(path, what), f"links outside {within} (to {real}); copy the file into the folder "
                       f"instead of linking to it")
     return real
 
@@ -94,12 +99,12 @@ def _refuse_type(path: str | os.PathLike[str], st: os.stat_result, what: str | N
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{_label(path, what)} is {_file_type(st.st_mode)}, not a regular file; pass a file")
+        raise Refused(_label(path, what), f"is {_file_type(st.st_mode)}, not a regular file; pass a file")
 
 
 def _refuse_size(path: str | os.PathLike[str], size: int, limit: int, what: str | None) -> None:
     if size > limit:
-        raise Refused(f"{_label(path, what)} is {size} bytes, more than the {size_words(limit)} such a file may "
+        raise Refused(_label(path, what), f"is {size} bytes, more than the {size_words(limit)} such a file may "
                       f"hold; not the file expected")
 
 
@@ -113,7 +118,7 @@ def _open_fd(path: str | os.PathLike[str], limit: int, within: str | os.PathLike
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (swapped in since the stat)
-            raise Refused(f"{_label(path, what)} is a socket, not a regular file; pass a file") from None
+            raise Refused(_label(path, what), "is a socket, not a regular file; pass a file") from None
         raise
     try:
         st = os.fstat(fd)  # the file opened, whatever was swapped in since the stat
@@ -150,7 +155,7 @@ class _Capped(io.RawIOBase):
             return 0
         data = os.read(self._fd, want)
         if len(data) > self._left:
-            raise Refused(f"{self._label} grew past the {size_words(self._limit)} such a file may hold while "
+            raise Refused(self._label, f"grew past the {size_words(self._limit)} such a file may hold while "
                           f"it was read; not the file expected")
         view[:len(data)] = data
         self._left -= len(data)
@@ -190,7 +195,7 @@ def decode(raw: bytes, label: str) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise Refused(f"{label} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        raise Refused(label, f"is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
 
 
 def read_text(path: str | os.PathLike[str], limit: int = TEXT, *, within: str | os.PathLike[str] | None = None,
@@ -208,7 +213,7 @@ def parse_json(text: str | bytes, label: str) -> object:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         first = str(exc).splitlines()[0][:160] if str(exc) else "nested too deep"
-        raise Refused(f"{label} is not valid JSON ({first})") from None
+        raise Refused(label, f"is not valid JSON ({first})") from None
 
 
 def read_json(path: str | os.PathLike[str], limit: int = RECORD, *, within: str | os.PathLike[str] | None = None,
@@ -221,7 +226,7 @@ def expect_object(data: object, label: str, field: str | None = None) -> dict[st
     """`data` as a JSON object (a YAML mapping), or Refused naming the file, the field and what it holds."""
     if not isinstance(data, dict):
         where = f"{label}: {field}" if field else label
-        raise Refused(f"{where} holds {json_kind(data)}, not a JSON object")
+        raise Refused(where, f"holds {json_kind(data)}, not a JSON object")
     return data
 
 
@@ -246,10 +251,10 @@ class _NoAliasLoader(yaml.SafeLoader):
 def parse_yaml(text: str, label: str) -> object:
     """YAML text parsed safely and without aliases, or Refused in one line."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: no arbitrary objects
     except (yaml.YAMLError, RecursionError) as exc:
         first = " ".join(str(exc).split())[:200] if str(exc) else "nested too deep"
-        raise Refused(f"{label} is not valid YAML ({first})") from None
+        raise Refused(label, f"is not valid YAML ({first})") from None
 
 
 def read_yaml(path: str | os.PathLike[str], limit: int = TEXT, *, within: str | os.PathLike[str] | None = None,
@@ -269,7 +274,7 @@ def load_npy(path: str | os.PathLike[str], *, mmap: bool, limit: int = ARRAY,
         return np.load(io.BytesIO(read_bytes(path, limit, within=within, what=what)),  # type: ignore[no-any-return]
                        allow_pickle=False)
     except (ValueError, EOFError) as exc:
-        raise Refused(f"{_label(path, what)} is not a readable .npy array ({str(exc)[:160]})") from None
+        raise Refused(_label(path, what), f"is not a readable .npy array ({str(exc)[:160]})") from None
 
 
 def copy_to(src: str | os.PathLike[str], out: IO[bytes], limit: int, *,

@@ -14,9 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import inbound
+
 FIXED_MAX_CPU = 8191   # NR_CPUS 8192, the most a Linux kernel is built for (x86-64 CONFIG_MAXSMP)
 KERNEL_MAX_CAP = 65535  # a kernel_max above this is not a kernel's: the fixed bound applies
-MAX_FILE_BYTES = 4 << 20  # a sysfs or proc file read here is a page or a few (cpuinfo on 8192 CPUs: ~4 MB)
+MAX_FILE_BYTES = inbound.SYSFS  # a sysfs or proc file read here is a page or a few (cpuinfo on 8192 CPUs: ~4 MB)
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,8 @@ def cpu_bound(root: str | os.PathLike[str] = "/") -> CpuBound:
     """The kernel's kernel_max under the sysfs root in use, else the fixed bound (said in the source)."""
     path = Path(root) / "sys/devices/system/cpu/kernel_max"
     try:
-        value = int(path.read_bytes()[:64].strip(b"\0 \n"))
-    except (OSError, ValueError):
+        value = int(inbound.read_bytes(path, inbound.SYSFS)[:64].strip(b"\0 \n"))
+    except (OSError, ValueError, inbound.Refused):
         return CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192; no readable {path})")
     if not 0 <= value <= KERNEL_MAX_CAP:
         return CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} ({path} holds {value}, not a kernel's)")
@@ -92,14 +94,13 @@ def parse_mask(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
 
 
 def _read_capped(path: Path) -> bytes:
-    """At most MAX_FILE_BYTES + 1 bytes, read in pages: /proc/sys files allocate a kernel buffer of the size
-    asked for, so one read of MAX_FILE_BYTES fails there with ENOMEM (boot_id read as unreadable)."""
+    """At most MAX_FILE_BYTES, read in pages through the one door in (inbound.Refused past it, or for a FIFO
+    or device): /proc/sys files allocate a kernel buffer of the size asked for, so one read of
+    MAX_FILE_BYTES fails there with ENOMEM (boot_id read as unreadable)."""
     chunks: list[bytes] = []
-    total = 0
-    with open(path, "rb") as f:
-        while total <= MAX_FILE_BYTES and (chunk := f.read(1 << 16)):
+    with inbound.open_bounded(path, MAX_FILE_BYTES) as f:
+        while chunk := f.read(1 << 16):
             chunks.append(chunk)
-            total += len(chunk)
     return b"".join(chunks)
 
 
@@ -134,10 +135,10 @@ class Sysfs:
         """File content without trailing NUL bytes and whitespace; None if unreadable."""
         try:
             raw = _read_capped(self.path(rel))
-        except OSError:
+        except inbound.Refused as exc:
+            self._bad(rel, "(not read)", f"larger than {MAX_FILE_BYTES >> 20} MB, or not a regular file ({exc})")
             return None
-        if len(raw) > MAX_FILE_BYTES:
-            self._bad(rel, repr(raw[:40]), f"larger than {MAX_FILE_BYTES >> 20} MB")
+        except OSError:
             return None
         try:
             return raw.replace(b"\0", b"").decode("ascii").strip()

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.data.models import registry
@@ -84,7 +85,7 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         metric = next(k for k in AGREEMENT if k in q)
         echo(f"bf16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
-    source = onnx.load(fp32["path"])
+    source = inbound.load_onnx(fp32["path"])
     u8 = uint8_input(source, bench)
     if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
         path = Path(fp32["path"])

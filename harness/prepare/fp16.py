@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core import progress
+from harness.core import inbound, progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.data.models import registry
@@ -102,7 +102,7 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
     with tempfile.TemporaryDirectory(dir=models_dir, prefix=tmp_prefix("fp16"), suffix=".tmp") as tmp:
         with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
-            u8 = uint8_input(onnx.load(fp32["path"]), bench)
+            u8 = uint8_input(inbound.load_onnx(fp32["path"]), bench)
             half = convert(u8)
             onnx.save(half, str(Path(tmp) / "fp16.onnx"))
             emulated = Path(tmp) / "emulation.onnx"

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import atomic_write_bytes, atomic_write_text
 from harness.records.detail_log import perf_result
@@ -219,9 +220,9 @@ def _run_folder(folder: Path) -> Path | None:
 def _ours(path: Path) -> bool:
     """Whether `path` is a file an earlier report wrote (its generator mark in the first 4 KB)."""
     try:
-        with open(path, "rb") as f:
+        with inbound.open_bounded(path, inbound.ARRAY) as f:
             return GENERATOR.encode() in f.read(4096)
-    except OSError:
+    except (OSError, inbound.Refused):
         return False
 
 

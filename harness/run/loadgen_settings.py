@@ -15,6 +15,7 @@ from pathlib import Path
 
 import mlperf_loadgen as lg
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
 from harness.records.benchmark import Benchmark
@@ -91,7 +92,7 @@ def embedded_mlperf_conf() -> str:
 
     so = glob.glob(str(Path(lg.__file__).parent / "mlperf_loadgen*.so")) if not lg.__file__.endswith(".so") \
         else [lg.__file__]
-    blob = Path(so[0]).read_bytes()
+    blob = inbound.read_bytes(so[0], inbound.ARRAY)
     anchor = blob.find(b"*.*.qsl_rng_seed")
     if anchor < 0:
         raise ApplianceError("the installed LoadGen carries no mlperf.conf; reinstall mlcommons-loadgen")
@@ -251,15 +252,13 @@ def check_conf_text(text: str, where: str) -> None:
 def read_user_conf(path: Path) -> str:
     """A user's user.conf, checked line by line the way LoadGen reads it (check_conf_text)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONF_BYTES + 1)
+        raw = inbound.read_bytes(path, MAX_CONF_BYTES, what="--user-conf")
+    except inbound.Refused as exc:
+        raise ApplianceError(f"{exc} (a user.conf holds a few 'model.scenario.key = value' lines)") from None
     except OSError as exc:
         raise ApplianceError(f"cannot read --user-conf {path}: {exc.strerror}") from None
-    if len(raw) > MAX_CONF_BYTES:
-        raise ApplianceError(f"--user-conf {path} is larger than {MAX_CONF_BYTES >> 20} MB: not a user.conf "
-                             f"(a few 'model.scenario.key = value' lines)")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading BOM dropped: LoadGen would read it as part of the first key
     except UnicodeDecodeError:
         raise ApplianceError(f"--user-conf {path} is not a text file (not UTF-8); a user.conf holds lines "
                              f"'model.scenario.key = value'") from None

@@ -28,6 +28,7 @@ from typing import Any
 from harness.audit.submission import rounds
 from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks as appliance_benchmarks
@@ -569,9 +570,9 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
 
 def _read_small(path: Path) -> bytes | None:
     try:
-        with open(path, "rb") as f:
+        with inbound.open_bounded(path, inbound.ARRAY) as f:
             return f.read(MAX_ACCURACY_LOG_BYTES + 1)
-    except OSError:
+    except (OSError, inbound.Refused):
         return None
 
 

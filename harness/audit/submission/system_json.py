@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness import __version__
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.scenarios import Scenario
 from harness.hw import system
@@ -31,11 +30,9 @@ def load_overrides(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        data = yaml.safe_load(path.read_text())
+        data = inbound.read_yaml(path, inbound.TEXT, what="system overrides")
     except OSError as exc:
         raise DataError(f"system overrides {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise DataError(f"system overrides {path} is not valid YAML ({str(exc).splitlines()[0]})") from None
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
@@ -234,8 +231,8 @@ def _cpu_layout(root: str) -> tuple[int, int, int]:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text().strip()
-    except OSError:
+        return inbound.read_text(path, inbound.SYSFS).strip()
+    except (OSError, inbound.Refused):
         return None
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data.datasets import decode_image
 from harness.records.benchmark import DatasetFormat, Listing
@@ -105,9 +106,9 @@ class CocoLayout:
         if not path.is_file():
             raise DataError(f"{path} not found: a {self.name} folder holds {self.annotations} and {self.images}/")
         try:
-            doc = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{path} is not a COCO annotation file (not JSON: {exc})") from None
+            doc = inbound.read_json(path, inbound.ANNOTATIONS)
+        except OSError as exc:
+            raise DataError(f"{path} is not a COCO annotation file ({exc})") from None
         images, anns = _check_coco(doc, path)
         self._check_subset(root, path, images)
         if limit is not None:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import Sysfs
 from harness.hw.topology.model import Core, PciDevice, Topology
@@ -223,8 +224,8 @@ def _pci_node(fs: Sysfs, base: str, local: set[int], nodes: dict[int, frozenset[
 
 def _read_int(path: Path) -> int | None:
     try:
-        return int(path.read_bytes().replace(b"\0", b"").strip(), 0)
-    except (OSError, ValueError):
+        return int(inbound.read_bytes(path, inbound.SYSFS).replace(b"\0", b"").strip(), 0)
+    except (OSError, ValueError, inbound.Refused):
         return None
 
 
