@@ -240,12 +240,12 @@ class _NoAliasLoader(yaml.SafeLoader):
     """yaml's safe loader without anchors and aliases: an alias bomb is refused at its first anchor, before
     anything is expanded. No file the appliance reads needs them."""
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not accepted",
                                               event.start_mark)
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
 def parse_yaml(text: str, label: str) -> object:

@@ -12,7 +12,8 @@ from typing import Any
 
 from harness.core import inbound
 from harness.core.errors import DataError
-from harness.records.readers import MAX_LOG_BYTES, Problem, file_size, unreadable
+from harness.core.inbound import file_size
+from harness.records.readers import MAX_LOG_BYTES, Problem, unreadable
 
 # scenario -> (detail-log key, unit); SPEC §2
 METRICS: dict[str, tuple[str, str]] = {

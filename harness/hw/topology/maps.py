@@ -39,7 +39,7 @@ def read_map(name: str) -> CardMap:
     """A saved map as written, not checked against this machine (it may describe another one)."""
     path = find_map(name)
     try:
-        data = inbound.read_yaml(path, inbound.RECORD)
+        data = inbound.read_yaml(str(path), inbound.RECORD)
         if not isinstance(data, dict) or data.get("version") != MAP_VERSION:
             raise ValueError(f"not a version-{MAP_VERSION} card map")
         l3 = tuple(frozenset(parse_cpulist(str(d))) for d in data["l3_domains"])

@@ -84,7 +84,7 @@ def load_profile(name: str, benchmark: str) -> Profile:
         raise ApplianceError(f"no simulated card profile {name!r}; choose one of: {', '.join(profile_names())} "
                              f"or give a .yaml path")
     try:
-        data = inbound.read_yaml(str(path), inbound.TEXT)
+        data = inbound.expect_object(inbound.read_yaml(str(path), inbound.TEXT), str(path))
         entry = data["benchmarks"].get(benchmark)
         if entry is None:
             raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models "
