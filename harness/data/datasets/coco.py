@@ -118,7 +118,8 @@ class CocoLayout:
             raise DataError(f"{len(missing)} image(s) listed in {path} are missing from {root / self.images} "
                             f"(first: {missing[0]}); restore them or pass --samples to use fewer")
         ids = {im["id"] for im in images}
-        subset = {**inbound.expect_object(doc, str(path)), "images": images, "annotations": [a for a in anns if a["image_id"] in ids]}
+        subset = {**inbound.expect_object(doc, str(path)), "images": images,
+                  "annotations": [a for a in anns if a["image_id"] in ids]}
         return Listing([f"{self.images}/{im['file_name']}" for im in images],
                        np.asarray([im["id"] for im in images], dtype=np.int64), subset)
 
