@@ -182,7 +182,7 @@ def _as_int(v: Any) -> int | None:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, str) and v.strip().isdigit():
+    if isinstance(v, str) and inbound.is_digits(v.strip()):
         return int(v.strip())
     return None
 

@@ -293,6 +293,12 @@ def load_onnx(path: str | os.PathLike[str], limit: int = ARRAY, *, what: str | N
     return onnx.load(str(regular(path, limit, what=what)))  # by name: its external data beside it too
 
 
+def is_digits(text: str) -> bool:
+    """Whether `text` is a whole number in ASCII digits: str.isdigit() and int() also take '٣' (an
+    Arabic-Indic three) and '³', which no file or option of the appliance means."""
+    return text.isascii() and text.isdigit()
+
+
 def file_size(path: str | os.PathLike[str]) -> int | None:
     """The size a path's file claims (links followed), or None if it cannot be stat'ed."""
     try:

@@ -27,9 +27,15 @@ class CpuBound:
 
     max_id: int
     source: str
+    what: str = "CPU"  # what the ids name: "CPU", or "NUMA node"
 
 
 FIXED_BOUND = CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192)")
+# NUMA node ids are bounded by the kernel's node limit, not its CPU limit: a 48-CPU machine (kernel_max 47)
+# may number its nodes 0-2,33-34,45,72-73. MAX_NUMNODES is 1 << CONFIG_NODES_SHIFT, at most 1 << 10.
+FIXED_MAX_NODE = 1023
+FIXED_NODE_BOUND = CpuBound(FIXED_MAX_NODE, f"the fixed node bound {FIXED_MAX_NODE} (MAX_NUMNODES 1024)",
+                            "NUMA node")
 
 
 def cpu_bound(root: str | os.PathLike[str] = "/") -> CpuBound:
@@ -57,7 +63,7 @@ def parse_cpulist(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
         if first < 0 or last < first:
             raise ValueError(f"bad cpu range {part!r}")
         if last > bound.max_id:
-            raise ValueError(f"CPU {last} is beyond {bound.source}")
+            raise ValueError(f"{bound.what} {last} is beyond {bound.source}")
         cpus.update(range(first, last + 1))
     return cpus
 
@@ -112,6 +118,7 @@ class Sysfs:
         self.garbage: dict[Path, str] = {}  # file -> the unparseable value it held
         self.why: dict[Path, str] = {}      # file -> why its value is refused, where more than "garbage"
         self._bound: CpuBound | None = None
+        self._node_bound: CpuBound | None = None
 
     @property
     def bound(self) -> CpuBound:
@@ -119,6 +126,22 @@ class Sysfs:
         if self._bound is None:
             self._bound = cpu_bound(self.root)
         return self._bound
+
+    @property
+    def node_bound(self) -> CpuBound:
+        """The highest NUMA node id this root's node lists may name: node/possible's highest, else the fixed
+        bound (the kernel's node limit; kernel_max bounds CPU ids only)."""
+        if self._node_bound is None:
+            rel = "sys/devices/system/node/possible"
+            text = self.text(rel)
+            try:
+                possible = parse_cpulist(text, FIXED_NODE_BOUND) if text else set()
+            except ValueError:
+                possible = set()
+            self._node_bound = CpuBound(max(possible), f"the possible nodes {text} in {self.path(rel)}",
+                                                                "NUMA node") if possible \
+                else FIXED_NODE_BOUND
+        return self._node_bound
 
     def _bad(self, rel: str, value: str, why: str | None = None) -> None:
         self.garbage.setdefault(self.path(rel), value[:80])
@@ -157,12 +180,13 @@ class Sysfs:
             self._bad(rel, text)
             return None
 
-    def cpulist(self, rel: str) -> set[int] | None:
+    def cpulist(self, rel: str, bound: CpuBound | None = None) -> set[int] | None:
+        """A list of CPU ids (bounded by kernel_max), or of node ids with `bound=self.node_bound`."""
         text = self.text(rel)
         if text is None:
             return None
         try:
-            return parse_cpulist(text, self.bound)
+            return parse_cpulist(text, bound or self.bound)
         except ValueError as exc:
             self._bad(rel, text, str(exc) if "beyond" in str(exc) else None)
             return None

@@ -20,7 +20,7 @@ from harness.core.errors import ApplianceError
 from harness.records import detail_log
 from harness.records import manifest as run_manifest
 
-COMPLIANCE_DIR = re.compile(r"TEST0\d(_\d+)?")
+COMPLIANCE_DIR = re.compile(r"TEST0[0-9](_[0-9]+)?")
 
 
 @dataclass(frozen=True, order=True)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
 GENERATOR = "appliance report"  # in every file a report writes (HTML meta, PNG Software text)
 # what marks a folder as a run's (harness.run.rundirs names, LoadGen's logs, the manifest): a report never writes there
-RUN_FOLDER = re.compile(r"run_\d+(\.incomplete)?|(accuracy|TEST0\d)(_\d+)?\.incomplete|\..*\.staging-\d+")
+RUN_FOLDER = re.compile(r"run_[0-9]+(\.incomplete)?|(accuracy|TEST0[0-9])(_[0-9]+)?\.incomplete|\..*\.staging-[0-9]+")
 RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "manifest.json")
 
 

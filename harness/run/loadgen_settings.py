@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import re
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -133,6 +134,7 @@ MAX_CONF_BYTES = 1 << 20  # a user.conf is a few lines; a larger file (or /dev/z
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000  # a week: durations and latencies above it are a slip of the keyboard
 _COUNT = 2**53          # counts: any whole number a double holds exactly; the memory they need is checked
 _U64 = 2**64 - 1        # seeds: LoadGen's uint64
+MIN_TARGET_QPS = 1e-3   # below it LoadGen's schedule (a query every 1/target_qps s) overflows: 1e-320 was bad_alloc
 _I32 = 2**31 - 1        # LoadGen casts these to int
 
 
@@ -166,7 +168,7 @@ KEY_RULES: dict[str, KeyRule] = {
     "samples_per_query": KeyRule(True, 1, _I32),
     "max_async_queries": KeyRule(True, 0, _I32),
     "server_num_issue_query_threads": KeyRule(True, 0, _I32),
-    "target_qps": KeyRule(False, 0, float("inf"), lo_open=True, unit="queries/s"),
+    "target_qps": KeyRule(False, MIN_TARGET_QPS, float("inf"), unit="queries/s"),
     "target_latency": KeyRule(False, 0, MAX_DURATION_MS, lo_open=True, unit="ms"),
     "target_latency_percentile": KeyRule(False, 0, 100, lo_open=True, unit="percent"),
     "accuracy_log_probability": KeyRule(False, 0, 100, unit="percent"),
@@ -196,6 +198,8 @@ def check_value(scenario: str, key: str, value: str) -> str | None:
         return f"{key} = {shown}: LoadGen reads a leading 0 as octal; write the number without it"
     digits = text.lstrip("+-")
     number: float = (int(digits) if len(digits) <= 40 else math.inf) if whole else float(text)
+    if number != 0 and abs(number) < sys.float_info.min:
+        return f"{key} = {shown} is too small to compute with (below {sys.float_info.min:.3g}, a denormal number)"
     low = number <= rule.lo if rule.lo_open else number < rule.lo
     if low or number > rule.hi or not math.isfinite(number):
         span = f"{'above' if rule.lo_open else 'at least'} {rule.lo:g}" + \

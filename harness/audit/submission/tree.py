@@ -76,7 +76,7 @@ def _latest(runs: list[Path]) -> Path:
     """Newest by the manifest's creation time, then by run number."""
     def key(p: Path) -> tuple[str, int]:
         tail = p.name.rsplit("_", 1)[-1]
-        return _manifest(p).get("created_utc", ""), int(tail) if tail.isdigit() else 1
+        return _manifest(p).get("created_utc", ""), int(tail) if inbound.is_digits(tail) else 1
     return max(runs, key=key)
 
 

@@ -36,7 +36,7 @@ def read_val_map(root: Path, limit: int | None = None) -> tuple[list[str], np.nd
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
+        if len(parts) != 2 or not inbound.is_digits(parts[1]):
             raise DataError(f"{path}:{lineno}: expected '<image> <label>', got {line!r}")
         names.append(parts[0])
         labels.append(int(parts[1]))
