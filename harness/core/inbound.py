@@ -252,6 +252,10 @@ def parse_yaml(text: str, label: str) -> object:
     """YAML text parsed safely and without aliases, or Refused in one line."""
     try:
         return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise Refused(label, f"is not valid YAML ({exc.problem or exc.context}{at})") from None
     except (yaml.YAMLError, RecursionError) as exc:
         first = " ".join(str(exc).split())[:200] if str(exc) else "nested too deep"
         raise Refused(label, f"is not valid YAML ({first})") from None

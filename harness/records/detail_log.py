@@ -13,7 +13,7 @@ from typing import Any
 from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.inbound import file_size
-from harness.records.readers import MAX_LOG_BYTES, Problem, unreadable
+from harness.records.readers import MAX_LOG_BYTES, Problem, refused, unreadable
 
 # scenario -> (detail-log key, unit); SPEC §2
 METRICS: dict[str, tuple[str, str]] = {
@@ -160,7 +160,7 @@ def read(path: Path, where: str, problem: Problem, within: Path | None = None) -
                 if isinstance(meta, dict) and meta.get("is_error"):
                     detail.errors.append(f"{rec['key']}: {_show(rec.get('value'))}")
     except inbound.Refused as exc:
-        problem(f"{where}: {exc.reason}")
+        problem(refused(where, exc))
         return None
     except OSError as exc:
         problem(unreadable(exc, where))

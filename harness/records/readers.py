@@ -29,6 +29,11 @@ def unreadable(exc: OSError, where: str) -> str:
     return f"{where}: cannot read ({exc.strerror or exc})"
 
 
+def refused(where: str, exc: inbound.Refused) -> str:
+    """The one problem line for a file the door refused: "<where>: a character device, not a regular file"."""
+    return f"{where}: {exc.reason.removeprefix('is ')}"
+
+
 def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BYTES,
               within: Path | None = None) -> str | None:
     """The text of a small file (its first `limit` bytes), or None after reporting why not (a link out of
@@ -37,7 +42,7 @@ def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BY
         with inbound.open_bounded(path, MAX_LOG_BYTES, within=within) as f:
             data = f.read(limit)
     except inbound.Refused as exc:
-        problem(f"{where}: {exc.reason}")
+        problem(refused(where, exc))
         return None
     except OSError as exc:
         problem(unreadable(exc, where))
@@ -60,7 +65,7 @@ def read_json_object(path: Path, where: str, problem: Problem, within: Path | No
     try:
         return inbound.expect_object(inbound.parse_json(text, where), where)
     except inbound.Refused as exc:
-        problem(f"{where}: {exc.reason}")
+        problem(refused(where, exc))
         return None
 
 

@@ -198,13 +198,15 @@ def check_value(scenario: str, key: str, value: str) -> str | None:
         return f"{key} = {shown}: LoadGen reads a leading 0 as octal; write the number without it"
     digits = text.lstrip("+-")
     number: float = (int(digits) if len(digits) <= 40 else math.inf) if whole else float(text)
-    if number != 0 and abs(number) < sys.float_info.min:
-        return f"{key} = {shown} is too small to compute with (below {sys.float_info.min:.3g}, a denormal number)"
     low = number <= rule.lo if rule.lo_open else number < rule.lo
+    span = f"{'above' if rule.lo_open else 'at least'} {rule.lo:g}" + \
+        (f" and at most {rule.hi:g}" if math.isfinite(rule.hi) else " and finite")
+    unit = f" ({rule.unit})" if rule.unit else ""
     if low or number > rule.hi or not math.isfinite(number):
-        span = f"{'above' if rule.lo_open else 'at least'} {rule.lo:g}" + \
-            (f" and at most {rule.hi:g}" if math.isfinite(rule.hi) else " and finite")
-        return f"{key} = {shown} is out of range: it must be {span}" + (f" ({rule.unit})" if rule.unit else "")
+        return f"{key} = {shown} is out of range: it must be {span}{unit}"
+    if number != 0 and abs(number) < sys.float_info.min:
+        return (f"{key} = {shown} is too small to compute with (a denormal number, below {sys.float_info.min:.3g}); "
+                f"it must be {span}{unit}")
     return None
 
 
