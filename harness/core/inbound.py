@@ -44,6 +44,7 @@ ACCURACY_LOG = 2 * GiB  # LoadGen's mlperf_log_accuracy.json of a full accuracy 
 ARRAY = 64 * GiB        # a prepared shard or model file (memory-mapped, or read by onnx / onnxruntime)
 
 _PAGE = 64 * KiB
+_NOT_REGULAR = "not a regular file (the appliance reads regular files only)"
 
 
 class Refused(DataError):
@@ -99,7 +100,7 @@ def _refuse_type(path: str | os.PathLike[str], st: os.stat_result, what: str | N
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(_label(path, what), f"is {_file_type(st.st_mode)}, not a regular file; pass a file")
+        raise Refused(_label(path, what), f"is {_file_type(st.st_mode)}, {_NOT_REGULAR}")
 
 
 def _refuse_size(path: str | os.PathLike[str], size: int, limit: int, what: str | None) -> None:
