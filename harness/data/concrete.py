@@ -46,5 +46,8 @@ def for_prepared(bench: Benchmark, data: PreparedData) -> Benchmark:
     if not entry:
         raise DataError(f"{data.root} has no annotations to take the original image sizes from; rerun "
                         f"`appliance prepare --benchmark {bench.name}`")
-    doc = inbound.read_json_object(data.root / entry["file"], inbound.ANNOTATIONS, what="annotations")
+    try:
+        doc = inbound.read_json_object(data.root / entry["file"], inbound.ANNOTATIONS, what="annotations")
+    except inbound.Refused as exc:
+        raise DataError(f"{exc}; rerun `appliance prepare --benchmark {bench.name}`") from None
     return bench.with_image_sizes(image_sizes(doc))
