@@ -44,7 +44,7 @@ ACCURACY_LOG = 2 * GiB  # LoadGen's mlperf_log_accuracy.json of a full accuracy 
 ARRAY = 64 * GiB        # a prepared shard or model file (memory-mapped, or read by onnx / onnxruntime)
 
 _PAGE = 64 * KiB
-_NOT_REGULAR = "not a regular file (the appliance reads regular files only)"
+_NOT_REGULAR = "not a regular file"
 
 
 class Refused(DataError):

@@ -260,7 +260,7 @@ def read_user_conf(path: Path) -> str:
     try:
         raw = inbound.read_bytes(path, MAX_CONF_BYTES, what="--user-conf")
     except inbound.Refused as exc:
-        raise ApplianceError(f"{exc} (a user.conf holds a few 'model.scenario.key = value' lines)") from None
+        raise ApplianceError(f"{exc}; a user.conf is a text file of 'model.scenario.key = value' lines") from None
     except OSError as exc:
         raise ApplianceError(f"cannot read --user-conf {path}: {exc.strerror}") from None
     try:
