@@ -119,17 +119,27 @@ def _open_fd(path: str | os.PathLike[str], limit: int, within: str | os.PathLike
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (swapped in since the stat)
-            raise Refused(_label(path, what), "is a socket, not a regular file; pass a file") from None
+            raise Refused(_label(path, what), f"is a socket, {_NOT_REGULAR}") from None
         raise
     try:
         st = os.fstat(fd)  # the file opened, whatever was swapped in since the stat
         _refuse_type(path, st, what)
         _refuse_size(path, st.st_size, limit, what)
+        if within is not None:  # the file opened, not the name checked: a link swapped in between is caught
+            check_within(_opened(fd, path), within, what)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _opened(fd: int, path: str | os.PathLike[str]) -> str:
+    """The path of the file `fd` holds open (Linux /proc), else the name it was opened by."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return str(path)
 
 
 def regular(path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None,
