@@ -26,6 +26,7 @@ _PARSERS = {
     "yaml.safe_load_all", "yaml.compose", "yaml.parse", "np.load", "numpy.load", "np.fromfile", "np.loadtxt",
     "np.genfromtxt", "np.memmap", "onnx.load", "onnx.load_model", "pickle.load", "ET.parse", "ElementTree.parse",
     "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "configparser.read", "tomllib.load",
+    "cv2.imread", "Image.open", "io.open", "codecs.open",
 }
 _WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
 
