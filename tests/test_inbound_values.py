@@ -61,7 +61,8 @@ def test_a_bom_is_dropped_and_the_users_target_qps_kept(data_dir: Path, tmp_path
     (("run", "--cards", "emulate:\u0663"), "--cards 'emulate:\u0663' is not understood"),
     (("run", "--cards", "simulate:cloud-ai-100:\u0663"), "is not understood"),
     (("run", "--duration-ms", "\u0663\u0660\u0660"), "is not a number in ASCII digits"),
-    (("run", "--target-qps", "1e-320"), "'--target-qps': 1e-320 is not in the range x>=0.001"),
+    (("run", "--target-qps", "1e-320"), "--target-qps 1e-320: target_qps = 1e-320 is out of range: it must be at least "
+                                        "0.001 and finite (queries/s)"),
     (("prepare", "--samples", "\u0663"), "'--samples': '\u0663' is not a number in ASCII digits"),
 ])
 def test_numbers_from_outside_are_checked_in_type_and_range(args: tuple[str, ...], why: str, tmp_path: Path,
