@@ -54,6 +54,8 @@ class Machine:
     nul_terminated: bool = False
     masks_only: bool = False  # no *_list files, only hex masks
     l3_index: int = 3  # cache/indexN name of the L3; swapped with L2 when 2
+    node_ids: tuple[int, ...] = ()  # the kernel's ids of the CPU nodes, in order, when sparse (default 0..n-1)
+    kernel_max: int = 8191
 
     @property
     def ncpus(self) -> int:
@@ -69,7 +71,8 @@ class Machine:
 
     def node_of(self, cpu: int) -> int:
         socket, core, _ = self.where(cpu)
-        return socket * self.nps + core * self.nps // self.cores_per_socket
+        index = socket * self.nps + core * self.nps // self.cores_per_socket
+        return self.node_ids[index] if self.node_ids else index
 
     def siblings(self, cpu: int, same: Callable[[tuple[int, int, int], tuple[int, int, int]], bool]) -> set[int]:
         return {other for other in range(self.ncpus) if same(self.where(cpu), self.where(other))}
@@ -106,7 +109,7 @@ def write_machine(root: Path, m: Machine) -> Path:
     for rel, cpus in (("online", online), ("possible", all_cpus), ("present", all_cpus)):
         w.put(f"{base}/{rel}", format_cpulist(cpus))
     w.put(f"{base}/offline", format_cpulist(m.offline))
-    w.put(f"{base}/kernel_max", "8191")
+    w.put(f"{base}/kernel_max", str(m.kernel_max))
     for cpu in sorted(all_cpus):
         _write_cpu(w, cpu, cpu in online)
     _write_nodes(w, online)
@@ -168,7 +171,7 @@ def l3_of_offline(m: Machine, shared: set[int]) -> set[int]:
 
 def _write_nodes(w: _Writer, online: set[int]) -> None:
     m = w.m
-    cpu_nodes = list(range(m.sockets * m.nps))
+    cpu_nodes = list(m.node_ids or range(m.sockets * m.nps))
     node_ids = cpu_nodes + list(m.cpuless_nodes)
     base = "sys/devices/system/node"
     for rel in ("online", "possible", "has_memory", "has_normal_memory"):
@@ -324,6 +327,13 @@ def messy() -> Machine:
     )
 
 
+def sparse_nodes() -> Machine:
+    """A real machine's numbering (issue 35): 48 CPUs (kernel_max 47), 8 NUMA nodes whose ids are sparse,
+    node/online `0-2,33-34,45,72-73`: node ids beyond kernel_max are the kernel's to give."""
+    return Machine(sockets=2, cores_per_socket=12, nps=4, cores_per_l3=3, kernel_max=47,
+                   node_ids=(0, 1, 2, 33, 34, 45, 72, 73), pci=[Pci(bus=_bus(0, 1), node=45), *_io()])
+
+
 def container() -> Machine:
     """The 8-card R282 seen from a container limited to socket 0's first L3 domain."""
     m = r282_z93(8)
@@ -338,7 +348,7 @@ PAPER_SYSTEMS = {
 }
 
 OTHER_SYSTEMS = {"messy": messy, "nvidia-box": nvidia_box, "container": container, "hgx-h100": hgx_h100,
-                 "pcie-2gpu": pcie_2gpu}
+                 "pcie-2gpu": pcie_2gpu, "sparse-nodes": sparse_nodes}
 ALL_SYSTEMS = {**PAPER_SYSTEMS, **OTHER_SYSTEMS}
 
 

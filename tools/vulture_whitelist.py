@@ -21,6 +21,8 @@ _.execution_mode  # onnxruntime SessionOptions: read by InferenceSession
 _.graph_optimization_level  # onnxruntime SessionOptions: read by InferenceSession
 _.log_severity_level  # onnxruntime SessionOptions: read by InferenceSession
 _.get_next  # onnxruntime CalibrationDataReader method: called by quantize_static (harness/prepare/quantize.py)
+_.readable  # io.RawIOBase method of inbound._Capped: called by io.BufferedReader (harness/core/inbound.py)
+_.readinto  # io.RawIOBase method of inbound._Capped: called by io.BufferedReader (harness/core/inbound.py)
 
 # Click commands: registered by their decorators, called by click
 _.detect_cmd  # `appliance topology detect`

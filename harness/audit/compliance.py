@@ -18,12 +18,12 @@ Layout written beside the reference runs (the submission layout)::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError, DataError, Interrupted, stopped_by
 from harness.core.outbound import atomic_write_text, copy_file
 from harness.core.scenarios import Mode, Scenario
@@ -107,10 +107,13 @@ def verify_performance(ref_detail: Path, test_detail: Path, *, no_faster_only: b
 def verify_accuracy(ref_log: Path, test_log: Path) -> Verdict:
     """TEST01: responses logged in performance mode equal the accuracy-mode responses, byte for byte."""
     try:
-        ref_records = json.loads(ref_log.read_text())
-        test_records = json.loads(test_log.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        ref_records = inbound.read_json(ref_log, inbound.ACCURACY_LOG)
+        test_records = inbound.read_json(test_log, inbound.ACCURACY_LOG)
+    except (OSError, inbound.Refused) as exc:
         raise DataError(f"cannot read accuracy logs for TEST01 ({exc})") from None
+    if not isinstance(ref_records, list) or not isinstance(test_records, list):
+        raise DataError(f"cannot read accuracy logs for TEST01 ({ref_log} or {test_log} is not a list of "
+                        f"responses)")
     reference: dict[int, str] = {}
     for rec in ref_records:
         reference.setdefault(rec["qsl_idx"], rec["data"])
@@ -246,7 +249,8 @@ def run_compliance(test: str, opts: RunOptions, echo: Callable[[str], None] = pr
             acc = Verdict(acc.passed, ("compared: responses logged in the test run against the accuracy run's",
                                        *acc.lines))
             atomic_write_text(staging / "verify_accuracy.txt", shown(acc))
-            copy_file(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json")
+            copy_file(test_run / "mlperf_log_accuracy.json", staging / "accuracy" / "mlperf_log_accuracy.json",
+                      limit=inbound.ACCURACY_LOG)
             verdicts["accuracy"] = acc.passed
     except (Interrupted, KeyboardInterrupt) as stop:  # within or between its runs: what they logged is kept
         kept = claimed.abandon(f"{test} {stopped_by(stop)}", keep=any(staging.rglob("mlperf_log_detail.txt")))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.audit.submission.rounds import SCENARIO_SPELLINGS
+from harness.core import inbound
 from harness.core.errors import ApplianceError, Interrupted, stopped_by
 from harness.core.fsutil import sha256_file
 from harness.core.outbound import (
@@ -188,7 +189,7 @@ def _as_int(v: Any) -> int | None:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, str) and v.strip().isdigit():
+    if isinstance(v, str) and inbound.is_digits(v.strip()):
         return int(v.strip())
     return None
 
@@ -468,7 +469,7 @@ def _simulated_cards(manifest: dict[str, Any] | None, run_dir: Path) -> str | No
         if manifest.get("backend") in ("simulated", "null"):
             return f"{manifest['backend']} (no inference)"
     conf = run_dir / "user.conf"
-    header = conf.read_text(errors="replace")[:200] if conf.is_file() else ""
+    header = (read_text(conf, str(conf), lambda _: None, limit=200) or "") if conf.is_file() else ""
     return "SIMULATED" if (run_dir / "SIMULATED.txt").is_file() or header.startswith("# SIMULATED") else None
 
 
@@ -567,7 +568,7 @@ def _reproduce_accuracy(row: Row, t: Target, artefacts: Artefacts, work: Path, t
         return
     unfair = list(rec.unfair)
     outcome = rec.rerun(row, Requested(t.scenario, Mode.ACCURACY), artefacts, work, batch=False)
-    row.reproduced = _accuracy_line((outcome.path / "accuracy.txt").read_text()) or "-"
+    row.reproduced = _accuracy_line(inbound.read_text(outcome.path / "accuracy.txt", errors="replace")) or "-"
     if line is None:
         unfair.append("the tree's accuracy.txt has no accuracy=/mAP= line")
     row.reasons += unfair

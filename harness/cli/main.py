@@ -27,8 +27,28 @@ from harness.run.cards.provider_options import canonical
 from harness.run.loadgen_settings import Requested
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
+MAX_WAIT_US = 60_000_000  # a minute: no latency bound of any scenario is near it
 
 _DEBUG = False
+
+
+class _AsciiInt(click.IntRange):
+    """A whole-number option in ASCII digits only: int() also reads '٣' (an Arabic-Indic three) as 3."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip().lstrip("+-").isascii():
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class _AsciiFloat(click.FloatRange):
+    """A number option in ASCII only (float() reads '٣'); its range LoadGen's is checked with the user.conf's
+    (loadgen_settings.check_value), in one line."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -58,7 +78,7 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
 @cli.command()
 @_benchmark_opt
 @_data_dir_opt
-@click.option("--samples", type=click.IntRange(1), default=None,
+@click.option("--samples", type=_AsciiInt(1), default=None,
               help="Number of images: size of the synthetic dataset, or the first N of --source "
                    "[default: the benchmark's performance sample count, from its record in harness/data/benchmarks.py: "
                    "e.g. 1024 for resnet50].")
@@ -168,12 +188,12 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--results", "results_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("results"),
               envvar="APPLIANCE_RESULTS_DIR", show_default=True,
               help="Results root; runs go to <root>/<system>/<benchmark>/<scenario>/performance/run_N or accuracy.")
-@click.option("--duration-ms", type=click.IntRange(1), default=None,
+@click.option("--duration-ms", type=_AsciiInt(1), default=None,
               help="Minimum duration override (user.conf min_duration); a run shorter than 600000 ms is "
                    "reported as not submission-length.")
-@click.option("--count", type=click.IntRange(1), default=None,
+@click.option("--count", type=_AsciiInt(1), default=None,
               help="Minimum query count override (user.conf min_query_count; for Offline the sample count).")
-@click.option("--target-qps", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--target-qps", type=_AsciiFloat(min=0, min_open=True), default=None,
               help="Server target QPS (user.conf target_qps) [default: half the rate the cards sustain, "
                    "measured by short LoadGen probes before the test].")
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
@@ -199,7 +219,7 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
 @click.option("--replicate", type=click.Choice(("node", "card", "none")), default="node", show_default=True,
               help="Sample buffer replicas: one per NUMA node, one per card, or one shared; each filled by a "
                    "thread pinned to its node's (card's) CPUs.")
-@click.option("--max-wait-us", type=click.IntRange(0), default=None,
+@click.option("--max-wait-us", type=_AsciiInt(0, MAX_WAIT_US), default=None,
               help="Server: longest a partial batch waits for samples [default: the time a batch fills in with "
                    "99% probability at the target QPS, at most a tenth of the latency bound].")
 @click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
@@ -215,9 +235,9 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "auto, the record's best candidate "
                    "at this precision [default: the tuned record's choice with --tuned / --backend auto, else "
                    "fp32]. Example: --precision int8")
-@click.option("--batch-size", type=click.IntRange(1), default=None,
+@click.option("--batch-size", type=_AsciiInt(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
-@click.option("--requests", type=click.IntRange(1), default=None,
+@click.option("--requests", type=_AsciiInt(1), default=None,
               help="openvino only: infer requests (one stream each) kept in flight per card, the card's depth; "
                    "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
                    "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
@@ -407,7 +427,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
               help="Largest accepted deviation of the performance metric, e.g. 5% or 0.05.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("reproduce"), show_default=True,
               help="Folder for reproduce_report.md / .json and the new runs (must not exist).")
-@click.option("--duration-ms", type=click.IntRange(1), default=None,
+@click.option("--duration-ms", type=_AsciiInt(1), default=None,
               help="Override the recorded min duration (a quicker, not submission-length, check).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report rows as JSON.")
 def reproduce(tree: Path, data_dir: Path, tolerance: str, output: Path, duration_ms: int | None,
@@ -504,7 +524,7 @@ def _main(argv: list[str] | None) -> int:
         sys.stderr.flush()
         os._exit(exc.exit_code)  # LoadGen's thread cannot be stopped; leave without waiting for it
     except ApplianceError as exc:
-        if _DEBUG:
+        if _DEBUG and exc.traceback:
             traceback.print_exc()
         click.echo(f"appliance: error: {exc}", err=True)
         return exc.exit_code

@@ -11,9 +11,11 @@ from harness.core.errors import ApplianceError
 
 
 class CheckFailed(ApplianceError):
-    """The tree has problems (already printed, one per line)."""
+    """The tree has problems (already printed, one per line): the check's verdict, not a fault of the appliance,
+    so --debug shows no traceback for it."""
 
     exit_code = 1
+    traceback = False
 
 
 @click.group()

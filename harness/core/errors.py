@@ -12,6 +12,7 @@ class ApplianceError(Exception):
     """A problem the user can fix; the message says what is wrong and what to do."""
 
     exit_code = 2
+    traceback = True  # --debug shows where it was raised; False for a verdict (a failed check), not a fault
 
 
 class DataError(ApplianceError):

@@ -9,12 +9,13 @@ import hashlib
 import os
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with inbound.open_bounded(path, inbound.ARRAY) as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
@@ -23,8 +24,7 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 def umask() -> int:
     """The process's umask, read without changing it (Linux /proc; else set and restored at once)."""
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
+        for line in inbound.read_text("/proc/self/status", inbound.SYSFS).splitlines():
                 if line.startswith("Umask:"):
                     return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):

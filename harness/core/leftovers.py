@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.core.processes import pid_alive, start_ticks
 from harness.core.sysfs import Sysfs
 
-_TMP = re.compile(r"^\..+\.(?P<pid>\d+)\.(?:[A-Za-z0-9_]+\.)?tmp$")
+_TMP = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.(?:[A-Za-z0-9_]+\.)?tmp$")
 
 
 PROBES = "appliance-probe"  # the calibration probes' folders, in the temporary folder (`tempfile`)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.outbound import move_into_place
 
 # a native log line starts with a colour escape or onnxruntime's timestamp
@@ -126,8 +127,8 @@ class Route:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._child.wait(timeout=30)  # ends once every process that inherited fd 2 has closed it
         try:
-            data = self.path.read_bytes()
-        except OSError:
+            data = inbound.read_bytes(self.path, inbound.ARRAY)
+        except (OSError, inbound.Refused):
             return
         lines = data.splitlines()
         self.lines = len(lines)

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.fsutil import NAME_MAX, tmp_prefix, umask
 
@@ -159,10 +160,13 @@ def mapped_array(path: Path, shape: tuple[int, ...]) -> np.memmap:
     return array
 
 
-def copy_file(src: Path, dst: Path) -> None:
-    """Copy `src` (contents and times) to a new `dst` in a folder being staged."""
+def copy_file(src: Path, dst: Path, *, limit: int = inbound.LOG, within: Path | None = None) -> None:
+    """Copy `src` (contents and times) to a new `dst` in a folder being staged, read through the one door in
+    (harness.core.inbound: at most `limit` bytes, a link out of `within` or a device refused)."""
     make_dirs(dst.parent)
-    shutil.copy2(src, dst)
+    with open(dst, "xb") as out:
+        inbound.copy_to(src, out, limit, within=within)
+    shutil.copystat(src, dst)
 
 
 def move_into_place(tmp: Path, final: Path) -> None:
@@ -319,12 +323,13 @@ def check_new_folder(path: Path, command: str, option: str, *, example: str, wha
 
 def head(path: Path, size: int = 4096) -> bytes:
     """The first `size` bytes of our own earlier output, to recognise it (a regular file; else b"")."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    if path.is_symlink():
         return b""
-    with os.fdopen(fd, "rb") as f:
-        return f.read(size) if os.path.isfile(path) else b""
+    try:
+        with inbound.open_bounded(path, inbound.ARRAY) as f:
+            return f.read(size)
+    except (OSError, inbound.Refused):
+        return b""
 
 
 def free_bytes(folder: Path) -> int:

@@ -14,9 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import inbound
+
 FIXED_MAX_CPU = 8191   # NR_CPUS 8192, the most a Linux kernel is built for (x86-64 CONFIG_MAXSMP)
 KERNEL_MAX_CAP = 65535  # a kernel_max above this is not a kernel's: the fixed bound applies
-MAX_FILE_BYTES = 4 << 20  # a sysfs or proc file read here is a page or a few (cpuinfo on 8192 CPUs: ~4 MB)
+MAX_FILE_BYTES = inbound.SYSFS  # a sysfs or proc file read here is a page or a few (cpuinfo on 8192 CPUs: ~4 MB)
 
 
 @dataclass(frozen=True)
@@ -25,17 +27,23 @@ class CpuBound:
 
     max_id: int
     source: str
+    what: str = "CPU"  # what the ids name: "CPU", or "NUMA node"
 
 
 FIXED_BOUND = CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192)")
+# NUMA node ids are bounded by the kernel's node limit, not its CPU limit: a 48-CPU machine (kernel_max 47)
+# may number its nodes 0-2,33-34,45,72-73. MAX_NUMNODES is 1 << CONFIG_NODES_SHIFT, at most 1 << 10.
+FIXED_MAX_NODE = 1023
+FIXED_NODE_BOUND = CpuBound(FIXED_MAX_NODE, f"the fixed node bound {FIXED_MAX_NODE} (MAX_NUMNODES 1024)",
+                            "NUMA node")
 
 
 def cpu_bound(root: str | os.PathLike[str] = "/") -> CpuBound:
     """The kernel's kernel_max under the sysfs root in use, else the fixed bound (said in the source)."""
     path = Path(root) / "sys/devices/system/cpu/kernel_max"
     try:
-        value = int(path.read_bytes()[:64].strip(b"\0 \n"))
-    except (OSError, ValueError):
+        value = int(inbound.read_bytes(path, inbound.SYSFS)[:64].strip(b"\0 \n"))
+    except (OSError, ValueError, inbound.Refused):
         return CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} (NR_CPUS 8192; no readable {path})")
     if not 0 <= value <= KERNEL_MAX_CAP:
         return CpuBound(FIXED_MAX_CPU, f"the fixed bound {FIXED_MAX_CPU} ({path} holds {value}, not a kernel's)")
@@ -55,7 +63,7 @@ def parse_cpulist(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
         if first < 0 or last < first:
             raise ValueError(f"bad cpu range {part!r}")
         if last > bound.max_id:
-            raise ValueError(f"CPU {last} is beyond {bound.source}")
+            raise ValueError(f"{bound.what} {last} is beyond {bound.source}")
         cpus.update(range(first, last + 1))
     return cpus
 
@@ -92,14 +100,13 @@ def parse_mask(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
 
 
 def _read_capped(path: Path) -> bytes:
-    """At most MAX_FILE_BYTES + 1 bytes, read in pages: /proc/sys files allocate a kernel buffer of the size
-    asked for, so one read of MAX_FILE_BYTES fails there with ENOMEM (boot_id read as unreadable)."""
+    """At most MAX_FILE_BYTES, read in pages through the one door in (inbound.Refused past it, or for a FIFO
+    or device): /proc/sys files allocate a kernel buffer of the size asked for, so one read of
+    MAX_FILE_BYTES fails there with ENOMEM (boot_id read as unreadable)."""
     chunks: list[bytes] = []
-    total = 0
-    with open(path, "rb") as f:
-        while total <= MAX_FILE_BYTES and (chunk := f.read(1 << 16)):
+    with inbound.open_bounded(path, MAX_FILE_BYTES) as f:
+        while chunk := f.read(1 << 16):
             chunks.append(chunk)
-            total += len(chunk)
     return b"".join(chunks)
 
 
@@ -111,6 +118,7 @@ class Sysfs:
         self.garbage: dict[Path, str] = {}  # file -> the unparseable value it held
         self.why: dict[Path, str] = {}      # file -> why its value is refused, where more than "garbage"
         self._bound: CpuBound | None = None
+        self._node_bound: CpuBound | None = None
 
     @property
     def bound(self) -> CpuBound:
@@ -118,6 +126,22 @@ class Sysfs:
         if self._bound is None:
             self._bound = cpu_bound(self.root)
         return self._bound
+
+    @property
+    def node_bound(self) -> CpuBound:
+        """The highest NUMA node id this root's node lists may name: node/possible's highest, else the fixed
+        bound (the kernel's node limit; kernel_max bounds CPU ids only)."""
+        if self._node_bound is None:
+            rel = "sys/devices/system/node/possible"
+            text = self.text(rel)
+            try:
+                possible = parse_cpulist(text, FIXED_NODE_BOUND) if text else set()
+            except ValueError:
+                possible = set()
+            self._node_bound = CpuBound(max(possible), f"the possible nodes {text} in {self.path(rel)}",
+                                                                "NUMA node") if possible \
+                else FIXED_NODE_BOUND
+        return self._node_bound
 
     def _bad(self, rel: str, value: str, why: str | None = None) -> None:
         self.garbage.setdefault(self.path(rel), value[:80])
@@ -134,10 +158,10 @@ class Sysfs:
         """File content without trailing NUL bytes and whitespace; None if unreadable."""
         try:
             raw = _read_capped(self.path(rel))
-        except OSError:
+        except inbound.Refused as exc:
+            self._bad(rel, "(not read)", f"larger than {MAX_FILE_BYTES >> 20} MB, or not a regular file ({exc})")
             return None
-        if len(raw) > MAX_FILE_BYTES:
-            self._bad(rel, repr(raw[:40]), f"larger than {MAX_FILE_BYTES >> 20} MB")
+        except OSError:
             return None
         try:
             return raw.replace(b"\0", b"").decode("ascii").strip()
@@ -156,12 +180,13 @@ class Sysfs:
             self._bad(rel, text)
             return None
 
-    def cpulist(self, rel: str) -> set[int] | None:
+    def cpulist(self, rel: str, bound: CpuBound | None = None) -> set[int] | None:
+        """A list of CPU ids (bounded by kernel_max), or of node ids with `bound=self.node_bound`."""
         text = self.text(rel)
         if text is None:
             return None
         try:
-            return parse_cpulist(text, self.bound)
+            return parse_cpulist(text, bound or self.bound)
         except ValueError as exc:
             self._bad(rel, text, str(exc) if "beyond" in str(exc) else None)
             return None

@@ -6,12 +6,12 @@ no one else rewrites a record."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data import benchmarks
 from harness.records.benchmark import Benchmark
@@ -46,4 +46,8 @@ def for_prepared(bench: Benchmark, data: PreparedData) -> Benchmark:
     if not entry:
         raise DataError(f"{data.root} has no annotations to take the original image sizes from; rerun "
                         f"`appliance prepare --benchmark {bench.name}`")
-    return bench.with_image_sizes(image_sizes(json.loads((data.root / entry["file"]).read_text())))
+    try:
+        doc = inbound.read_json_object(data.root / entry["file"], inbound.ANNOTATIONS, what="annotations")
+    except inbound.Refused as exc:
+        raise DataError(f"{exc}; rerun `appliance prepare --benchmark {bench.name}`") from None
+    return bench.with_image_sizes(image_sizes(doc))

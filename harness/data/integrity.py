@@ -7,12 +7,12 @@ when its size, mtime or inode changed. A mismatch stops the run before LoadGen s
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
@@ -57,12 +57,12 @@ def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> 
     hint = bench.prepare_hint(data_dir)
     try:
         record = model_record.read(layout.record_for(precision))
-        manifest = json.loads((layout.preprocessed / store.MANIFEST).read_text())
+        manifest = inbound.read_json_object(layout.preprocessed / store.MANIFEST, inbound.RECORD)
         store.digested_files(manifest)  # the entries are there
     except FileNotFoundError as exc:
         raise DataError(f"nothing prepared for {bench.name} {precision} in {data_dir} ({exc.filename} is "
                         f"missing): run `{hint}`") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, inbound.Refused) as exc:
         raise DataError(f"the prepare records in {data_dir} are unreadable ({exc}); rerun `{hint}`") from None
     return _verify(located(data_dir, record.path, "models"), record.sha256, layout.preprocessed, manifest)
 

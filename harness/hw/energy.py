@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core import inbound
 from harness.core.sysfs import Sysfs
 
 POWERCAP = Path("sys/class/powercap")
@@ -57,7 +58,7 @@ class EnergyMeter:
         return bool(self.domains)
 
     def _read(self) -> list[int]:
-        return [int(d.path.read_text()) for d in self.domains]
+        return [int(inbound.read_bytes(d.path, inbound.SYSFS)) for d in self.domains]
 
     def start(self) -> None:
         if self.available:

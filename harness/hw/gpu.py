@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 
 ORDER_ENV = "CUDA_DEVICE_ORDER"
@@ -120,7 +121,7 @@ def visible(pcis: Sequence[str], env: Mapping[str, str], uuids: Mapping[str, str
 def _pick(var: str, entry: str, gpus: list[str], uuids: Mapping[str, str] | None) -> str:
     """One entry of a visibility variable: an index into `gpus` or a GPU UUID (or a unique prefix of one)."""
     shown = ", ".join(f"{i}: {p}" for i, p in enumerate(gpus)) or "none"
-    if entry.isdigit():
+    if inbound.is_digits(entry):
         if int(entry) >= len(gpus):
             raise ApplianceError(f"{var} names GPU {entry}, but only {len(gpus)} GPU(s) are there to pick from "
                                  f"({shown}); name an index below {len(gpus)} or a GPU UUID")

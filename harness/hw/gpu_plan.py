@@ -53,9 +53,9 @@ def parse_cuda(text: str) -> CudaSpec | None:
     lower = text.strip().lower()
     if lower == "cuda:all":
         return CudaSpec(None, None)
-    if m := re.fullmatch(r"cuda:allx(\d+)", lower):
+    if m := re.fullmatch(r"cuda:allx([0-9]+)", lower):
         return CudaSpec(None, (_count(text, m[1]),))
-    if not re.fullmatch(r"cuda:\d+(?:x\d+)?(?:,\d+(?:x\d+)?)*", lower):
+    if not re.fullmatch(r"cuda:[0-9]+(?:x[0-9]+)?(?:,[0-9]+(?:x[0-9]+)?)*", lower):
         return None
     ordinals, counts = [], []
     for entry in lower[5:].split(","):

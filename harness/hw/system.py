@@ -8,6 +8,8 @@ import platform
 import re
 from functools import cache
 
+from harness.core import inbound
+
 PACKAGES = ("mlcommons-loadgen", "onnxruntime", "onnxruntime-gpu", "nvidia-ml-py", "onnx", "numpy",
             "opencv-python-headless", "pycocotools",
             "click", "pyyaml", "psutil", "tqdm")
@@ -90,7 +92,7 @@ def memory_available() -> tuple[int, str]:
         if line.startswith("0::"):
             base = f"sys/fs/cgroup{line[3:].rstrip('/')}"
             top, used = fs.text(f"{base}/memory.max"), fs.integer(f"{base}/memory.current")
-            if top is not None and top.isdigit() and used is not None:
+            if top is not None and inbound.is_digits(top) and used is not None:
                 limits.append((max(0, int(top) - used), "the cgroup's memory.max less its use"))
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import move_into_place, save_onnx, scratch_dir
@@ -67,7 +68,6 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                  data: store.PreparedData, echo: Echo) -> dict[str, Any]:
     """The bf16 model record of `fp32` (its record), with the top-1 agreement (or golden mAP) of a bf16
     pass with the FP32 golden reference, measured on this CPU; skipped if up to date."""
-    import onnx
     import openvino as ov
 
     require("--precision bf16")
@@ -83,7 +83,7 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         metric = next(k for k in AGREEMENT if k in q)
         echo(f"bf16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
-    source = onnx.load(fp32["path"])
+    source = inbound.load_onnx(fp32["path"])
     u8 = uint8_input(source, bench)
     if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
         path = Path(fp32["path"])

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core import progress
+from harness.core import inbound, progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import move_into_place, save_onnx, scratch_dir
@@ -85,7 +85,6 @@ def emulation(fp32_u8: onnx.ModelProto, fp16: onnx.ModelProto) -> onnx.ModelProt
 def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
                  data: store.PreparedData, echo: Echo) -> dict[str, Any]:
     """Convert the FP32 model of `fp32` (its record) and report its agreement with FP32; skip if up to date."""
-    import onnx
 
     if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
         raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
@@ -101,7 +100,7 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
     with scratch_dir(tmp_prefix("fp16"), models_dir) as tmp:
         with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
-            u8 = uint8_input(onnx.load(fp32["path"]), bench)
+            u8 = uint8_input(inbound.load_onnx(fp32["path"]), bench)
             half = convert(u8)
             save_onnx(half, tmp / "fp16.onnx")
             emulated = tmp / "emulation.onnx"

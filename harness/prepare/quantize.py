@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core import progress
+from harness.core import inbound, progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import atomic_write_text, move_into_place, save_onnx, scratch_dir
@@ -45,8 +45,8 @@ METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on
 def read_calibration_list(path: Path, dataset_names: list[str]) -> list[int]:
     """Dataset indices of the images a calibration list names (one file name per line, MLPerf form)."""
     try:
-        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
+        names = [line.strip() for line in inbound.read_text(path, inbound.RECORD).splitlines() if line.strip()]
+    except (OSError, inbound.Refused) as exc:
         raise DataError(f"cannot read --calibration-list {path}: {exc}") from None
     where = {n: i for i, n in enumerate(dataset_names)}
     missing = [n for n in names if n not in where]
@@ -90,14 +90,13 @@ def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedDa
             self.bar.update(len(part))
             return {bench.input_name: u8}
 
-    import onnx
 
     pre = fp32_u8.with_name(fp32_u8.stem + ".pre.onnx")
     quant_pre_process(str(fp32_u8), str(pre), skip_symbolic_shape=True)
     # The classifier head (MatMul/Gemm, 0.05% of ResNet50's MACs, and the ArgMax/Softmax reading its
     # logits) stays FP32: uint8 logits would have to span all 1001 classes and would round near-ties
     # together, which costs top-1 agreement for nothing.
-    graph = onnx.load(str(pre)).graph
+    graph = inbound.load_onnx(str(pre)).graph
     classifier = [n.name for n in graph.node if n.op_type in CLASSIFIER_OPS] + _decode_tail(graph)
     with contextlib.redirect_stdout(io.StringIO()):  # the calibrator prints its progress
         quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
@@ -162,7 +161,6 @@ def agreement(passes: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], bench
 def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
                  data: store.PreparedData, cal_list: Path | None, echo: Echo) -> dict[str, Any]:
     """Quantise the FP32 model of `fp32` (its record) and report top-1 agreement with it; skip if up to date."""
-    import onnx
 
     if not data.manifest.get("golden"):
         raise DataError(f"no FP32 golden reference for {bench.name}; run `{bench.prepare_hint(models_dir.parent)}`")
@@ -187,7 +185,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
     with scratch_dir(tmp_prefix("int8"), models_dir) as tmp:
         u8in = tmp / "u8in.onnx"
-        save_onnx(uint8_input(onnx.load(fp32["path"]), bench), u8in)
+        save_onnx(uint8_input(inbound.load_onnx(fp32["path"]), bench), u8in)
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
             _quantize(u8in, tmp / "int8.onnx", bench, data, indices)
         move_into_place(tmp / "int8.onnx", path)

@@ -14,7 +14,6 @@ copied, moved or mounted read-only anywhere and used from any working directory.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -25,7 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from harness.core import leftovers, progress
+from harness.core import inbound, leftovers, progress
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, sha256_file
 from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_json, make_dirs, staged_dir
@@ -78,8 +77,8 @@ def _seeded_recorded(layout: Layout) -> bool:
 
 def _json_or_empty(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = inbound.read_json(path, inbound.RECORD)
+    except (OSError, inbound.Refused):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -120,7 +119,7 @@ def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
     import onnx
 
     try:
-        model = onnx.load(str(path))
+        model = inbound.load_onnx(str(path))
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx raises DecodeError, ValidationError, ...
         raise DataError(f"{path} is not a valid ONNX model ({type(exc).__name__}: "
@@ -250,7 +249,7 @@ def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, ec
         want = {"count": count, "seed": DATASET_SEED}
         # benchmarks sharing a dataset folder (COCO) share the drawing when it is large enough; a generator
         # whose images do not depend on the count says so with `prefix_stable` in its marker
-        have = json.loads(marker.read_text()) if marker.is_file() else {}
+        have = _json_or_empty(marker)
         if not (have.get("seed") == DATASET_SEED and (have.get("count") == count or (
                 have.get("prefix_stable") and have.get("count", 0) >= count))):
             with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:

@@ -8,28 +8,24 @@ here, so the three say the same thing the same way.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
+from harness.core import inbound
 from harness.core.errors import DataError
-
-
-def json_kind(data: Any) -> str:
-    """What a parsed JSON value is, in JSON's words: `null`, an array, a string, a number, ..."""
-    if data is None:
-        return "null"
-    return {bool: "a boolean", list: "an array", str: "a string", dict: "an object"}.get(type(data), "a number")
+from harness.core.inbound import json_kind
 
 
 def load_json(path: Path, damaged: str = "is unreadable", fix: str = "", name: str | None = None) -> object:
     """The JSON in `path`. FileNotFoundError is raised as it is (each record says what a missing one
     means); a file that cannot be read or parsed is DataError "<name> <damaged> (why)<fix>"."""
     try:
-        return json.loads(path.read_text())
+        return inbound.read_json(path, inbound.RECORD)
     except FileNotFoundError:
         raise
-    except (OSError, ValueError) as exc:
+    except inbound.Refused as exc:
+        raise DataError(f"{name or path} {damaged} ({exc.reason}){fix}") from None
+    except OSError as exc:
         raise DataError(f"{name or path} {damaged} ({exc}){fix}") from None
 
 

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import inbound
 from harness.core.errors import DataError
-from harness.records.readers import MAX_LOG_BYTES, Problem, file_size, unreadable
+from harness.core.inbound import file_size
+from harness.records.readers import MAX_LOG_BYTES, Problem, refused, unreadable
 
 # scenario -> (detail-log key, unit); SPEC §2
 METRICS: dict[str, tuple[str, str]] = {
@@ -130,15 +132,16 @@ def _show(v: Any) -> str:
 
 
 
-def read(path: Path, where: str, problem: Problem) -> Detail | None:
-    """Every `:::MLLOG` record of a LoadGen detail log (last value per key); None if unreadable or too big."""
+def read(path: Path, where: str, problem: Problem, within: Path | None = None) -> Detail | None:
+    """Every `:::MLLOG` record of a LoadGen detail log (last value per key); None if unreadable, too big, not
+    a regular file (a link to /dev/zero) or a link out of `within`."""
     size = file_size(path)
     if size is not None and size > MAX_LOG_BYTES:
         problem(f"{where}: {size} bytes, larger than the {MAX_LOG_BYTES // 2**20} MB a tree may hold per file")
         return None
     detail = Detail(where, problem)
     try:
-        with open(path, "rb") as f:
+        with inbound.open_bounded(path, MAX_LOG_BYTES, within=within) as f:
             for number, raw in enumerate(f, 1):
                 if not raw.startswith(b":::MLLOG"):
                     continue
@@ -156,6 +159,9 @@ def read(path: Path, where: str, problem: Problem) -> Detail | None:
                 meta = rec.get("metadata")
                 if isinstance(meta, dict) and meta.get("is_error"):
                     detail.errors.append(f"{rec['key']}: {_show(rec.get('value'))}")
+    except inbound.Refused as exc:
+        problem(refused(where, exc))
+        return None
     except OSError as exc:
         problem(unreadable(exc, where))
         return None

@@ -7,15 +7,14 @@ caller carries on with what could be read.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.records.base import json_kind
+from harness.core import inbound
+from harness.core.inbound import file_size
 
-MAX_LOG_BYTES = 50 * 1024 * 1024   # the official checker's limit for any file in a tree (FILE_SIZE_LIMIT_MB)
+MAX_LOG_BYTES = inbound.LOG        # the official checker's limit for any file in a tree (FILE_SIZE_LIMIT_MB)
 MAX_TEXT_BYTES = 1024 * 1024       # accuracy.txt, verify_*.txt, user.conf: read at most this much
 
 Problem = Callable[[str], None]
@@ -30,44 +29,43 @@ def unreadable(exc: OSError, where: str) -> str:
     return f"{where}: cannot read ({exc.strerror or exc})"
 
 
-def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BYTES) -> str | None:
-    """The text of a small file (its first `limit` bytes), or None after reporting why not."""
+def refused(where: str, exc: inbound.Refused) -> str:
+    """The one problem line for a file the door refused: "<where>: a character device, not a regular file"."""
+    return f"{where}: {exc.reason.removeprefix('is ')}"
+
+
+def read_text(path: Path, where: str, problem: Problem, limit: int = MAX_TEXT_BYTES,
+              within: Path | None = None) -> str | None:
+    """The text of a small file (its first `limit` bytes), or None after reporting why not (a link out of
+    `within`, a device or a FIFO included)."""
     try:
-        with open(path, "rb") as f:
+        with inbound.open_bounded(path, MAX_LOG_BYTES, within=within) as f:
             data = f.read(limit)
+    except inbound.Refused as exc:
+        problem(refused(where, exc))
+        return None
     except OSError as exc:
         problem(unreadable(exc, where))
         return None
     return data.decode("utf-8", errors="replace")
 
 
-def read_json_object(path: Path, where: str, problem: Problem) -> dict[str, Any] | None:
+def read_json_object(path: Path, where: str, problem: Problem, within: Path | None = None) -> dict[str, Any] | None:
     """A JSON file that must hold an object."""
     size = file_size(path)
     if size is not None and size > MAX_LOG_BYTES:
         problem(f"{where}: {size} bytes, larger than the {MAX_LOG_BYTES // 2**20} MB a tree may hold per file")
         return None
-    text = read_text(path, where, problem, limit=MAX_LOG_BYTES)
+    text = read_text(path, where, problem, limit=MAX_LOG_BYTES, within=within)
     if text is None:
         return None
     if not text.strip():
         problem(f"{where}: empty")
         return None
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        problem(f"{where}: not valid JSON ({str(exc).splitlines()[0][:120]})")
-        return None
-    if not isinstance(data, dict):
-        problem(f"{where}: holds {json_kind(data)}, not a JSON object")
-        return None
-    return data
-
-
-def file_size(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_size
-    except OSError:
+        return inbound.expect_object(inbound.parse_json(text, where), where)
+    except inbound.Refused as exc:
+        problem(refused(where, exc))
         return None
 
 

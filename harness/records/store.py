@@ -12,7 +12,6 @@ Layout of a prepared folder::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.core.outbound import mapped_array, save_array
-from harness.records.base import json_kind
 
 MANIFEST = "manifest.json"
 SHARD_SIZE = 1024
@@ -94,15 +93,6 @@ def _named(root: Path, name: object) -> Path:
     return root / name
 
 
-def _npy(path: Path, mmap: bool = False) -> np.ndarray:
-    """One `.npy` file of the folder; a truncated one (numpy's EOFError, which click would take for a
-    Ctrl-D and report as an interrupt) is a ValueError naming the file."""
-    try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)  # type: ignore[no-any-return]
-    except EOFError as exc:
-        raise ValueError(f"{path.name} is truncated ({exc}: {path.stat().st_size} bytes)") from None
-
-
 def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
@@ -110,25 +100,25 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     if not mpath.is_file():
         raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
     try:
-        manifest = json.loads(mpath.read_text())
-        if not isinstance(manifest, dict):
-            raise ValueError(f"{mpath} holds {json_kind(manifest)}, not a JSON object")
+        manifest = inbound.read_json_object(mpath, inbound.RECORD)
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
         shards = []
         for entry in manifest["shards"]:
-            arr = _npy(_named(root, entry["file"]), mmap=True)
+            arr = inbound.load_npy(_named(root, entry["file"]), mmap=True)
             if list(arr.shape) != entry["shape"] or arr.dtype != np.uint8:
                 raise ValueError(f"{entry['file']} has shape {arr.shape} {arr.dtype}, manifest says {entry['shape']}")
             shards.append(arr)
-        labels = _npy(_named(root, manifest["labels"]["file"]))
+        labels = inbound.load_npy(_named(root, manifest["labels"]["file"]), mmap=False, limit=inbound.RECORD)
         golden = None
         for key in ("annotations", "golden"):
             if manifest.get(key) and not _named(root, manifest[key]["file"]).is_file():
                 raise ValueError(f"{manifest[key]['file']} is missing")
         if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
-            golden = _npy(_named(root, manifest["golden"]["file"]))
+            golden = inbound.load_npy(_named(root, manifest["golden"]["file"]), mmap=False, limit=inbound.ARRAY)
         complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
+    except inbound.Refused as exc:
+        raise DataError(f"prepared data in {root} is damaged ({exc})" + rerun) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         why = (f"{exc} is missing" if isinstance(exc, KeyError) else  # a number or `null` where a list is
                f"an entry of the wrong JSON kind: {exc}" if isinstance(exc, TypeError | AttributeError) else exc)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.records import detail_log
 from harness.records import manifest as run_manifest
 
-COMPLIANCE_DIR = re.compile(r"TEST0\d(_\d+)?")
+COMPLIANCE_DIR = re.compile(r"TEST0[0-9](_[0-9]+)?")
 
 
 @dataclass(frozen=True, order=True)
@@ -111,8 +112,8 @@ def _hidden(path: Path, root: Path) -> bool:
 
 def _read_verdict(path: Path, test: str) -> Verdict:
     try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
+        lines = inbound.read_text(path, inbound.TEXT, errors="replace").splitlines()
+    except (OSError, inbound.Refused):
         lines = []
     last = lines[-1].strip() if lines else ""
     passed = True if last == "TEST PASS" else False if last == "TEST FAIL" else None

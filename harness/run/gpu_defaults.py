@@ -49,11 +49,10 @@ def batch(bench: Benchmark, scenario: Scenario, model: dict[str, Any], cards_per
         return 8, "GPU default for MultiStream: 8 (a query's samples)"
     offline, why = bench.gpu_batch, f"the benchmark's GPU batch {bench.gpu_batch}"
     if gpu_memory_mib:
-        import onnx
-
+        from harness.core import inbound
         from harness.data.models.stats import activation_bytes
 
-        per_sample = activation_bytes(onnx.load(str(model["path"])))
+        per_sample = activation_bytes(inbound.load_onnx(model["path"]))
         room = MEMORY_SHARE * (gpu_memory_mib << 20) / max(1, cards_per_gpu)
         while offline > 1 and offline * per_sample > room:
             offline //= 2

@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import re
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import mlperf_loadgen as lg
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.outbound import atomic_write_text, scratch_dir
 from harness.core.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
@@ -92,7 +94,7 @@ def embedded_mlperf_conf() -> str:
 
     so = glob.glob(str(Path(lg.__file__).parent / "mlperf_loadgen*.so")) if not lg.__file__.endswith(".so") \
         else [lg.__file__]
-    blob = Path(so[0]).read_bytes()
+    blob = inbound.read_bytes(so[0], inbound.ARRAY)
     anchor = blob.find(b"*.*.qsl_rng_seed")
     if anchor < 0:
         raise ApplianceError("the installed LoadGen carries no mlperf.conf; reinstall mlcommons-loadgen")
@@ -133,6 +135,7 @@ MAX_CONF_BYTES = 1 << 20  # a user.conf is a few lines; a larger file (or /dev/z
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000  # a week: durations and latencies above it are a slip of the keyboard
 _COUNT = 2**53          # counts: any whole number a double holds exactly; the memory they need is checked
 _U64 = 2**64 - 1        # seeds: LoadGen's uint64
+MIN_TARGET_QPS = 1e-3   # below it LoadGen's schedule (a query every 1/target_qps s) overflows: 1e-320 was bad_alloc
 _I32 = 2**31 - 1        # LoadGen casts these to int
 
 
@@ -166,7 +169,7 @@ KEY_RULES: dict[str, KeyRule] = {
     "samples_per_query": KeyRule(True, 1, _I32),
     "max_async_queries": KeyRule(True, 0, _I32),
     "server_num_issue_query_threads": KeyRule(True, 0, _I32),
-    "target_qps": KeyRule(False, 0, float("inf"), lo_open=True, unit="queries/s"),
+    "target_qps": KeyRule(False, MIN_TARGET_QPS, float("inf"), unit="queries/s"),
     "target_latency": KeyRule(False, 0, MAX_DURATION_MS, lo_open=True, unit="ms"),
     "target_latency_percentile": KeyRule(False, 0, 100, lo_open=True, unit="percent"),
     "accuracy_log_probability": KeyRule(False, 0, 100, unit="percent"),
@@ -197,10 +200,14 @@ def check_value(scenario: str, key: str, value: str) -> str | None:
     digits = text.lstrip("+-")
     number: float = (int(digits) if len(digits) <= 40 else math.inf) if whole else float(text)
     low = number <= rule.lo if rule.lo_open else number < rule.lo
+    span = f"{'above' if rule.lo_open else 'at least'} {rule.lo:g}" + \
+        (f" and at most {rule.hi:g}" if math.isfinite(rule.hi) else " and finite")
+    unit = f" ({rule.unit})" if rule.unit else ""
     if low or number > rule.hi or not math.isfinite(number):
-        span = f"{'above' if rule.lo_open else 'at least'} {rule.lo:g}" + \
-            (f" and at most {rule.hi:g}" if math.isfinite(rule.hi) else " and finite")
-        return f"{key} = {shown} is out of range: it must be {span}" + (f" ({rule.unit})" if rule.unit else "")
+        return f"{key} = {shown} is out of range: it must be {span}{unit}"
+    if number != 0 and abs(number) < sys.float_info.min:
+        return (f"{key} = {shown} is too small to compute with (a denormal number, below {sys.float_info.min:.3g}); "
+                f"it must be {span}{unit}")
     return None
 
 
@@ -252,15 +259,13 @@ def check_conf_text(text: str, where: str) -> None:
 def read_user_conf(path: Path) -> str:
     """A user's user.conf, checked line by line the way LoadGen reads it (check_conf_text)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONF_BYTES + 1)
+        raw = inbound.read_bytes(path, MAX_CONF_BYTES, what="--user-conf")
+    except inbound.Refused as exc:
+        raise ApplianceError(f"{exc}; a user.conf is a text file of 'model.scenario.key = value' lines") from None
     except OSError as exc:
         raise ApplianceError(f"cannot read --user-conf {path}: {exc.strerror}") from None
-    if len(raw) > MAX_CONF_BYTES:
-        raise ApplianceError(f"--user-conf {path} is larger than {MAX_CONF_BYTES >> 20} MB: not a user.conf "
-                             f"(a few 'model.scenario.key = value' lines)")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading BOM dropped: LoadGen would read it as part of the first key
     except UnicodeDecodeError:
         raise ApplianceError(f"--user-conf {path} is not a text file (not UTF-8); a user.conf holds lines "
                              f"'model.scenario.key = value'") from None

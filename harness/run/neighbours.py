@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
+from harness.core import inbound
 from harness.core.sysfs import format_cpulist
 
 REGISTRY_ENV = "APPLIANCE_RUN_REGISTRY"
@@ -56,8 +57,8 @@ class Neighbours:
     def _read_own(self) -> None:
         """Note the runs that started after this one: they appended themselves to its entry."""
         if self._path is not None:
-            with contextlib.suppress(OSError):
-                for line in self._path.read_text().splitlines()[1:]:
+            with contextlib.suppress(OSError, inbound.Refused):
+                for line in inbound.read_text(self._path, inbound.RECORD, errors="replace").splitlines()[1:]:
                     self._note(line)
 
     def _register(self) -> None:

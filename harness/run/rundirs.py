@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.outbound import atomic_write_text, free_bytes, make_dirs
 from harness.core.processes import identity, owner_alive, owner_pid
@@ -110,7 +111,7 @@ def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print)
         return RunFolder(parent / name, staging, owner)
 
 
-_ENTRY = re.compile(r"^\.?(?P<name>[A-Za-z0-9]+(?:_\d+)?)(?:\.incomplete|\.owner|\.staging-(?P<pid>\d+))?$")
+_ENTRY = re.compile(r"^\.?(?P<name>[A-Za-z0-9]+(?:_[0-9]+)?)(?:\.incomplete|\.owner|\.staging-(?P<pid>[0-9]+))?$")
 
 
 def _taken(parent: Path, stem: str) -> list[int]:
@@ -123,7 +124,7 @@ def _taken(parent: Path, stem: str) -> list[int]:
         name = m["name"]
         if name == stem:
             numbers.append(1)
-        elif name.startswith(stem + "_") and name[len(stem) + 1:].isdigit():
+        elif name.startswith(stem + "_") and inbound.is_digits(name[len(stem) + 1:]):
             numbers.append(int(name[len(stem) + 1:]))
     return numbers
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness.core import leftovers, progress
+from harness.core import inbound, leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
 from harness.core.fsutil import disk_fault, sha256_file, tmp_prefix
@@ -99,7 +99,7 @@ class Measured:
 
 def latest_run(perf_dir: Path) -> Path | None:
     """The highest-numbered finished `run_N` (one with a detail log) in a performance folder."""
-    runs = [p for p in perf_dir.glob("run_*") if p.name.split("_")[1].isdigit()
+    runs = [p for p in perf_dir.glob("run_*") if inbound.is_digits(p.name.split("_")[1])
             and (p / "mlperf_log_detail.txt").is_file()]
     return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
 

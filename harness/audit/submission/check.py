@@ -28,6 +28,7 @@ from typing import Any
 from harness.audit.submission import rounds
 from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks as appliance_benchmarks
@@ -219,7 +220,8 @@ def _hygiene(sub: Path, rep: Report) -> None:
     spaces, __pycache__, empty folders. Walked without following links (a link loop cannot trap it)."""
     found: dict[str, list[str]] = {k: [] for k in ("broken or looping symbolic links", "files over 50 MB",
                                                     "hidden names", "names with spaces", "__pycache__ folders",
-                                                    "empty folders")}
+                                                    "empty folders", "links leaving the tree")}
+    tree = Path(os.path.realpath(rep.root))
 
     def err(exc: OSError) -> None:
         found.setdefault("unreadable folders", []).append(f"{exc.filename} ({exc.strerror})")
@@ -239,6 +241,8 @@ def _hygiene(sub: Path, rep: Report) -> None:
                 found["__pycache__ folders"].append(rel)
             if p.is_symlink() and not p.exists():
                 found["broken or looping symbolic links"].append(rel)
+            elif p.is_symlink() and not Path(os.path.realpath(p)).is_relative_to(tree):
+                found["links leaving the tree"].append(f"{rel} -> {os.path.realpath(p)}")
             elif name in files:
                 try:
                     if p.stat().st_size > MAX_LOG_BYTES:
@@ -288,6 +292,10 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
     P = rep.problems.append
     model = rnd.model_of(bench.name)
     rules = rnd.benchmarks.get(model)
+    if rules is None and (bench.name in rounds.OTHER_BENCHMARKS or model in rounds.OTHER_BENCHMARKS):
+        rep.notes.append(f"{_rel(rep, bench)}: not checked (outside this appliance's benchmarks: {bench.name} is "
+                         f"one of the official checker's, whose rules are not recorded here)")
+        return
     if rules is None:
         P(f"{_rel(rep, bench)}: {bench.name!r} is not a benchmark {rnd.version} defines here "
           f"(its vision benchmarks: {', '.join(rnd.benchmarks)}); not checked further")
@@ -580,9 +588,9 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
 
 def _read_small(path: Path) -> bytes | None:
     try:
-        with open(path, "rb") as f:
+        with inbound.open_bounded(path, inbound.ARRAY) as f:
             return f.read(MAX_ACCURACY_LOG_BYTES + 1)
-    except OSError:
+    except (OSError, inbound.Refused):
         return None
 
 

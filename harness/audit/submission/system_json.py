@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness import __version__
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.scenarios import Scenario
 from harness.hw import system
@@ -31,11 +30,9 @@ def load_overrides(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        data = yaml.safe_load(path.read_text())
+        data = inbound.read_yaml(path, inbound.TEXT, what="system overrides")
     except OSError as exc:
         raise DataError(f"system overrides {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise DataError(f"system overrides {path} is not valid YAML ({str(exc).splitlines()[0]})") from None
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
@@ -234,14 +231,14 @@ def _cpu_layout(root: str) -> tuple[int, int, int]:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text().strip()
-    except OSError:
+        return inbound.read_text(path, inbound.SYSFS).strip()
+    except (OSError, inbound.Refused):
         return None
 
 
 def _frequency(base: Path) -> str:
     khz = _read(base / "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if khz and khz.isdigit():
+    if khz and inbound.is_digits(khz):
         return f"{int(khz) // 1000} MHz (max)"
     text = _read(base / "proc/cpuinfo") or ""
     for line in text.splitlines():
@@ -259,7 +256,7 @@ def _caches(base: Path) -> str:
     cache = base / "sys/devices/system/cpu/cpu0/cache"
     for idx in sorted(cache.glob("index*")):
         level, kind, size = (_read(idx / n) for n in ("level", "type", "size"))
-        if not (level and size and size.rstrip("K").isdigit()):
+        if not (level and size and inbound.is_digits(size.rstrip("K"))):
             continue
         suffix = {"Data": "d", "Instruction": "i"}.get(kind or "", "")
         parts.append(f"L{level}{suffix} {_size_text(int(size.rstrip('K')))}")
@@ -280,7 +277,7 @@ def _storage(base: Path) -> tuple[str, str]:
         if dev.name.startswith(("loop", "ram", "zram", "dm-", "sr", "md", "nbd")):
             continue
         sectors = _read(dev / "size")
-        if not sectors or not sectors.isdigit() or int(sectors) == 0:
+        if not sectors or not inbound.is_digits(sectors) or int(sectors) == 0:
             continue
         total += int(sectors) * 512
         kinds.add("NVMe SSD" if dev.name.startswith("nvme") else
@@ -297,7 +294,7 @@ def _networking(base: Path) -> tuple[str, int]:
         if iface.name == "lo":
             continue
         speed = _read(iface / "speed")
-        names.append(f"{iface.name} ({speed} Mb/s)" if speed and speed.lstrip("-").isdigit() and int(speed) > 0
+        names.append(f"{iface.name} ({speed} Mb/s)" if speed and inbound.is_digits(speed.lstrip("-")) and int(speed) > 0
                      else iface.name)
         physical += (iface / "device").exists()
     return (", ".join(names) or "none"), physical

@@ -27,7 +27,7 @@ from typing import Any
 from harness import __version__
 from harness.audit.submission import system_json
 from harness.audit.submission.truncate import truncate_accuracy_log, with_hash
-from harness.core import leftovers
+from harness.core import inbound, leftovers
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, plain_name
 from harness.core.outbound import (
@@ -84,7 +84,7 @@ def _latest(runs: list[Path]) -> Path:
     """Newest by the manifest's creation time, then by run number."""
     def key(p: Path) -> tuple[str, int]:
         tail = p.name.rsplit("_", 1)[-1]
-        return _manifest(p).get("created_utc", ""), int(tail) if tail.isdigit() else 1
+        return _manifest(p).get("created_utc", ""), int(tail) if inbound.is_digits(tail) else 1
     return max(runs, key=key)
 
 
@@ -199,6 +199,11 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
         raise DataError("; ".join(problems)) if len(problems) == 1 else DataError(
             f"{len(problems)} problems with the runs:\n  " + "\n  ".join(problems))
     chosen = {k: (_latest(sr.performance), _latest(sr.accuracy)) for k, sr in found.items()}
+    links = _links_out([(f, _input_of(f, inputs)) for k, pair in chosen.items()
+                        for f in (*pair, *found[k].tests.values())])
+    if links:
+        raise DataError(f"{len(links)} file(s) of the runs link outside the folder given: {'; '.join(links[:5])}; "
+                        f"copy them into the run folders (a tree for publication holds no file from elsewhere)")
     manifests = [_manifest(p) for pair in chosen.values() for p in pair]
     copied = [f for pair in chosen.values() for run in pair for f in run.iterdir()  # accuracy logs: truncated
               if f.is_file() and f.name not in ("mlperf_log_accuracy.json", "mlperf_log_trace.json")]
@@ -222,7 +227,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
         for (bench, scenario), sr in sorted(found.items()):
             perf, acc = chosen[(bench, scenario)]
             dest = sub / "results" / system_name / bench / scenario
-            _write_scenario(dest, sr, perf, acc)
+            _write_scenario(dest, sr, perf, acc, _input_of(perf, inputs))
             echo(f"{sr.label}: performance {perf}, accuracy {acc}"
                  + "".join(f", {t} {p}" for t, p in sorted(sr.tests.items())))
             missing = [t for t in _compliance_tests(bench) if t not in sr.tests]
@@ -246,50 +251,72 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     return out
 
 
-def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path) -> None:
+def _input_of(run: Path, inputs: list[Path]) -> Path:
+    """The input folder the user named that holds `run` (its links must stay inside it)."""
+    return next((i for i in inputs if run.resolve().is_relative_to(i.resolve()) or run.is_relative_to(i)), run)
+
+
+def _links_out(folders: list[tuple[Path, Path]]) -> list[str]:
+    """Files of the runs to publish that link out of the input folder holding them: a tree for publication
+    must not carry a file from elsewhere (a link to ~/.ssh/id_rsa named accuracy_golden.txt)."""
+    out = []
+    for folder, within in folders:
+        for f in sorted(folder.rglob("*")):
+            try:
+                inbound.check_within(f, within)
+            except inbound.Refused as exc:
+                out.append(str(exc).split("; ")[0])
+    return out
+
+
+def _copy(src: Path, dst: Path, within: Path) -> None:
+    copy_file(src, dst, limit=inbound.ACCURACY_LOG, within=within)
+
+
+def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path, within: Path) -> None:
     run1 = dest / "performance" / "run_1"
     for name in (*PERF_FILES, *RUN_EXTRAS):
         if (perf / name).is_file():
-            copy_file(perf / name, run1 / name)
-    copy_file(perf / "user.conf", dest / "user.conf")
-    copy_file(perf / "mlperf.conf", dest / "mlperf.conf")
+            _copy(perf / name, run1 / name, within)
+    _copy(perf / "user.conf", dest / "user.conf", within)
+    _copy(perf / "mlperf.conf", dest / "mlperf.conf", within)
     adir = dest / "accuracy"
     make_dirs(adir)
     for name in (*PERF_FILES, *RUN_EXTRAS, "accuracy_golden.txt"):
         if (acc / name).is_file():
-            copy_file(acc / name, adir / name)
+            _copy(acc / name, adir / name, within)
     digest = truncate_accuracy_log(acc / "mlperf_log_accuracy.json", adir / "mlperf_log_accuracy.json")
-    atomic_write_text(adir / "accuracy.txt", with_hash((acc / "accuracy.txt").read_text(), digest,
+    atomic_write_text(adir / "accuracy.txt", with_hash(inbound.read_text(acc / "accuracy.txt", within=within), digest,
                                                        str(acc / "accuracy.txt")))
     for test, src in sorted(sr.tests.items()):
-        _copy_test(src, dest / test)
+        _copy_test(src, dest / test, within)
     perf_m, acc_m = _manifest(perf), _manifest(acc)
     atomic_write_json(dest / "measurements.json", measurements(perf_m or acc_m))
     atomic_write_text(dest / "README.md", _scenario_readme(sr, perf, acc, perf_m, acc_m))
 
 
-def _copy_test(src: Path, dst: Path) -> None:
+def _copy_test(src: Path, dst: Path, within: Path) -> None:
     """A compliance folder: verify files, LoadGen's logs in performance/run_1, the rest in appliance/."""
     for name in ("verify_accuracy.txt", "verify_performance.txt"):
         if (src / name).is_file():
-            copy_file(src / name, dst / name)
+            _copy(src / name, dst / name, within)
     run = src / "performance" / "run_1"
     if run.is_dir():
         for f in sorted(p for p in run.iterdir() if p.is_file()):
             if f.name in (*PERF_FILES, "mlperf_log_accuracy.json"):
-                copy_file(f, dst / "performance" / "run_1" / f.name)
+                _copy(f, dst / "performance" / "run_1" / f.name, within)
             elif f.name != "mlperf_log_trace.json":
-                copy_file(f, dst / "appliance" / f.name)
+                _copy(f, dst / "appliance" / f.name, within)
     acc = src / "accuracy"
     if acc.is_dir():
         make_dirs(dst / "accuracy")
         for f in sorted(p for p in acc.iterdir() if p.is_file()):
             if f.name not in ("mlperf_log_accuracy.json", "accuracy.txt"):
-                copy_file(f, dst / "accuracy" / f.name)
+                _copy(f, dst / "accuracy" / f.name, within)
         log = acc / "mlperf_log_accuracy.json"
         if log.is_file():
             digest = truncate_accuracy_log(log, dst / "accuracy" / "mlperf_log_accuracy.json")
-            text = (acc / "accuracy.txt").read_text() if (acc / "accuracy.txt").is_file() else ""
+            text = inbound.read_text(acc / "accuracy.txt", within=within) if (acc / "accuracy.txt").is_file() else ""
             atomic_write_text(dst / "accuracy" / "accuracy.txt", with_hash(text, digest, str(acc / "accuracy.txt")))
 
 

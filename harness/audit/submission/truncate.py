@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.core.outbound import atomic_write_bytes
@@ -21,7 +22,7 @@ HASH_LINE = re.compile(r"^hash=([\w\d]+)$")
 def truncate_accuracy_log(src: Path, dst: Path) -> str:
     """Write the truncated form of `src` to `dst`; returns the sha256 of the full `src`."""
     digest = sha256_file(src)
-    data = src.read_bytes()
+    data = inbound.read_bytes(src, inbound.ACCURACY_LOG)
     if len(data) < VIEWABLE_BYTES:
         atomic_write_bytes(dst, data)
     else:

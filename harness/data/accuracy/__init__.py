@@ -7,18 +7,18 @@ golden reference from the per-sample payloads of an FP32 reference pass.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from harness.core import inbound
 from harness.core.errors import DataError
 
 
 def read_log(log_path: Path) -> list[dict[str, Any]]:
     """The records of an accuracy log: [{"qsl_idx", "data" (hex)}, ...]."""
     try:
-        records = json.loads(log_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        records = inbound.read_json(log_path, inbound.ACCURACY_LOG)
+    except OSError as exc:
         raise DataError(f"cannot read accuracy log {log_path}: {exc}") from None
     if not isinstance(records, list):
         raise DataError(f"accuracy log {log_path} is not a list of responses")

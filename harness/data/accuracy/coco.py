@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data.accuracy import read_log
 from harness.records.benchmark import Score, Scorer
@@ -82,7 +83,7 @@ def score(log_path: Path, data: PreparedData, against: str) -> Score | None:
     if path is None:
         return None
     gt = COCO()
-    gt.dataset = json.loads(path.read_text())
+    gt.dataset = inbound.read_json_object(path, inbound.ANNOTATIONS, what="annotations")
     text = io.StringIO()
     with contextlib.redirect_stdout(text):  # pycocotools prints its progress and table
         gt.createIndex()
@@ -109,7 +110,7 @@ def golden(payloads: list[np.ndarray], data: PreparedData) -> tuple[str, bytes, 
     """golden.json: the dataset's images and categories, the reference pass's detections as ground truth."""
     path = ground_truth_file(data, "dataset")
     assert path is not None
-    doc = json.loads(path.read_text())
+    doc = inbound.read_json_object(path, inbound.ANNOTATIONS, what="annotations")
     anns: list[dict[str, Any]] = []
     dropped = 0
     for image, payload in zip(doc["images"], payloads, strict=True):

@@ -11,13 +11,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 
 
 def decode_image(path: Path, listed_in: str) -> np.ndarray:
     """Decode like the references (`cv2.imread`, 3-channel BGR), refusing damaged files loudly."""
     try:
-        data = path.read_bytes()
+        data = inbound.read_bytes(path, inbound.RECORD, what="image")
     except OSError as exc:
         raise DataError(f"cannot read image {path}: {exc.strerror}") from None
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None

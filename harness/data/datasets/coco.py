@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
@@ -106,9 +107,9 @@ class CocoLayout:
         if not path.is_file():
             raise DataError(f"{path} not found: a {self.name} folder holds {self.annotations} and {self.images}/")
         try:
-            doc = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{path} is not a COCO annotation file (not JSON: {exc})") from None
+            doc = inbound.read_json(path, inbound.ANNOTATIONS)
+        except OSError as exc:
+            raise DataError(f"{path} is not a COCO annotation file ({exc})") from None
         images, anns = _check_coco(doc, path)
         self._check_subset(root, path, images)
         if limit is not None:
@@ -118,7 +119,8 @@ class CocoLayout:
             raise DataError(f"{len(missing)} image(s) listed in {path} are missing from {root / self.images} "
                             f"(first: {missing[0]}); restore them or pass --samples to use fewer")
         ids = {im["id"] for im in images}
-        subset = {**doc, "images": images, "annotations": [a for a in anns if a["image_id"] in ids]}
+        subset = {**inbound.expect_object(doc, str(path)), "images": images,
+                  "annotations": [a for a in anns if a["image_id"] in ids]}
         return Listing([f"{self.images}/{im['file_name']}" for im in images],
                        np.asarray([im["id"] for im in images], dtype=np.int64), subset)
 

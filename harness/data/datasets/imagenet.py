@@ -12,6 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
@@ -32,11 +33,11 @@ def read_val_map(root: Path, limit: int | None = None) -> tuple[list[str], np.nd
         raise DataError(f"{path} not found: an ImageNet folder holds the JPEG files and val_map.txt")
     names: list[str] = []
     labels: list[int] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, line in enumerate(inbound.read_text(path, inbound.RECORD).splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
+        if len(parts) != 2 or not inbound.is_digits(parts[1]):
             raise DataError(f"{path}:{lineno}: expected '<image> <label>', got {line!r}")
         names.append(parts[0])
         labels.append(int(parts[1]))

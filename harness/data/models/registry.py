@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from harness.core import inbound
 from harness.core.errors import DataError
 
 _CHUNK = 1 << 20
@@ -122,7 +123,7 @@ def find(benchmark: str, registry: Sequence[Artefact] = OFFICIAL) -> list[Artefa
 def file_digests(path: Path) -> tuple[str, str]:
     """(md5, sha256) in one streaming pass: models are hundreds of MB and read from slow disks."""
     md5, sha256 = hashlib.md5(), hashlib.sha256()
-    with open(path, "rb") as f:
+    with inbound.open_bounded(path, inbound.ARRAY) as f:
         while chunk := f.read(_CHUNK):
             md5.update(chunk)
             sha256.update(chunk)

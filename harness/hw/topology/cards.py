@@ -156,9 +156,9 @@ def parse_card_spec(text: str) -> CardSpec:
     if lower == "auto":
         return CardSpec(spec, "auto")
     kind = profile = None
-    if m := re.fullmatch(r"emulate:(\d+)", lower):
+    if m := re.fullmatch(r"emulate:([0-9]+)", lower):
         kind, number = "emulate", m[1]
-    elif m := re.fullmatch(r"simulate:(.+):(\d+)", spec, flags=re.IGNORECASE):
+    elif m := re.fullmatch(r"simulate:(.+):([0-9]+)", spec, flags=re.IGNORECASE):
         kind, profile, number = "simulate", m[1], m[2]
     if kind is not None:
         count = int(number)

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import Sysfs
 from harness.hw.topology.model import Core, PciDevice, Topology
@@ -14,9 +15,9 @@ from harness.hw.topology.model import Core, PciDevice, Topology
 _CPU_DIR = "sys/devices/system/cpu"
 _NODE_DIR = "sys/devices/system/node"
 _PCI_DIR = "sys/bus/pci/devices"
-_CPU_RE = re.compile(r"cpu(\d+)$")
-_NODE_RE = re.compile(r"node(\d+)$")
-_INDEX_RE = re.compile(r"index(\d+)$")
+_CPU_RE = re.compile(r"cpu([0-9]+)$")
+_NODE_RE = re.compile(r"node([0-9]+)$")
+_INDEX_RE = re.compile(r"index([0-9]+)$")
 # Device nodes drivers create under the PCI device in sysfs -> the /dev path a container needs.
 _DEVICE_NODE_DIRS = {"accel": "/dev/accel/{}", "drm": "/dev/dri/{}", "tenstorrent": "/dev/tenstorrent/{}"}
 
@@ -113,7 +114,7 @@ def _numa_nodes(fs: Sysfs, online: set[int], packages: tuple[frozenset[int], ...
     present = sorted(int(m.group(1)) for name in fs.listdir(_NODE_DIR) if (m := _NODE_RE.match(name)))
     if not present:  # kernel without NUMA support: one node holds everything
         return {0: frozenset(online)}
-    node_online = fs.cpulist(f"{_NODE_DIR}/online")
+    node_online = fs.cpulist(f"{_NODE_DIR}/online", fs.node_bound)
     ids = [n for n in present if node_online is None or n in node_online]
     nodes = {}
     for node in ids:
@@ -223,8 +224,8 @@ def _pci_node(fs: Sysfs, base: str, local: set[int], nodes: dict[int, frozenset[
 
 def _read_int(path: Path) -> int | None:
     try:
-        return int(path.read_bytes().replace(b"\0", b"").strip(), 0)
-    except (OSError, ValueError):
+        return int(inbound.read_bytes(path, inbound.SYSFS).replace(b"\0", b"").strip(), 0)
+    except (OSError, ValueError, inbound.Refused):
         return None
 
 

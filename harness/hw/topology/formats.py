@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 import harness
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import FIXED_BOUND, CpuBound, cpu_bound, format_cpulist, parse_cpulist
 from harness.hw import gpu
@@ -159,13 +160,10 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     """Read a YAML map back and check that every CPU it names exists and may be used on this machine."""
     regenerate = regenerate_hint(Path(path))
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_MAP_BYTES + 1)
-        if len(raw) > MAX_MAP_BYTES:
-            raise ApplianceError(f"card map {path} is larger than {MAX_MAP_BYTES >> 20} MB: not a card map; "
-                                 f"{regenerate}")
-        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
-    except (OSError, yaml.YAMLError) as exc:
+        data = inbound.read_yaml(path, MAX_MAP_BYTES, what="card map")
+    except inbound.Refused as exc:
+        raise ApplianceError(f"{exc}; {regenerate}") from None
+    except OSError as exc:
         raise ApplianceError(f"cannot read card map {path}: {exc}".splitlines()[0]) from exc
     root = topology.source.removeprefix("sysfs:") if topology.source.startswith("sysfs:") else "/"
     bound = cpu_bound(root)  # the kernel's kernel_max where the machine was read, else the fixed bound

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import FIXED_MAX_CPU, format_cpulist
 from harness.hw.topology.model import Core, PciDevice, Topology
@@ -42,8 +43,11 @@ def read_hwloc_xml(path: str | os.PathLike[str]) -> Topology:
         if os.path.getsize(path) > MAX_XML_BYTES:
             raise ApplianceError(f"hwloc XML {path} is larger than {MAX_XML_BYTES >> 20} MB: not a topology; make "
                                  f"one with `lstopo --of xml FILE`")
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
+        text = inbound.read_bytes(path, MAX_XML_BYTES, what="hwloc XML")
+        if b"<!ENTITY" in text:  # lstopo writes none; entities are how an XML file expands without bound
+            raise ET.ParseError("entity declarations are not accepted")
+        root = ET.fromstring(text)
+    except (ET.ParseError, OSError, inbound.Refused) as exc:
         raise ApplianceError(f"cannot read hwloc XML {path}: {exc}; make one with `lstopo --of xml FILE`") from exc
     try:
         return _topology(root, path)

@@ -12,8 +12,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-import yaml
-
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import parse_cpulist
 from harness.hw.topology.formats import MAP_VERSION, card_from_yaml
@@ -40,7 +39,7 @@ def read_map(name: str) -> CardMap:
     """A saved map as written, not checked against this machine (it may describe another one)."""
     path = find_map(name)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = inbound.read_yaml(str(path), inbound.RECORD)
         if not isinstance(data, dict) or data.get("version") != MAP_VERSION:
             raise ValueError(f"not a version-{MAP_VERSION} card map")
         l3 = tuple(frozenset(parse_cpulist(str(d))) for d in data["l3_domains"])
@@ -52,5 +51,5 @@ def read_map(name: str) -> CardMap:
             cards=tuple(dataclasses.replace(c, l3=tuple(i for i, d in enumerate(l3) if d & set(c.cores)))
                         for c in cards),
         )
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (OSError, inbound.Refused, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ApplianceError(f"cannot read card map {path}: {exc}".splitlines()[0]) from None

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
@@ -88,13 +89,12 @@ def cuda_settings() -> dict[str, Any]:
 def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
     """The model reading uint8 samples (Cast + Sub(mean) in front) with the spec's output casts, and whether it
     was converted (the file read float32); (None, False) when the file needs no change at all."""
-    import onnx
     from onnx import TensorProto
 
     from harness.data.models.uint8_front import uint8_input
 
     try:
-        model = onnx.load(str(model_path))
+        model = inbound.load_onnx(str(model_path))
     except Exception as exc:  # onnx raises DecodeError and others
         raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
     first = next((i for i in model.graph.input if i.name == spec.input_name), None)

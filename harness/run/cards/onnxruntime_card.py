@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnxruntime as ort
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.core.outbound import unnamed_file
 from harness.hw import gpu
@@ -335,10 +336,9 @@ def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log
 
 def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple[OutputQuant | None, ...]) -> bytes:
     """The model with outputs converted in-graph: QuantizeLinear to uint8 (scale, zero point) or Cast to fp16."""
-    import onnx
 
     try:
-        model = onnx.load(str(model_path))
+        model = inbound.load_onnx(str(model_path))
     except Exception as exc:  # onnx raises DecodeError and others
         raise DataError(f"onnx cannot read {model_path} ({type(exc).__name__}); rerun `appliance prepare`") from None
     return cast_outputs(model, outputs, casts)

@@ -26,8 +26,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.run.cards.base import CardInfo, ZeroOutputs
 
@@ -97,7 +97,7 @@ def load_profile(name: str, benchmark: str) -> Profile:
         raise ApplianceError(f"no simulated card profile {name!r}; choose one of: {', '.join(profile_names())} "
                              f"or give a .yaml path")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = inbound.expect_object(inbound.read_yaml(str(path), inbound.TEXT), str(path))
         entry = data["benchmarks"].get(benchmark)
         if entry is None:
             raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models "
@@ -114,7 +114,7 @@ def load_profile(name: str, benchmark: str) -> Profile:
                           None if entry.get("fixed_ms") is None else float(entry["fixed_ms"]))
     except ApplianceError:
         raise
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (OSError, inbound.Refused, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ApplianceError(f"bad simulated card profile {path}: {exc}".splitlines()[0]) from None
     if profile.samples_per_second <= 0 or profile.batch < 1 or profile.input_dtype not in ("uint8", "float32"):
         raise ApplianceError(f"bad simulated card profile {path}: samples_per_second > 0, batch >= 1 and "
