@@ -94,6 +94,8 @@ def test_the_grid_times_provider_options_on_the_cuda_provider_only():
     given = replace(gpu, options=("", EVERY))
     assert [c[-1] for c in given.candidates()] == ["", EVERY]
     assert [c[-1] for c in Sweep(("fp32",), ("onnxruntime",), (8,)).candidates()] == [""]
+    with pytest.raises(ApplianceError, match="--provider-options are for CUDAExecutionProvider"):
+        Sweep(("fp32",), ("onnxruntime",), (8,), options=("prefer_nhwc=1",)).check()
 
 
 def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_dir, tmp_path):

@@ -121,9 +121,13 @@ class Sweep:
 
     def check(self) -> None:
         """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
-        (bf16 without openvino, fp16 without a GPU); before anything is measured."""
+        (bf16 without openvino, fp16 without a GPU), or provider options no backend of the sweep takes; before
+        anything is measured."""
         for layout in self.layouts:
             parse_card_spec(layout)
+        if self.options and not any(backends.get(b).provider in provider_options.TUNABLE for b in self.backends):
+            raise ApplianceError(f"--provider-options are for {', '.join(provider_options.TUNABLE)} "
+                                 f"(--backends onnxruntime-cuda), not --backends {','.join(self.backends)}")
         for p in self.precisions:
             if not any(backends.get(b).computes(p) for b in self.backends):
                 on = backends.computing(p)
