@@ -339,6 +339,8 @@ def free_bytes(folder: Path) -> int:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     st = os.statvfs(probe)
+    if st.f_flag & os.ST_RDONLY:  # a read-only file system is that fault, not a lack of space
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(probe))
     return st.f_bavail * st.f_frsize
 
 

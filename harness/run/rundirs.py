@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.core import inbound
 from harness.core.errors import ApplianceError
+from harness.core.fsutil import disk_fault
 from harness.core.outbound import atomic_write_text, free_bytes, make_dirs
 from harness.core.processes import identity, owner_alive, owner_pid
 
@@ -180,7 +181,11 @@ def _drop_claim(owner: Path, pid: int) -> None:
 
 def check_free_space(folder: Path, need: int, what: str) -> None:
     """Refuse in one line when `folder`'s file system has less than `need` bytes free."""
-    free = free_bytes(folder)
+    try:
+        free = free_bytes(folder)
+    except OSError as exc:  # a read-only file system
+        raise ApplianceError(f"cannot write in {folder}: {disk_fault(exc, name_file=False) or exc.strerror}; "
+                             f"choose another --results folder") from None
     if free < need:
         raise ApplianceError(f"only {_mb(free)} free in {folder}; {what} needs about {_mb(need)} for its logs: "
                              f"free some space or choose another --results folder")

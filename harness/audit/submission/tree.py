@@ -207,11 +207,11 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     manifests = [_manifest(p) for pair in chosen.values() for p in pair]
     copied = [f for pair in chosen.values() for run in pair for f in run.iterdir()  # accuracy logs: truncated
               if f.is_file() and f.name not in ("mlperf_log_accuracy.json", "mlperf_log_trace.json")]
-    need_space(out.parent, sum(f.stat().st_size for f in copied), f"the tree {out}",
-               "free some space or choose another -o folder")
     sys_json = system_json.build(division, submitter, system_name, manifests,
                                  sorted({s for _, s in found}), overrides)
     try:
+        need_space(out.parent, sum(f.stat().st_size for f in copied), f"the tree {out}",
+                   "free some space or choose another -o folder")
         make_dirs(out.parent)
         leftovers.sweep([out.parent], echo)  # the half-built trees of killed builds
         tmp = new_staging_dir(out)
