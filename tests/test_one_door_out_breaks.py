@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from helpers import appliance
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.core import outbound
 
@@ -154,3 +156,38 @@ def test_a_system_folder_linking_out_of_results_is_refused(tmp_path: Path) -> No
     with pytest.raises(outbound.ApplianceError, match="leads outside --results"):
         outbound.inside_results(results / "box" / "resnet50" / "Offline", results.resolve(), "--results")
     outbound.inside_results(results / "other" / "resnet50", results.resolve(), "--results")
+
+
+_NAMES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"), min_size=1, max_size=130)
+
+
+@settings(max_examples=80, deadline=10000, derandomize=True)
+@given(name=_NAMES, existing=st.sampled_from(["none", "ours", "theirs", "link", "folder"]))
+def test_the_writer_takes_any_name_in_one_line_or_writes_it(name: str, existing: str, tmp_path_factory:
+                                                            pytest.TempPathFactory) -> None:
+    """Property: any file name and anything already there is refused in one line (ApplianceError), never
+    an OSError; a target that passes is written, and a file that was not ours is never replaced."""
+    folder = tmp_path_factory.mktemp("w")
+    target = folder / name
+    if name in (".", "..") or not name.strip("."):
+        return  # the folder itself or its parent, not a file name
+    try:
+        if existing == "ours":
+            target.write_text("MARK old")
+        elif existing == "theirs":
+            target.write_text("theirs")
+        elif existing == "link":
+            target.symlink_to(folder / "elsewhere")
+        elif existing == "folder":
+            target.mkdir()
+    except OSError:  # a name too long for the file system: the writer must say so, checked below
+        pass
+    try:
+        outbound.check_target(target, "x", "-o", lambda p: p.read_text().startswith("MARK"), example="x.txt",
+                              what="it")
+    except outbound.ApplianceError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert existing in ("none", "ours")
+    outbound.atomic_write_text(target, "MARK new")
+    assert target.read_text() == "MARK new" and sorted(p.name for p in folder.iterdir()) == [name]

@@ -83,8 +83,7 @@ def detect_cmd(sysfs_root: Path | None, hwloc_xml: Path | None, cards: str, fmt:
     if sysfs_root is not None and hwloc_xml is not None:
         raise click.UsageError("give either --sysfs-root or --hwloc-xml, not both")
     if output is not None:
-        check_target(output, "topology detect", "-o", _rendered_map, example="map.yaml", what="the map",
-                     reads=[p for p in (sysfs_root, hwloc_xml) if p is not None])
+        check_target(output, "topology detect", "-o", _rendered_map, example="map.yaml", what="the map")
     machine = detect(sysfs_root or "/", hwloc_xml=hwloc_xml, force=force, warn=lambda m: click.echo(m, err=True))
     text = RENDERERS[fmt](plan(machine, cards))
     if output is None:
