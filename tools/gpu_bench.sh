@@ -134,6 +134,12 @@ run() {  # scenario, name, extra args...
 valid() { "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
   "$work-$1.json" 2>/dev/null; }
 run Offline offline
+# the GPU image's default command: no tuned record, no batch (harness/run/gpu_defaults.py); >= 0.8 of the tuned Offline
+if room $((duration / 1000 + 45)) "resnet50 Offline (the default command)"; then
+  say "resnet50 Offline (the default command: --backend $backend, no tuned record)"
+  appliance run --data-dir "$data" --results "$results" --backend "$backend" -s Offline --duration-ms "$duration" \
+    --json -q >"$work-default.json" || echo "gpu_bench: resnet50 Offline (default) failed; the table says so"
+fi
 # what Offline ran (precision, batch, cards per GPU): the baseline runs the same
 read -r choice_precision choice_batch per_gpu <<<"$("$py" - "$work-offline.json" "${precisions%%,*}" \
   "${batches##*,}" <<'PY'
@@ -199,7 +205,10 @@ yrun Offline yolo-accuracy 60 "${ybatchopt[@]}" --mode accuracy
 yrun SingleStream yolo-single "$yperf" --duration-ms "$duration" "${yolo_count[@]}"
 # the data path alone: the FP32 model with FP32 outputs (TF32 off) against the FP32 golden detections (100% when
 # the GPU path loses nothing); the run above measures what fp16 compute and fp16 outputs cost (yolo-99: >= 99%)
-yrun Offline yolo-accuracy-fp32 60 "${ybatchopt[@]}" --mode accuracy --precision fp32 --card-outputs fp32
+# Without CUDA graphs: on the first H100 run (2026-11-27) this combination under graphs (2 cards, batch 16) aborted the
+# process with an illegal address in a graph replay; the row measures the data path, which graphs do not change.
+(export APPLIANCE_CUDA_GRAPH=0
+ yrun Offline yolo-accuracy-fp32 60 "${ybatchopt[@]}" --mode accuracy --precision fp32 --card-outputs fp32)
 
 # Server once more: at 0.92 x Offline when the tuned target was VALID and lower, at 80% of it when INVALID
 if [ -f "$work-server.json" ]; then
@@ -225,7 +234,15 @@ if [ "$yolo" = 1 ] && room 40 "yolo-99 host NMS in onnxruntime's own loop"; then
     --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json" || true
 fi
 
-# 5. The table.
+# 5. On a GPU, last (it may abort): the FP32 YOLO11l under CUDA graphs on one card, to tell "two sessions capturing
+# on one GPU" from "this graph"; the card now checks each bound buffer and a replay against a regular run at load.
+if [ "$device" = cuda ]; then
+  yrun Offline yolo-fp32-graphs-1card 60 --batch-size "$ybatch" --cards cuda:allx1 --mode accuracy --precision fp32 \
+    --card-outputs fp32
+fi
+
+# 6. The table; native log lines that reached the terminal (issue 34: they belong in each run's native.log).
+grep -c -E '\[(E|W):onnxruntime' "$out/bench.log" >"$out/native-on-terminal.txt" || true
 say "table"
 "$py" tools/gpu_bench_table.py "$work" "$out" "$backend"
 say "done"

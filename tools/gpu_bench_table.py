@@ -2,8 +2,9 @@
 
     python tools/gpu_bench_table.py PREFIX OUTDIR BACKEND
 
-PREFIX-<name>.json are `appliance run --json` outputs (offline, server, server-hi, server-80, single, yolo-offline,
-yolo-single, yolo-accuracy, yolo-accuracy-fp32), tools/gpu_baseline.py outputs (baseline, yolo-baseline) and
+PREFIX-<name>.json are `appliance run --json` outputs (offline, default, server, server-hi, server-80, single,
+yolo-offline, yolo-single, yolo-accuracy, yolo-accuracy-fp32, yolo-fp32-graphs-1card), tools/gpu_baseline.py
+outputs (baseline, yolo-baseline) and
 tools/torch_peer.py's (peer); the runs' manifests name the tuned record, whose own figures are compared too;
 OUTDIR/versions.json the GPU's software, OUTDIR/skipped.txt the steps the budget left out.
 Writes OUTDIR/table.txt and OUTDIR/table.json.
@@ -77,6 +78,12 @@ def resnet_rows(prefix: str) -> Rows:
         staged = sum(p.startswith("staged") for p in paths)
         rows.append(("  input path", "staged" if staged else "from the replica, no host copy",
                      f"card 0: {paths[0]}" + (f"; {staged} of {len(paths)} cards staged" if staged else "")))
+    default = load(prefix, "default")
+    if default and default.get("perf"):
+        md = manifest(default)
+        rows.append(("  the default command (no tuned record)", f"{default['perf']['metric']:.1f} samples/s",
+                     f"{default['perf']['metric'] / offline:.3f} of the tuned Offline (must be >= 0.8); "
+                     f"{md.get('precision')}, batch {md.get('batch_size')}"))
     rows += tuned_rows(mo, offline)
     base = load(prefix, "baseline")
     if base:
@@ -170,7 +177,9 @@ def yolo_rows(prefix: str) -> Rows:
         rows.append(("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
                      f"published {YOLO_BEST_SINGLE_MS} ms: {'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}"))
     for name, what in (("yolo-accuracy", "tuned precision, fp16 outputs: yolo-99 needs >= 99%"),
-                       ("yolo-accuracy-fp32", "FP32 model and outputs: the data path alone, must be 100%")):
+                       ("yolo-accuracy-fp32", "FP32 model and outputs, no CUDA graph: the data path alone, must be "
+                                              "100%"),
+                       ("yolo-fp32-graphs-1card", "as above under CUDA graphs on one card (the 2026-11-27 abort)")):
         run = load(prefix, name)
         if run:
             res = manifest(run).get("result", {})
@@ -192,6 +201,10 @@ def main() -> None:
     prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     versions = json.loads((out / "versions.json").read_text())
     rows = versions_rows(versions, backend) + resnet_rows(prefix) + yolo_rows(prefix)
+    native = out / "native-on-terminal.txt"
+    if native.is_file():
+        rows.append(("native log lines on the terminal", native.read_text().strip() or "0",
+                     "must be 0: onnxruntime's / CUDA's own lines go to each run's native.log"))
     skipped = out / "skipped.txt"
     if skipped.is_file():
         rows += [("skipped (out of the call's budget)", line.strip(), "") for line in skipped.read_text().splitlines()]
