@@ -68,8 +68,8 @@ def test_bf16_runs_on_openvino_only(data_dir, tmp_path, capsys, monkeypatch):
 
 def test_tune_times_bf16_on_openvino_only():
     sweep = Sweep(("fp32", "bf16"), ("onnxruntime", "openvino"), (2,), (1,))
-    assert sweep.candidates() == [("auto", "fp32", "onnxruntime", 2, 1), ("auto", "fp32", "openvino", 2, 1),
-                                  ("auto", "bf16", "openvino", 2, 1)]
+    assert sweep.candidates() == [("auto", "fp32", "onnxruntime", 2, 1, ""), ("auto", "fp32", "openvino", 2, 1, ""),
+                                  ("auto", "bf16", "openvino", 2, 1, "")]  # "": no provider options (a CPU)
     with pytest.raises(ApplianceError, match="--precisions bf16 runs on --backends openvino only"):
         Sweep(("fp32", "bf16"), ("onnxruntime",), (2,), (1,)).check()
 

@@ -259,8 +259,8 @@ def _copy_source(det_data_dir: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("damage,words", [
     (lambda a: a.write_text('["not", "coco"]'), "is not a COCO annotation file: it needs the lists"),
-    (lambda a: a.write_text("1 2 3\n"), "is not a COCO annotation file"),
-    (lambda a: a.write_text("{ truncated"), "not JSON"),
+    (lambda a: a.write_text("1 2 3\n"), "is not valid JSON (Extra data"),  # read through harness.core.inbound
+    (lambda a: a.write_text("{ truncated"), "is not valid JSON"),
     (lambda a: a.write_text(json.dumps({**json.loads(a.read_text()), "annotations": [
         {"id": 1, "image_id": -5, "category_id": 1, "bbox": [0, 0, 1, 1]}]})), "refers to image -5"),
 ])

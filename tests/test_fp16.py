@@ -77,10 +77,10 @@ def test_fp16_runs_on_a_card(fp16_dir, tmp_path, capsys):
 
 def test_tune_times_fp16_on_gpu_backends_only():
     sweep = Sweep(("fp32", "fp16"), ("onnxruntime", "onnxruntime-cuda"), None)
-    got = {(p, b) for _, p, b, _, _ in sweep.candidates()}
+    got = {(p, b) for _, p, b, _, _, _ in sweep.candidates()}
     assert got == {("fp32", "onnxruntime"), ("fp32", "onnxruntime-cuda"), ("fp16", "onnxruntime-cuda")}
-    assert {n for _, _, b, n, _ in sweep.candidates() if b == "onnxruntime"} == set(CPU_BATCHES)
-    assert max(n for _, _, b, n, _ in sweep.candidates() if b == "onnxruntime-cuda") == 1024 == max(GPU_BATCHES)
+    assert {n for _, _, b, n, _, _ in sweep.candidates() if b == "onnxruntime"} == set(CPU_BATCHES)
+    assert max(n for _, _, b, n, _, _ in sweep.candidates() if b == "onnxruntime-cuda") == 1024 == max(GPU_BATCHES)
 
 
 def test_tune_of_fp16_on_cpu_only_is_one_line(fp16_dir, tmp_path, capsys):

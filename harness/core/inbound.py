@@ -288,7 +288,9 @@ def load_npy(path: str | os.PathLike[str], *, mmap: bool, limit: int = ARRAY,
             return np.load(path, mmap_mode="r", allow_pickle=False)  # type: ignore[no-any-return]
         return np.load(io.BytesIO(read_bytes(path, limit, within=within, what=what)),  # type: ignore[no-any-return]
                        allow_pickle=False)
-    except (ValueError, EOFError) as exc:
+    except EOFError as exc:  # numpy's, which click would take for a Ctrl-D: a short file, named as such
+        raise Refused(_label(path, what), f"is truncated ({exc}: {file_size(path)} bytes)") from None
+    except ValueError as exc:
         raise Refused(_label(path, what), f"is not a readable .npy array ({str(exc)[:160]})") from None
 
 
