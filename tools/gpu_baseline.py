@@ -62,7 +62,6 @@ def main() -> None:
     import onnxruntime as ort
 
     from harness.data import benchmarks, concrete
-    from harness.hw import gpu_plan
     from harness.records import store
     from harness.records.layout import Layout, read_model_record
     from harness.run.cards.gpu_iobinding import u8_model
@@ -82,7 +81,7 @@ def main() -> None:
                                                          enable_cuda_graph="0" if a.no_graph else "1")})
     else:
         provider = "CPUExecutionProvider"
-    reads = gpu_plan.host_reads(bench.name, len(bench.outputs))
+    reads = bench.outputs_read(len(bench.outputs))
     host_in = np.empty((a.batch, *bench.input_shape), np.uint8)  # the prepared samples, repeated to fill the batch
     data.gather(np.arange(a.batch) % data.count, host_in)
     results: dict[str, list[float]] = {"device": [], "copy": []}

@@ -34,6 +34,7 @@ _.backend_choice  # manifest.Manifest: read by tests/test_tune.py, docs/tune.md 
 _.quantization  # manifest.Manifest and model_record.ModelRecord
 _.sample_buffers  # manifest.Manifest: read by reproduce.py
 _.appliance  # manifest.Manifest: the harness version and commit
+_.loadgen  # manifest.Manifest: LoadGen's version, read as a key by reproduce.py, report/html.py, submission/tree.py
 _.requests_per_card  # manifest.Manifest: read by reproduce.py (the recorded --requests) and the tests
 _.shared_cores  # manifest.Manifest: other appliance runs on the same cores (harness.run.neighbours), read by the tests
 _.precision_eligibility  # manifest.Manifest: read by submission/check.py and report/html.py from the JSON

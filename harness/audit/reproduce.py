@@ -365,7 +365,7 @@ def overall(rows: list[Row]) -> str:
 
 
 def _bench_or_reason(row: Row, t: Target) -> Benchmark | None:
-    name = {"resnet": "resnet50"}.get(t.benchmark, t.benchmark)
+    name = benchmarks.of_folder(t.benchmark)
     if name not in benchmarks.NAMES:
         row.reasons.append(f"the appliance does not run {t.benchmark!r} (it runs {', '.join(benchmarks.NAMES)})")
         return None

@@ -69,7 +69,7 @@ def cli(debug: bool) -> None:
 
 
 DATA_DIR_HELP = "Where models and preprocessed data live [env APPLIANCE_DATA_DIR; default ./data]."
-_benchmark_opt = click.option("--benchmark", "-b", type=click.Choice(benchmarks.NAMES), default="resnet50",
+_benchmark_opt = click.option("--benchmark", "-b", type=click.Choice(benchmarks.NAMES), default=benchmarks.RESNET50,
                               show_default=True, help="Benchmark to prepare or run.")
 _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False),
                              envvar="APPLIANCE_DATA_DIR", default=Path("data"), help=DATA_DIR_HELP)

@@ -23,11 +23,15 @@ from harness.data.models import resnet50, yolo
 from harness.data.nms import DetectionEncoder
 from harness.records.benchmark import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
 
+# The catalogue's names: everything outside harness/data names a benchmark through these (or reads NAMES).
+RESNET50, SSD_MOBILENET, SSD_RESNET34, RETINANET, YOLO_95, YOLO_99 = (
+    "resnet50", "ssd-mobilenet", "ssd-resnet34", "retinanet", "yolo-95", "yolo-99")
+
 
 def _resnet50() -> Benchmark:
 
     return Benchmark(
-        name="resnet50", title="ResNet50-v1.5 image classification", dataset=imagenet.FORMAT,
+        name=RESNET50, title="ResNet50-v1.5 image classification", dataset=imagenet.FORMAT,
         input_name=resnet50.INPUT, input_shape=(3, 224, 224), input_mean=imagenet.MEAN_RGB,
         outputs=(resnet50.OUTPUT_ARGMAX, resnet50.OUTPUT_SOFTMAX),
         performance_sample_count=1024, server_latency_ms=15,
@@ -38,6 +42,10 @@ def _resnet50() -> Benchmark:
         build_model=resnet50.build, preprocess=imagenet.preprocess, encode_response=FixedWidth(1, _argmax_into),
         preprocessing="MLCommons reference: BGR->RGB, INTER_AREA resize of the short side to 256, centre crop 224",
         accuracy=top1.SCORER,
+        # the official checker: model "resnet", 50,000 ImageNet images (constants.py "dataset-size")
+        checker_name="resnet", checker_dataset_size=50000,
+        # the encoder reads the ArgMax alone (_argmax_into): the 1001 softmax floats never leave a GPU
+        host_reads=(True, False),
     )
 
 
@@ -80,7 +88,7 @@ OFFLINE_MIN_SAMPLES = (Scenario.OFFLINE, "min_query_count", 24576)
 def _ssd_mobilenet() -> Benchmark:
 
     return _detection(
-        "ssd-mobilenet", "SSD-MobileNet-v1 object detection (COCO, host NMS)", coco.COCO.format(),
+        SSD_MOBILENET, "SSD-MobileNet-v1 object detection (COCO, host NMS)", coco.COCO.format(),
         (d.build_ssd_mobilenet, d.SSD_MOBILENET_INPUT, (d.SSD_MOBILENET_BOXES, d.SSD_MOBILENET_SCORES)),
         coco.preprocess_ssd_mobilenet, (127.5, 127.5, 127.5),  # the model's own (x - 127.5) / 127.5
         DetectionSpec(
@@ -99,7 +107,7 @@ def _ssd_mobilenet() -> Benchmark:
 def _ssd_resnet34() -> Benchmark:
 
     return _detection(
-        "ssd-resnet34", "SSD-ResNet34 1200x1200 object detection (COCO, host NMS)", coco.COCO.format(),
+        SSD_RESNET34, "SSD-ResNet34 1200x1200 object detection (COCO, host NMS)", coco.COCO.format(),
         (d.build_ssd_resnet34, d.SSD_RESNET34_INPUT, (d.SSD_RESNET34_BOXES, d.SSD_RESNET34_SCORES)),
         coco.preprocess_ssd_resnet34, IMAGENET_MEAN_RGB,
         DetectionSpec(
@@ -111,6 +119,7 @@ def _ssd_resnet34() -> Benchmark:
         params_reference=36.3e6, gops_reference=433.0, official_model="resnet34-ssd1200.onnx", default_batch=1,
         loadgen_conf=(("*", "performance_sample_count_override", 64), (Scenario.SERVER, "target_latency", 100),
                       OFFLINE_MIN_SAMPLES),
+        checker_name=RETINANET,  # the checker's model_mapping (v4.1 to v6.1) counts ssd-resnet34 folders as retinanet
         preprocessing="MLCommons reference pre_process_coco_resnet34 up to its normalisation: float32, BGR->RGB, "
                       "INTER_LINEAR resize to 1200x1200, rounded to uint8")
 
@@ -118,7 +127,7 @@ def _ssd_resnet34() -> Benchmark:
 def _retinanet() -> Benchmark:
 
     return _detection(
-        "retinanet", "RetinaNet ResNeXt50-32x4d FPN 800x800 object detection (OpenImages, host NMS)",
+        RETINANET, "RetinaNet ResNeXt50-32x4d FPN 800x800 object detection (OpenImages, host NMS)",
         coco.OPENIMAGES.format(),
         (d.build_retinanet, d.RETINANET_INPUT, (d.RETINANET_BOXES, d.RETINANET_SCORES, d.RETINANET_INDICES)),
         coco.preprocess_retinanet, IMAGENET_MEAN_RGB,
@@ -132,6 +141,7 @@ def _retinanet() -> Benchmark:
         performance_sample_count=64, server_latency_ms=100, quality_reference=37.55,
         # nor GOPS: 402 is this graph's own count (2 x MACs of Conv/Gemm), the figure prepare compares against
         params_reference=37.1e6, gops_reference=402.0, official_model="resnext50_32x4d_fpn.onnx", default_batch=1,
+        checker_dataset_size=24781,  # OpenImages MLPerf validation (constants.py "dataset-size", v5.1 on)
         preprocessing="MLCommons reference pre_process_openimages_retinanet up to its /255: float32, BGR->RGB, "
                       "INTER_LINEAR resize to 800x800, rounded to uint8")
 
@@ -169,7 +179,7 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             performance_sample_count=64, server_latency_ms=None, quality_reference=53.4,
             # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
             params_reference=25.3e6, gops_reference=86.9, official_model="yolo11l.onnx", default_batch=1,
-            gpu_batch=32,
+            gpu_batch=32, checker_dataset_size=1525, offline_min_samples_per_query=1525,
             compliance_tests=("TEST01",), test01_sampling_target=64,
             min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},
             datacenter_scenarios=(),
@@ -178,9 +188,9 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
     return make
 
 
-_FACTORIES: dict[str, Callable[[], Benchmark]] = {"resnet50": _resnet50, "ssd-mobilenet": _ssd_mobilenet,
-                                                  "ssd-resnet34": _ssd_resnet34, "retinanet": _retinanet,
-                                                  "yolo-95": _yolo(0.95), "yolo-99": _yolo(0.99)}
+_FACTORIES: dict[str, Callable[[], Benchmark]] = {RESNET50: _resnet50, SSD_MOBILENET: _ssd_mobilenet,
+                                                  SSD_RESNET34: _ssd_resnet34, RETINANET: _retinanet,
+                                                  YOLO_95: _yolo(0.95), YOLO_99: _yolo(0.99)}
 NAMES = tuple(_FACTORIES)
 
 
@@ -206,3 +216,12 @@ def get(name: str) -> Benchmark:
     except KeyError:
         raise ApplianceError(f"unknown benchmark {name!r}; choose one of: {', '.join(NAMES)}") from None
     return factory()
+
+
+def of_folder(folder: str) -> str:
+    """The catalogue name of a submission tree's benchmark folder: a name of the catalogue as it is, else the
+    benchmark the official checker's model name stands for (`checker_name`: resnet -> resnet50); else the
+    folder itself (not a benchmark of the catalogue)."""
+    if folder in _FACTORIES:
+        return folder
+    return next((name for name in NAMES if get(name).checker_name == folder), folder)

@@ -26,18 +26,6 @@ MAX_PER_GPU = 16  # sessions (streams) per GPU; the tune grid goes to 4
 TUNE_PER_GPU = (1, 2, 3, 4)  # `appliance tune` on GPUs: cards per GPU timed
 SPELLING = "cuda:all, cuda:0,1, cuda:allxN (N cards per GPU) or cuda:0x2,1x2"
 
-# Which of a benchmark's outputs the host reads (its encoder, host NMS); the others stay on the GPU. ResNet50's
-# encoder reads the ArgMax alone (benchmarks._argmax_into): its 1001 softmax floats never cross PCIe.
-# tests/test_gpu_iobinding.py checks each entry against the benchmark's own encoder.
-HOST_READS: dict[str, tuple[bool, ...]] = {"resnet50": (True, False)}
-
-
-def host_reads(benchmark: str, outputs: int) -> tuple[bool, ...]:
-    """Per output, whether the host reads it (every output unless HOST_READS says otherwise)."""
-    reads = HOST_READS.get(benchmark)
-    return reads if reads is not None and len(reads) == outputs else (True,) * outputs
-
-
 @dataclass(frozen=True)
 class CudaSpec:
     """A parsed `cuda:…` spec: the ordinals named (None: all) and the cards per GPU (one entry per named

@@ -214,11 +214,29 @@ class Benchmark:
     min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
     # Offline batch of a GPU card without a tuned record, before the memory cap (harness.run.gpu_defaults)
     gpu_batch: int = 64
+    # the official submission checker's model name for a tree folder of this benchmark, when it differs from
+    # `name` (its model_mapping: resnet50 -> resnet); the submission rounds are keyed by it
+    checker_name: str = ""
+    checker_dataset_size: int | None = None  # the accuracy run's sample count the checker demands (None: none)
+    offline_min_samples_per_query: int = 24576  # the checker's Offline minimum samples per query
+    # per output, whether the host reads it (the encoder; a GPU card copies only those back); (): every output
+    host_reads: tuple[bool, ...] = ()
 
     @property
     def loadgen_model(self) -> str:
         """The model name LoadGen reads mlperf.conf / user.conf lines under."""
         return self.loadgen_name or self.name
+
+    @property
+    def checker_model(self) -> str:
+        """The official submission checker's model name of this benchmark."""
+        return self.checker_name or self.name
+
+    def outputs_read(self, outputs: int) -> tuple[bool, ...]:
+        """Per output of a card returning `outputs` outputs, whether the host reads it (`host_reads`; every
+        output when the record says nothing or names another count)."""
+        reads = self.host_reads
+        return reads if len(reads) == outputs else (True,) * outputs
 
     def with_nms_params(self, which: str) -> Benchmark:
         """This detection record with host NMS using parameter set `which` (reference | krai)."""

@@ -4,6 +4,10 @@ Sources (read 2026-11-23): mlcommons/inference `tools/submission/submission_chec
 `loadgen/mlperf.conf` at tags v4.1, v5.0, v5.1; `tools/submission/submission_checker/constants.py` on master
 for v6.0 and v6.1. Only the vision benchmarks are recorded (the appliance's domain); another benchmark of the
 round in a tree is named as not checked. Adding a round is adding one `Round(...)` to `ROUNDS`.
+
+A benchmark's rules are read from its record (harness/data/benchmarks.py: performance sample count, accuracy
+target, dataset size, Server latency, compliance tests, the checker's model name, the folder names it maps);
+a round states only where its checker differed from the records, with that round's source.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.core.scenarios import Scenario
+from harness.data import benchmarks
+from harness.records.benchmark import Benchmark
 
 SS, MS, SERVER, OFFLINE = Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER, Scenario.OFFLINE
 SCENARIOS = (SS, MS, SERVER, OFFLINE)  # the checker's order
@@ -103,31 +109,41 @@ class Round:
         return self.required_scenarios.get(kind, {}).get(model)
 
 
-def _rules(model: str, psc: int, metric: str, reference: float, fraction: float, size: int | None,
-           tests: tuple[str, ...], *, loadgen: str, latency_ms: int | None, server: bool = True,
-           offline_spq: int = 24576) -> BenchmarkRules:
-    queries = {SS: 1024, MS: 270336, OFFLINE: 1} | ({SERVER: 270336} if server else {})
-    return BenchmarkRules(model, loadgen, psc, metric, round(reference * fraction, 6), size, offline_spq, queries,
-                          None if latency_ms is None else latency_ms * 1_000_000, tests)
+_ACC_METRIC = {"top-1": "acc", "mAP": "mAP"}  # record's quality_metric -> key of ACC_PATTERNS
+_SAME: tuple[str, ...] = ()  # `_rules(tests=...)` default: the record's compliance tests
 
 
-def _resnet(size: int | None, tests: tuple[str, ...]) -> BenchmarkRules:
-    return _rules("resnet", 1024, "acc", 76.46, 0.99, size, tests, loadgen="resnet50", latency_ms=15)
+def _rules(b: Benchmark, *, tests: tuple[str, ...] = _SAME, dataset_size: int | None = -1) -> BenchmarkRules:
+    """A benchmark's rules as its record states them; `tests` and `dataset_size` (None: not checked) only
+    where a round's checker differed from the record."""
+    queries = b.min_queries or ({SS: 1024, MS: 270336, OFFLINE: 1}
+                                | ({SERVER: 270336} if b.server_latency_ms is not None else {}))
+    latency = None if b.server_latency_ms is None else b.server_latency_ms * 1_000_000
+    return BenchmarkRules(b.checker_model, b.loadgen_model, b.performance_sample_count,
+                          _ACC_METRIC[b.quality_metric], round(b.quality_reference * b.quality_fraction, 6),
+                          b.checker_dataset_size if dataset_size == -1 else dataset_size,
+                          b.offline_min_samples_per_query, queries, latency, tests or b.compliance_tests)
 
 
-def _retinanet(size: int | None, tests: tuple[str, ...]) -> BenchmarkRules:
-    return _rules("retinanet", 64, "mAP", 37.55, 0.99, size, tests, loadgen="retinanet", latency_ms=100)
-
-
-def _yolo(fraction: float) -> BenchmarkRules:
-    return _rules(f"yolo-{round(fraction * 100)}", 64, "mAP", 53.4, fraction, 1525, ("TEST01",), loadgen="yolo",
-                  latency_ms=None, server=False, offline_spq=1525)
-
-
+_RESNET50, _RETINANET, _YOLO_95, _YOLO_99 = (benchmarks.get(n) for n in (
+    benchmarks.RESNET50, benchmarks.RETINANET, benchmarks.YOLO_95, benchmarks.YOLO_99))
+# the checker's model names (its keys of the rules and required scenarios)
+RESNET, RETINANET, YOLO_95, YOLO_99 = (b.checker_model for b in (_RESNET50, _RETINANET, _YOLO_95, _YOLO_99))
+# tree folder -> checker model name: the checker's model_mapping, from the records' `checker_name`
+FOLDERS = {name: b.checker_model for name in benchmarks.NAMES if (b := benchmarks.get(name)).checker_name}
 EDGE = (SS, MS, OFFLINE)
 DC = (SERVER, OFFLINE)
 BOTH = (SS, MS, OFFLINE, SERVER)
-OLD_FOLDERS = {"ssd-resnet34": "retinanet", "mobilenet": "resnet", "resnet50": "resnet"}
+# v4.1, v5.1: also MobileNet folders, counted as resnet (the checker's model_mapping at those tags)
+OLD_FOLDERS = {**FOLDERS, "mobilenet": RESNET}
+# v4.1 to v6.0: the checker ran TEST01 alone on retinanet (v4.1: with TEST05), where the record runs TEST04 too
+RETINANET_TESTS = ("TEST01",)
+
+
+def _current() -> Mapping[str, BenchmarkRules]:
+    """The newest round's benchmarks: the records' rules as they are."""
+    return {r.model: r for r in (_rules(_RESNET50), _rules(_YOLO_95), _rules(_YOLO_99))}
+
 
 ROUNDS: dict[str, Round] = {r.version: r for r in (
     Round(
@@ -136,55 +152,53 @@ ROUNDS: dict[str, Round] = {r.version: r for r in (
                "schedule_rng_seed": 14962580496156340209},
         test05_seeds={"qsl_rng_seed": 16799458546791641818, "sample_index_rng_seed": 5453809927556429288,
                       "schedule_rng_seed": 5435552105434836064},
-        benchmarks={"resnet": _resnet(None, ("TEST01", "TEST04", "TEST05")),
-                    "retinanet": _retinanet(None, ("TEST01", "TEST05"))},
-        required_scenarios={"datacenter": {"resnet": DC, "retinanet": DC},
-                            "edge": {"resnet": EDGE, "retinanet": EDGE},
-                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH}},
+        # no dataset size checked yet; TEST05 still in use
+        benchmarks={RESNET: _rules(_RESNET50, tests=("TEST01", "TEST04", "TEST05"), dataset_size=None),
+                    RETINANET: _rules(_RETINANET, tests=("TEST01", "TEST05"), dataset_size=None)},
+        required_scenarios={"datacenter": {RESNET: DC, RETINANET: DC},
+                            "edge": {RESNET: EDGE, RETINANET: EDGE},
+                            "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH}},
         layout=SEPARATE, scenario_files=("mlperf.conf", "user.conf", "README.md"), folder_names=OLD_FOLDERS),
     Round(
         version="v5.0", source="mlcommons/inference tag v5.0, tools/submission/submission_checker.py",
         seeds={"qsl_rng_seed": 6023615788873153749, "sample_index_rng_seed": 15036839855038426416,
                "schedule_rng_seed": 9933818062894767841},
-        benchmarks={"resnet": _resnet(None, ("TEST01", "TEST04")), "retinanet": _retinanet(None, ("TEST01",))},
-        required_scenarios={"datacenter": {"resnet": DC, "retinanet": DC},
-                            "edge": {"resnet": EDGE, "retinanet": EDGE},
-                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH}},
-        layout=SEPARATE, scenario_files=("user.conf", "README.md"), folder_names={"resnet50": "resnet",
-                                                                                  "mobilenet": "resnet"}),
+        # no dataset size checked yet; no ssd-resnet34 folder mapping at this tag
+        benchmarks={RESNET: _rules(_RESNET50, dataset_size=None),
+                    RETINANET: _rules(_RETINANET, tests=RETINANET_TESTS, dataset_size=None)},
+        required_scenarios={"datacenter": {RESNET: DC, RETINANET: DC},
+                            "edge": {RESNET: EDGE, RETINANET: EDGE},
+                            "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH}},
+        layout=SEPARATE, scenario_files=("user.conf", "README.md"),
+        folder_names={k: v for k, v in OLD_FOLDERS.items() if v == RESNET}),
     Round(
         version="v5.1", source="mlcommons/inference tag v5.1, tools/submission/submission_checker.py",
         seeds={"qsl_rng_seed": 1780908523862526354, "sample_index_rng_seed": 14771362308971278857,
                "schedule_rng_seed": 18209322760996052031},
-        benchmarks={"resnet": _resnet(50000, ("TEST01", "TEST04")), "retinanet": _retinanet(24781, ("TEST01",))},
-        required_scenarios={"datacenter": {"retinanet": DC},
-                            "edge": {"resnet": EDGE, "retinanet": EDGE},
-                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH}},
+        benchmarks={RESNET: _rules(_RESNET50), RETINANET: _rules(_RETINANET, tests=RETINANET_TESTS)},
+        required_scenarios={"datacenter": {RETINANET: DC},
+                            "edge": {RESNET: EDGE, RETINANET: EDGE},
+                            "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH}},
         layout=SEPARATE, scenario_files=("user.conf", "README.md"), folder_names=OLD_FOLDERS,
         calibration_doc=True),
     Round(
         version="v6.0", source="mlcommons/inference master, tools/submission/submission_checker/constants.py",
         seeds={"qsl_rng_seed": 2465351861681999779, "sample_index_rng_seed": 14276810075590677512,
                "schedule_rng_seed": 3936089224930324775},
-        benchmarks={"resnet": _resnet(50000, ("TEST01", "TEST04")), "retinanet": _retinanet(24781, ("TEST01",)),
-                    "yolo-95": _yolo(0.95), "yolo-99": _yolo(0.99)},
+        benchmarks={**_current(), RETINANET: _rules(_RETINANET, tests=RETINANET_TESTS)},
         required_scenarios={"datacenter": {},
-                            "edge": {"resnet": EDGE, "yolo-95": EDGE, "yolo-99": EDGE},
-                            "datacenter,edge": {"resnet": BOTH, "retinanet": BOTH, "yolo-95": EDGE,
-                                                "yolo-99": EDGE}},
-        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"),
-        folder_names={"ssd-resnet34": "retinanet", "resnet50": "resnet"}),
+                            "edge": {RESNET: EDGE, YOLO_95: EDGE, YOLO_99: EDGE},
+                            "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH, YOLO_95: EDGE, YOLO_99: EDGE}},
+        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"), folder_names=FOLDERS),
     Round(
         version="v6.1", source="mlcommons/inference master, tools/submission/submission_checker/constants.py",
         seeds={"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
                "schedule_rng_seed": 16159082839903944936},
-        benchmarks={"resnet": _resnet(50000, ("TEST01", "TEST04")), "yolo-95": _yolo(0.95),
-                    "yolo-99": _yolo(0.99)},
+        benchmarks=_current(),
         required_scenarios={"datacenter": {},
-                            "edge": {"resnet": EDGE, "yolo-95": EDGE, "yolo-99": EDGE},
-                            "datacenter,edge": {"resnet": BOTH, "yolo-95": EDGE, "yolo-99": EDGE}},
-        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"),
-        folder_names={"ssd-resnet34": "retinanet", "resnet50": "resnet"}),
+                            "edge": {RESNET: EDGE, YOLO_95: EDGE, YOLO_99: EDGE},
+                            "datacenter,edge": {RESNET: BOTH, YOLO_95: EDGE, YOLO_99: EDGE}},
+        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"), folder_names=FOLDERS),
 )}
 
 

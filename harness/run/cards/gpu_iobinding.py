@@ -21,9 +21,9 @@ refused) whose batches never go through `session.run` with numpy:
 - Warm-up, in the constructor, before the card is ready: every bucket runs `WARM_RUNS` times, largest first
   (out of memory is refused at once), so cuDNN's algorithm search (`cudnn_conv_algo_search`, EXHAUSTIVE by
   default) and each bucket's CUDA graph capture happen here, never mid-run.
-- Output: only what the host reads (`gpu_plan.HOST_READS`; ResNet50: the ArgMax, 8 bytes a sample) is copied
-  back, n rows; the others stay on the device and are returned as read-only NaN / -1 placeholders that the
-  encoder never reads (tests check the encoder against them).
+- Output: only what the host reads (the benchmark record's `host_reads`; ResNet50: the ArgMax, 8 bytes a
+  sample) is copied back, n rows; the others stay on the device and are returned as read-only NaN / -1
+  placeholders that the encoder never reads (tests check the encoder against them).
 - Threads: a GPU card's session has one intra-op thread that never spins (`intra_op_num_threads=1`,
   `session.intra_op.allow_spinning=0`): the graph runs on the GPU, the card's CPUs feed and complete.
 - Stream: onnxruntime computes on the card's own stream (`has_user_compute_stream`, `user_compute_stream`), so
@@ -286,7 +286,8 @@ class IoBindingCard(OnnxRuntimeCard):
         if problem is not None:  # a buffer smaller than, or of another type than, what the graph writes
             raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
                                  f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
-        self.reads = gpu_plan.host_reads(self.spec.benchmark, len(self.outputs))
+        n_out = len(self.outputs)
+        self.reads = benchmarks.get(self.spec.benchmark).outputs_read(n_out) if self.spec.benchmark else (True,) * n_out
         device, ordinal = self.copies.device, self.ordinal
         self.buckets: dict[int, tuple[ort.OrtValue, list[ort.OrtValue], Any, ort.RunOptions]] = {}
         for graph_id, size in enumerate(self.sizes):
