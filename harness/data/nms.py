@@ -1,4 +1,4 @@
-"""Host-side NMS for the detection layouts the cards return (SPEC §3, §4; the paper's §II.F).
+"""Host-side NMS for the detection layouts the cards return (the paper's §II.F).
 
 The detection models are cut before NMS, so a card returns raw tensors and this module turns one
 image's raw outputs into detections. What a benchmark's outputs are (layout, quantisation, box coder,

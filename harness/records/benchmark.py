@@ -106,7 +106,7 @@ class NMSParams:
 
 
 
-NMS_PARAM_SETS = ("reference", "krai")  # MLCommons reference values, KRAI's NMS-ABP values (SPEC §4)
+NMS_PARAM_SETS = ("reference", "krai")  # MLCommons reference values, KRAI's NMS-ABP values
 
 
 

@@ -15,7 +15,7 @@ from harness.core.errors import DataError
 from harness.core.inbound import file_size
 from harness.records.readers import MAX_LOG_BYTES, Problem, refused, unreadable
 
-# scenario -> (detail-log key, unit); SPEC §2
+# scenario -> (detail-log key, unit): the metric LoadGen's summary reports per scenario
 METRICS: dict[str, tuple[str, str]] = {
     "Offline": ("result_samples_per_second", "samples/s"),
     "Server": ("result_completed_samples_per_sec", "samples/s"),

@@ -1,4 +1,4 @@
-"""`appliance submission build`: a v6.1 submission tree (SPEC §5) from finished `appliance run` results.
+"""`appliance submission build`: a v6.1 submission tree from finished `appliance run` results.
 
 Layout written (beside the official files, the appliance keeps what `appliance reproduce` needs:
 `manifest.json`, `user.conf` and `mlperf.conf` stay in `performance/run_1/` and `accuracy/`, which the

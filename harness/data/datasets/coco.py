@@ -13,7 +13,7 @@ pycocotools scores them and the real folders can be swapped in with `--source DI
 Preprocessing follows the reference's dataset.py: `cv2.imread`, float32, BGR->RGB, INTER_LINEAR
 resize to the model's square input. SSD-MobileNet's reference then stores uint8 (truncating), which is
 what we store; SSD-ResNet34 and RetinaNet go on in float, and we store the resized pixels rounded to
-uint8 (offline preprocessing, SPEC §1); the model's normalisation is a per-channel mean subtracted when
+uint8 (offline preprocessing); the model's normalisation is a per-channel mean subtracted when
 a batch is staged (the record's input_mean), the scale being folded into the seeded model's stem.
 YOLO's is Ultralytics' LetterBox at 640 (see `letterbox`), stored as uint8 RGB CHW; its /255 is in the graph.
 """

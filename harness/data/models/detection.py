@@ -1,4 +1,4 @@
-"""The three detection models as ONNX graphs with seeded weights, cut before NMS (SPEC §1, §3).
+"""The three detection models as ONNX graphs with seeded weights, cut before NMS.
 
 Each has its real architecture's layers, so parameter count, operations and output layouts are the
 published ones; only the weights are synthetic. The card returns raw tensors in the paper's layouts

@@ -3,7 +3,7 @@
 A result is only comparable with published ones if it ran the official model, so every model file
 is identified by its digest; a file that carries an official name but the wrong bytes is refused.
 
-The URLs and digests come from SPEC §6 (the MLCommons inference README). They could not be reached
+The URLs and digests come from the MLCommons inference README. They could not be reached
 from the build machine, so they are unverified beyond SPEC: `fetch` checks what it downloads, and
 `check_model_file` reports anything it cannot match.
 """

@@ -72,7 +72,7 @@ class OnnxRuntimeCard:
     id), OpenVINO the card index. A GPU card runs one batch of the run's size (`warm_batch`) before it is ready,
     so a batch that does not fit in the GPU's memory is refused before the run starts. With
     `output_casts` the session's graph ends in QuantizeLinear / Cast nodes, so the card returns uint8 /
-    fp16 outputs as a real card's compiled network does (SPEC §3).
+    fp16 outputs as a real card's compiled network does.
     """
 
     def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:

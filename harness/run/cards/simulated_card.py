@@ -1,6 +1,6 @@
 """simulated card: a profile's batch latency, no inference. Labelled simulated wherever it appears.
 
-A profile (YAML in harness/cards/profiles/, package data) gives one real card's Offline samples/s and batch size per
+A profile (YAML in harness/run/cards/profiles/, package data) gives one real card's Offline samples/s and batch size per
 benchmark. Without a `pipeline` section the card is synchronous: it holds every batch for
 batch / samples_per_second seconds, measured against a deadline so sleep jitter does not add up, and
 returns zero-filled outputs. With one it models a pipelined accelerator (`PipelinedSimulatedCard`):
@@ -91,7 +91,7 @@ def profile_names() -> list[str]:
 
 
 def load_profile(name: str, benchmark: str) -> Profile:
-    """`name` is a packaged profile (harness/cards/profiles/, without .yaml) or a path to a profile YAML."""
+    """`name` is a packaged profile (harness/run/cards/profiles/, without .yaml) or a path to a profile YAML."""
     path: Traversable = Path(name) if name.endswith((".yaml", ".yml")) else PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ApplianceError(f"no simulated card profile {name!r}; choose one of: {', '.join(profile_names())} "

@@ -1,7 +1,7 @@
 """A card worker: the threads of one card (feeder, card thread, optional completer) and its counters.
 
 It knows dispatch only through `Dispatcher` (four calls), and dispatch knows it only through the
-attributes listed as "read by dispatch" below. Who writes what is in `harness/sut/__init__.py`.
+attributes listed as "read by dispatch" below. Who writes what is in `harness/run/sut/__init__.py`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class CardWorker:
         self.server = server
         self.respond = respond
         self.dispatch = dispatch
-        # read by dispatch (each written by one thread; see harness/sut/__init__.py)
+        # read by dispatch (each written by one thread; see harness/run/sut/__init__.py)
         self.queue: deque[Batch] = deque()  # appended by dispatch, taken under `cv`
         self.alive = True
         self.direct = False  # the card reads no input and takes one batch at a time: no feeder
