@@ -44,48 +44,36 @@ def harmless(line: bytes) -> bool:
 
 
 def native(line: bytes) -> bool:
+    """A line in a native library's log format (onnxruntime's timestamp and severity, maybe coloured)."""
     return bool(_NATIVE_START.match(line))
 
 
 def filter_stream(src: int, terminal: int, log_path: str) -> None:
     """Copy `src` to `terminal` until EOF, native log lines (whole lines) to `log_path` too, harmless ones
-    to the log only. A line that could be native is held until its end; any other byte passes at once."""
+    to the log only. A line that starts as a native one may (a colour escape or a digit) is held until its end;
+    any other byte passes at once (a progress bar's carriage returns too)."""
     with open(log_path, "ab") as log:
-        held = b""
-        deciding = True  # at the start of a line, not yet known whether native
+        held = b""  # the start of a line that may be native, until its end comes
+        line_start = True
         while chunk := os.read(src, 65536):
-            data = held + chunk
-            held = b""
+            data, held = held + chunk, b""
             while data:
-                if deciding:
-                    end = data.find(b"\n")
-                    line = data if end < 0 else data[:end + 1]
-                    could_be = _could_be_native(line[:1])
-                    if could_be and end < 0:  # wait for the rest of the line
-                        held = data
+                end = data.find(b"\n") + 1 or len(data)
+                part, data = data[:end], data[end:]
+                whole = part.endswith(b"\n")
+                if line_start and (part[:1] == b"\x1b" or part[:1].isdigit()):  # may be native: to its end
+                    if not whole:
+                        held = part  # the rest of `data` is empty: `part` ran to its end
                         break
-                    if could_be and native(line):
-                        log.write(_ESCAPES.sub(b"", line))
+                    if native(part):
+                        log.write(_ESCAPES.sub(b"", part))
                         log.flush()
-                        if not harmless(line):
-                            os.write(terminal, line)
-                        data = data[len(line):]
-                        continue
-                    deciding = False
-                end = data.find(b"\n")
-                part = data if end < 0 else data[:end + 1]
+                        if harmless(part):
+                            continue
                 os.write(terminal, part)
-                data = data[len(part):]
-                deciding = end >= 0
-        if held:
-            log.write(held)
+                line_start = whole
+        if held:  # a last line without its end
             os.write(terminal, held)
-
-
-def _could_be_native(head: bytes) -> bool:
-    """Whether a line starting with `head` may be a native log line: one that starts with a colour escape or a
-    digit is held to its end (the appliance's own such lines are whole lines); any other passes at once."""
-    return head[:1] == b"\x1b" or head[:1].isdigit()
 
 
 class Route:

@@ -111,3 +111,12 @@ def read_lenient(run: Path, problem: Problem = lambda _: None, where: str | None
     if not path.is_file():
         return None
     return read_json_object(path, where or str(path), problem)
+
+
+def not_submittable(data: dict[str, Any]) -> str | None:
+    """Why a run's precision fails its benchmark's accuracy rule, as its manifest (any reader's) says; None when
+    it passes or the manifest does not say (other tools' runs)."""
+    verdict = data.get("precision_eligibility")
+    if isinstance(verdict, dict) and verdict.get("eligible") is False:
+        return str(verdict.get("why", "its precision fails the accuracy rule"))
+    return None

@@ -14,9 +14,10 @@ import html
 import io
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_text, check_target, head, need_space
+from harness.records import manifest as run_manifest
 from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
 from harness.report.measured import energy_text, nms_text
@@ -155,17 +156,9 @@ def _flags(runs: list[Run]) -> list[str]:
         elif syn.get("cards") == "cpu-emulated":
             flags.add("cards are CPU-emulated")
         flags.update(n for n in r.manifest.get("notes", []) if "not submission-length" in n)
-        if (why := _not_submittable(r.manifest)) is not None:
+        if (why := run_manifest.not_submittable(r.manifest)) is not None:
             flags.add(f"{r.benchmark} at {r.manifest.get('precision', '?')} is NOT SUBMITTABLE: {why}")
     return sorted(flags)
-
-
-def _not_submittable(manifest: dict[str, Any]) -> str | None:
-    """Why the run's precision fails its benchmark's accuracy rule, per its manifest; None if it passes."""
-    verdict = manifest.get("precision_eligibility")
-    if isinstance(verdict, dict) and verdict.get("eligible") is False:
-        return str(verdict.get("why", "its precision fails the accuracy rule"))
-    return None
 
 
 def _compliance(run: Run, collected: Collected) -> str:
@@ -191,7 +184,7 @@ def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
         metric = next((f"{label} {res[key]:.3f}%" for key, label in (("top1", "top-1"), ("mAP", "mAP"))
                        if key in res), json.dumps(res)[:60])
         status, constraint = "scored", "-"
-    if _not_submittable(m) is not None:
+    if run_manifest.not_submittable(m) is not None:
         status += ", NOT SUBMITTABLE"
     beside = [t for t in (energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess"))) if t]
     return [run.setup.text(), str(run.cards), run.mode, metric, status, constraint, _compliance(run, collected),

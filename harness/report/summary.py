@@ -26,6 +26,6 @@ def summary_table(outcomes: list[RunOutcome]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = sorted({n for o in outcomes for n in o.notes})
-    warnings = sorted({w for o in outcomes for w in (*o.warnings, *([o.not_submittable] if o.not_submittable else []))})
+    warnings = sorted({w for o in outcomes for w in (*o.warnings, o.not_submittable)} - {""})
     nms = [f"{o.benchmark} {o.scenario}: {t}" for o in outcomes if (t := nms_text(o.host_nms))]
     return "\n".join(lines + nms + [f"warning: {w}" for w in warnings] + [f"note: {n}" for n in notes])

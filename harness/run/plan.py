@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from harness.hw.topology.model import Topology
 from harness.records import store
 from harness.records.benchmark import Benchmark
 from harness.records.layout import Layout, read_model_record
+from harness.records.model_record import eligibility
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
@@ -102,6 +104,20 @@ class RunPlan:
     cards: CardPlan
     batch: int
     folder: Path                 # <results>/<system>/<benchmark>/<scenario>
+
+    @cached_property
+    def eligibility(self) -> tuple[bool, str]:
+        """Whether the model's precision meets the benchmark's accuracy rule, and why (model_record.eligibility)."""
+        return eligibility(self.bench, self.model)
+
+    @property
+    def not_submittable(self) -> str:
+        """Why this run's precision fails its benchmark's accuracy rule, in one line ("": it passes)."""
+        eligible, why = self.eligibility
+        if eligible:
+            return ""
+        return (f"{self.model.get('precision', 'fp32')} is not submittable for {self.bench.name}: {why} (the closed "
+                f"division's accuracy rule); run --precision fp32, or a precision whose prepare reached it")
 
     @property
     def scenario(self) -> Scenario:

@@ -41,7 +41,6 @@ from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
-from harness.records.model_record import eligibility
 from harness.run import calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
@@ -286,18 +285,8 @@ class LoadGenErrors(ApplianceError):
     test what was asked, and the submission checker rejects such a log."""
 
 
-def not_submittable(p: RunPlan) -> str:
-    """Why this run's precision fails its benchmark's accuracy rule, in one line ("": it passes)."""
-    eligible, why = eligibility(p.bench, p.model)
-    if eligible:
-        return ""
-    precision = p.model.get("precision", "fp32")
-    return (f"{precision} is not submittable for {p.bench.name}: {why} (the closed division's accuracy rule); "
-            f"run --precision fp32, or a precision whose prepare reached it")
-
-
 def _announce(p: RunPlan, echo: Echo) -> None:
-    if why := not_submittable(p):
+    if why := p.not_submittable:
         print(f"warning: {why}", file=sys.stderr)
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
     per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
@@ -425,13 +414,13 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measure
     manifest = _manifest(p, sut, detail, staging, result, notes, measured)
     manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
     manifest["native_log"] = native
-    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), eligibility(p.bench, p.model), strict=True))
+    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), p.eligibility, strict=True))
     run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes), (shared,) if shared else (),
                       energy=measured.energy if perf is not None else None,
-                      host_nms=measured.host_nms if perf is not None else None, not_submittable=not_submittable(p))
+                      host_nms=measured.host_nms if perf is not None else None, not_submittable=p.not_submittable)
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:
@@ -444,7 +433,7 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
     if model["synthetic"]:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
     if model.get("precision", "fp32") != "fp32":
-        notes.append(f"{model.get('precision')} model: {eligibility(p.bench, model)[1]} (at prepare)")
+        notes.append(f"{model.get('precision')} model: {p.eligibility[1]} (at prepare)")
     if not model["synthetic"] and not model["official_artefact"]:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:

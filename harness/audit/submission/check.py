@@ -376,8 +376,9 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     if not (acc / "accuracy.txt").is_file():
         P(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
     elif _files_present(acc, ACCURACY_FILES, rep, extras=separate):
-        _check_accuracy(acc, scenario, ctx, _manifest(acc))
-        _check_eligibility(rep, acc, _manifest(acc))
+        acc_m = _manifest(acc)
+        _check_accuracy(acc, scenario, ctx, acc_m)
+        _check_eligibility(rep, acc, acc_m)
     if ctx.division != "open":
         for test in ctx.rules.compliance_tests:
             _check_compliance(compliance / test, test, scenario, ctx, perf_m)
@@ -386,10 +387,10 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
 def _check_eligibility(rep: Report, run: Path, manifest: dict[str, Any]) -> None:
     """A run whose manifest says its precision fails the benchmark's accuracy rule is not submittable (the
     appliance's own runs; other tools' trees have no such manifest)."""
-    verdict = manifest.get("precision_eligibility")
-    if isinstance(verdict, dict) and verdict.get("eligible") is False:
+    why = run_manifest.not_submittable(manifest)
+    if why is not None:
         rep.problems.append(f"{_rel(rep, run)}: ran at {manifest.get('precision', '?')}, which is not submittable: "
-                            f"{verdict.get('why', '?')} (the closed division's accuracy rule)")
+                            f"{why} (the closed division's accuracy rule)")
 
 
 def _files_present(folder: Path, names: tuple[str, ...], rep: Report, extras: bool = False,

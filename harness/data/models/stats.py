@@ -31,21 +31,27 @@ class ModelStats:
                 f"= {self.gops:.2f} GOPS per sample")
 
 
-def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """Static shapes of every tensor with batch size 1 (symbolic dims become 1)."""
+def _at_batch_one(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` with its symbolic input dims set to 1 and every tensor's shape inferred."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for vi in m.graph.input:
         for d in vi.type.tensor_type.shape.dim:
             if not d.HasField("dim_value"):
                 d.dim_value = 1
-    inferred = shape_inference.infer_shapes(m)
+    inferred: onnx.ModelProto = shape_inference.infer_shapes(m)
+    return inferred
+
+
+def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Static shapes of every tensor with batch size 1 (symbolic dims become 1)."""
+    inferred = _at_batch_one(model)
     shapes: dict[str, list[int]] = {}
     for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         dims = vi.type.tensor_type.shape.dim
         if all(d.HasField("dim_value") for d in dims):
             shapes[vi.name] = [d.dim_value for d in dims]
-    for init in m.graph.initializer:
+    for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
     return shapes
 
@@ -77,13 +83,7 @@ def activation_bytes(model: onnx.ModelProto) -> int:
     runtime's working memory per sample, which reuses buffers (the GPU default batch's memory cap)."""
     from onnx import helper
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for vi in m.graph.input:
-        for d in vi.type.tensor_type.shape.dim:
-            if not d.HasField("dim_value"):
-                d.dim_value = 1
-    inferred = shape_inference.infer_shapes(m)
+    inferred = _at_batch_one(model)
     total = 0
     for vi in [*inferred.graph.value_info, *inferred.graph.output]:
         tensor = vi.type.tensor_type

@@ -284,8 +284,7 @@ class IoBindingCard(OnnxRuntimeCard):
         problem = binding_problem(session, self.input_name, self.sample_shape, self.in_dtype, self.outputs,
                                   self.out_shapes, self.out_types)
         if problem is not None:  # a buffer smaller than, or of another type than, what the graph writes
-            raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
-                                 f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
+            raise self._misfit(problem)
         n_out = len(self.outputs)
         self.reads = benchmarks.get(self.spec.benchmark).outputs_read(n_out) if self.spec.benchmark else (True,) * n_out
         device, ordinal = self.copies.device, self.ordinal
@@ -347,9 +346,13 @@ class IoBindingCard(OnnxRuntimeCard):
             raise self._fault(len(batch), exc) from None
         problem = check_outputs(got, len(batch), self.out_shapes, self.out_types)
         if problem is not None:
-            raise ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
-                                 f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
+            raise self._misfit(problem)
         return got
+
+    def _misfit(self, problem: str) -> ApplianceError:
+        """The one-line refusal of a buffer the model's graph would not fit (`binding_problem`, `check_outputs`)."""
+        return ApplianceError(f"{self.label}: {problem}; the card binds no buffer the graph does not fit "
+                              f"(rerun `appliance prepare`, or check --card-outputs / --output-layout)")
 
     def _replay_check(self, batch: np.ndarray, reference: list[np.ndarray]) -> str:
         """The smallest bucket through the card's own path (bound buffers; on a GPU its captured graph's replay)
