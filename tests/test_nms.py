@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.core.errors import DataError
-from harness.data import benchmarks, nms
+from harness.data import benchmarks, nms, nms_kernels
 from harness.records.benchmark import NMS_PARAM_SETS, DetectionSpec, OutputQuant, _variant
 
 RECORDS = {name: benchmarks.get(name) for name in benchmarks.NAMES}  # host NMS takes records, not names
@@ -262,7 +262,7 @@ def test_sort_keys_matches_numpy(n: int) -> None:
     for top in (1 << 8, 1 << 40, (1 << 63) - 1):
         keys = rng.integers(0, top, n, dtype=np.int64)
         keys[: n // 4] = keys[n // 2: n // 2 + n // 4]
-        np.testing.assert_array_equal(nms._sort_keys(keys.copy()), np.sort(keys))
+        np.testing.assert_array_equal(nms_kernels.sort_keys(keys.copy()), np.sort(keys))
 
 
 def test_raw_float_codes_exclude_negative_nan_and_keep_inf() -> None:

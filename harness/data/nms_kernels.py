@@ -1,0 +1,689 @@
+"""The numba kernels of host NMS (harness.data.nms is the public front and says what they compute).
+
+Each kernel takes one image's raw outputs and a few typed parameter records (`typing.NamedTuple`s of
+arrays and scalars, which numba passes as tuples in nopython mode):
+
+    ScoreCodes   how the raw score codes are read: the code range above the threshold and the
+                 dequantisation (affine uint8, or the bit patterns of fp16 / fp32)
+    BoxCoder     how a candidate's box is decoded: the layout's coder, its dequantisation, the uint8
+                 lookup table, priors, variances, the image size the boxes are clipped to
+    NMSLimits    the key layout and the NMS parameter set: IoU threshold and the caps, the scan's fold
+    TopkLevels   RetinaNet's per-level candidate blocks
+    YoloParams   YOLO's key layout, box dequantisation, IoU threshold and cap
+
+Candidates are int64 keys (class, score, candidate index) radix-sorted (`sort_keys`); the scan over the raw
+codes is vectorised (`scan`); the IoU test against a class's kept boxes is branch-free.
+
+Dispatch: numba types a NamedTuple argument in Python on every call (microseconds, more than the smallest
+image's NMS), so `entry_point` resolves a kernel's compiled entry for one set of argument types once and the
+callers (`nms.Postprocessor`) call that directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import njit
+
+CODE_AFFINE, CODE_F16, CODE_F32 = 0, 1, 2        # ScoreCodes.kind: uint8 affine, fp16 bits, fp32 bits
+CODER_BOX_MAJOR, CODER_CLASS_MAJOR, CODER_TOPK = 0, 1, 2  # BoxCoder.layout
+SCORE_SHIFT = 17  # candidate keys: class << class_shift | (hi - code) << 17 | candidate (< 2^17)
+CANDIDATE_MASK = (1 << SCORE_SHIFT) - 1
+YOLO_BLOCK = 2048  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
+
+
+class ScoreCodes(NamedTuple):
+    """The raw score codes a kernel compares: `lo` .. `hi` (inclusive) are the codes above the score
+    threshold, in the codes' own integer width (so the scan compares without widening); `kind` is
+    CODE_AFFINE (value = scale * (code - zero_point)), CODE_F16 or CODE_F32 (the code is the bit pattern)."""
+
+    lo: Any
+    hi: Any
+    kind: int
+    scale: float
+    zero_point: float
+
+
+class BoxCoder(NamedTuple):
+    """A layout's box decode: `layout` (CODER_*), the boxes' dequantisation, `table` (uint8 boxes: the
+    per-code terms, [4, 256]; else empty), `priors`, `variances`, and `image_size` (RetinaNet's pixels;
+    1.0 for boxes already normalised)."""
+
+    layout: int
+    scale: float
+    zero_point: float
+    table: np.ndarray
+    priors: np.ndarray
+    variances: np.ndarray
+    image_size: float
+
+
+class NMSLimits(NamedTuple):
+    """The key layout (`class_shift`), the NMS parameter set, the scan's `fold_len` and the class map."""
+
+    class_shift: int
+    iou_threshold: float
+    pre_nms_per_class: int
+    max_per_class: int
+    max_per_image: int
+    fold_len: int
+    class_ids: np.ndarray
+
+
+class TopkLevels(NamedTuple):
+    """RetinaNet's top-K output: `per_level` candidates per FPN level, level l's anchors from `starts[l]`;
+    a candidate's flat index is anchor * num_classes + class within its level."""
+
+    starts: np.ndarray
+    per_level: int
+    num_classes: int
+
+
+class YoloParams(NamedTuple):
+    """YOLO's key (score | class at SCORE_SHIFT | anchor), the layout, the box rows' dequantisation, the
+    class map, IoU threshold, per-image cap and the best-class pass's block of anchors."""
+
+    score_shift: int
+    anchor_major: bool
+    box_scale: float
+    box_zero_point: float
+    class_ids: np.ndarray
+    iou_threshold: float
+    max_per_image: int
+    block: int
+
+
+def entry_point(kernel: Any, args: tuple[Any, ...]) -> Callable[..., np.ndarray]:
+    """The compiled entry of `kernel` for the types of `args` (compiled, or loaded from numba's cache, by
+    calling it once): it unboxes its arguments without the dispatcher's typing, so a caller must give it
+    arguments of those very types (dtype, dimensions, layout, flags)."""
+    kernel(*args)
+    compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in args))  # the dispatcher's typing
+    return kernel if compiled is None else compiled.entry_point  # type: ignore[no-any-return]
+
+
+# the ndarray flags numba's array type depends on: C / F contiguous, aligned, writeable (numpy's NPY_ARRAY_*)
+_TYPED_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
+
+
+class BoundKernel:
+    """A kernel with its parameter records bound: called with one image's arrays and its QSL index, it
+    runs `kernel(*arrays, qsl_idx, *records)` through the compiled entry for those arrays' types (one
+    per combination of flags met, each resolved once). Arrays of the same dtype and dimensions from call
+    to call (the caller's shape checks and `np.ascontiguousarray` see to it). Safe to share between
+    threads: a race only resolves an entry twice."""
+
+    def __init__(self, kernel: Any, records: tuple[Any, ...]) -> None:
+        self.kernel = kernel
+        self.records = records
+        self._entries: dict[tuple[int, ...], Callable[..., np.ndarray]] = {}
+
+    def __call__(self, qsl_idx: float, *arrays: np.ndarray) -> np.ndarray:
+        key = tuple([a.flags.num & _TYPED_FLAGS for a in arrays])
+        args = (*arrays, qsl_idx, *self.records)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = entry_point(self.kernel, args)
+        return entry(*args)
+
+
+# ------------------------------------------------------------------------------------------------
+# values and boxes
+
+@njit(cache=True)
+def score_value(code: int, kind: int, scale: float, zero_point: float) -> float:
+    """Dequantised score in float64, exactly as numpy would compute it."""
+    c = int(code)
+    if kind == CODE_AFFINE:
+        return scale * (float(c) - zero_point)
+    if kind == CODE_F16:
+        e, m = (c >> 10) & 0x1F, c & 0x3FF
+        if e == 0:
+            return math.ldexp(float(m), -24)
+        if e == 31:
+            return math.inf
+        return math.ldexp(float(m | 0x400), e - 25)
+    e, m = (c >> 23) & 0xFF, c & 0x7FFFFF
+    if e == 0:
+        return math.ldexp(float(m), -149)
+    if e == 255:
+        return math.inf
+    return math.ldexp(float(m | 0x800000), e - 150)
+
+
+@njit(cache=True)
+def signed_value(code: int, kind: int, scale: float, zero_point: float) -> float:
+    """The value of one raw code read through a signed view (uint8 affine, int16 = fp16, int32 = fp32)."""
+    c = int(code)
+    if kind == CODE_AFFINE:
+        return scale * (float(c) - zero_point)
+    v = score_value(c & (0x7FFF if kind == CODE_F16 else 0x7FFFFFFF), kind, 1.0, 0.0)
+    return -v if c < 0 else v
+
+
+@njit(cache=True)
+def _clip01(v: float) -> float:
+    return min(max(v, 0.0), 1.0)
+
+
+Box = tuple[float, float, float, float]
+
+
+@njit(cache=True)
+def _corners(yc: float, xc: float, h: float, w: float) -> Box:
+    return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
+
+
+@njit(cache=True)
+def _decode_table(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> Box:
+    """uint8 boxes: the per-code terms looked up (the same values `_decode` computes)."""
+    tab, priors = coder.table, coder.priors
+    if coder.layout == CODER_BOX_MAJOR:
+        yc = tab[0, int(boxes[cand, 0])] * priors[anchor, 2] + priors[anchor, 0]
+        xc = tab[1, int(boxes[cand, 1])] * priors[anchor, 3] + priors[anchor, 1]
+        h = tab[2, int(boxes[cand, 2])] * priors[anchor, 2]
+        w = tab[3, int(boxes[cand, 3])] * priors[anchor, 3]
+        return _corners(yc, xc, h, w)
+    cx = tab[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
+    cy = tab[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
+    w = tab[2, int(boxes[2, cand])] * priors[anchor, 2]
+    h = tab[3, int(boxes[3, cand])] * priors[anchor, 3]
+    return _corners(cy, cx, h, w)
+
+
+@njit(cache=True)
+def _decode_topk(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> Box:
+    """RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels."""
+    scale, zp, var, priors, size = coder.scale, coder.zero_point, coder.variances, coder.priors, coder.image_size
+    clip = math.log(1000.0 / 16)
+    dx = (scale * (float(boxes[cand, 0]) - zp)) / var[0]
+    dy = (scale * (float(boxes[cand, 1]) - zp)) / var[1]
+    dw = min((scale * (float(boxes[cand, 2]) - zp)) / var[2], clip)
+    dh = min((scale * (float(boxes[cand, 3]) - zp)) / var[3], clip)
+    aw = priors[anchor, 2] - priors[anchor, 0]
+    ah = priors[anchor, 3] - priors[anchor, 1]
+    cx = dx * aw + (priors[anchor, 0] + 0.5 * aw)
+    cy = dy * ah + (priors[anchor, 1] + 0.5 * ah)
+    w = math.exp(dw) * aw
+    h = math.exp(dh) * ah
+    return (min(max(cy - 0.5 * h, 0.0), size) / size, min(max(cx - 0.5 * w, 0.0), size) / size,
+            min(max(cy + 0.5 * h, 0.0), size) / size, min(max(cx + 0.5 * w, 0.0), size) / size)
+
+
+@njit(cache=True)
+def decode(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> Box:
+    """Candidate `cand` (anchor `anchor`) decoded to (ymin, xmin, ymax, xmax), clipped, 0..1. With a
+    table (uint8 boxes only) the per-code terms are looked up instead of computed: the same values."""
+    if coder.layout != CODER_TOPK and coder.table.shape[0]:
+        return _decode_table(coder, boxes, cand, anchor)
+    scale, zp, var, priors = coder.scale, coder.zero_point, coder.variances, coder.priors
+    if coder.layout == CODER_BOX_MAJOR:  # TF coder: boxes [A, 4] = (ty, tx, th, tw); priors (yc, xc, h, w)
+        ty = scale * (float(boxes[cand, 0]) - zp)
+        tx = scale * (float(boxes[cand, 1]) - zp)
+        th = scale * (float(boxes[cand, 2]) - zp)
+        tw = scale * (float(boxes[cand, 3]) - zp)
+        yc = ty / var[0] * priors[anchor, 2] + priors[anchor, 0]
+        xc = tx / var[1] * priors[anchor, 3] + priors[anchor, 1]
+        h = math.exp(th / var[2]) * priors[anchor, 2]
+        w = math.exp(tw / var[3]) * priors[anchor, 3]
+        return _corners(yc, xc, h, w)
+    if coder.layout == CODER_CLASS_MAJOR:  # SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
+        dx = scale * (float(boxes[0, cand]) - zp)
+        dy = scale * (float(boxes[1, cand]) - zp)
+        dw = scale * (float(boxes[2, cand]) - zp)
+        dh = scale * (float(boxes[3, cand]) - zp)
+        cx = dx * var[0] * priors[anchor, 2] + priors[anchor, 0]
+        cy = dy * var[0] * priors[anchor, 3] + priors[anchor, 1]
+        w = math.exp(dw * var[1]) * priors[anchor, 2]
+        h = math.exp(dh * var[1]) * priors[anchor, 3]
+        return _corners(cy, cx, h, w)
+    return _decode_topk(coder, boxes, cand, anchor)
+
+
+# ------------------------------------------------------------------------------------------------
+# the scan and the key sort
+
+FOLD = 8  # scan: codes folded onto one flag byte, one bit each
+# lowest set bit of a 64-bit word by a de Bruijn multiplication (numba has no count-trailing-zeros)
+_DE_BRUIJN = 0x03F79D71B4CB0A89
+_DE_BRUIJN_BIT = np.zeros(64, dtype=np.int64)
+for _bit in range(64):
+    _DE_BRUIJN_BIT[(((1 << _bit) * _DE_BRUIJN) & ((1 << 64) - 1)) >> 58] = _bit
+
+
+@njit(cache=True)
+def _scan_tail(flat: np.ndarray, first: int, stop: int, start: int, lo: Any, span: Any, period: int
+               ) -> np.ndarray:
+    """The hits among the codes in [first, stop) tested one by one (the tail, shorter than a fold)."""
+    hits = np.empty(stop - first, dtype=np.int64)
+    n = 0
+    for i in range(first, stop):
+        if flat.dtype.type(flat[i] - lo) <= span and (period == 0 or (i - start) % period != 0):
+            hits[n] = i
+            n += 1
+    return hits[:n]
+
+
+@njit(cache=True)
+def _fold_chunk(flat: np.ndarray, o: int, folds: int, fold_len: int, lo: Any, span: Any,
+                flags: np.ndarray) -> None:
+    """Bit k of flag byte i: code o + k * fold_len + i is in range (one unsigned compare in the codes' width)."""
+    flags[:fold_len] = 0
+    for k in range(folds):
+        x = flat[o + k * fold_len:o + (k + 1) * fold_len]
+        bit = np.uint8(1 << k)
+        for i in range(fold_len):
+            if flat.dtype.type(x[i] - lo) <= span:
+                flags[i] |= bit
+
+
+@njit(cache=True)
+def _flag_hits(words: np.ndarray, keep_words: np.ndarray, o: int, fold_len: int, hits: np.ndarray,
+               n: int) -> int:
+    """The set bits of the flag words (background bytes cleared), tested four words at a time, as hits."""
+    for g in range(0, words.size, 4):
+        if ((words[g] & keep_words[g]) | (words[g + 1] & keep_words[g + 1]) | (words[g + 2] & keep_words[g + 2])
+                | (words[g + 3] & keep_words[g + 3])) == 0:
+            continue
+        for w in range(g, g + 4):
+            word = words[w] & keep_words[w]
+            while word:
+                b = _DE_BRUIJN_BIT[(((word & -word) * _DE_BRUIJN) >> 58) & 63]  # byte b >> 3, fold b & 7
+                hits[n] = o + (b & 7) * fold_len + 8 * w + (b >> 3)
+                n += 1
+                word &= word - 1
+    return n
+
+
+@njit(cache=True)
+def scan(flat: np.ndarray, start: int, stop: int, lo: Any, hi: Any, period: int, fold_len: int) -> np.ndarray:
+    """Indices i in [start, stop) with lo <= flat[i] <= hi, skipping offsets i - start that are multiples
+    of `period` (the background column; 0: none), in no particular order.
+
+    Vectorised without per-block horizontal reductions (LLVM does not vectorise those at such short
+    lengths): each chunk of up to FOLD * fold_len codes is folded onto fold_len flag bytes by
+    elementwise compares (`_fold_chunk`), then the flag words are tested four at a time and the set bits
+    give the hits (`_flag_hits`). fold_len is a multiple of 8 and of period."""
+    span = flat.dtype.type(hi - lo)
+    padded = (fold_len + 31) // 32 * 32
+    flags = np.zeros(padded, dtype=np.uint8)
+    keep = np.full(padded, 0xFF, dtype=np.uint8)  # flag bytes of the background column cleared
+    if period:
+        for i in range(0, fold_len, period):
+            keep[i] = 0
+    words, keep_words = flags.view(np.int64), keep.view(np.int64)
+    hits = np.empty(FOLD * fold_len, dtype=np.int64)
+    n = 0
+    o = start
+    while o < stop:
+        if hits.size - n < FOLD * fold_len:  # room for a whole chunk's hits: no checks inside
+            grown = np.empty(2 * hits.size, dtype=np.int64)
+            grown[:n] = hits[:n]
+            hits = grown
+        folds = min(FOLD, (stop - o) // fold_len)
+        if folds == 0:
+            tail = _scan_tail(flat, o, stop, start, lo, span, period)
+            hits[n:n + tail.size] = tail
+            n += tail.size
+            break
+        _fold_chunk(flat, o, folds, fold_len, lo, span, flags)
+        n = _flag_hits(words, keep_words, o, fold_len, hits, n)
+        o += folds * fold_len
+    return hits[:n]
+
+
+RADIX_BITS = 8
+INSERTION_MAX = 64
+
+
+@njit(cache=True)
+def _insertion_sort(keys: np.ndarray) -> np.ndarray:
+    for i in range(1, keys.size):
+        v = keys[i]
+        j = i - 1
+        while j >= 0 and keys[j] > v:
+            keys[j + 1] = keys[j]
+            j -= 1
+        keys[j + 1] = v
+    return keys
+
+
+@njit(cache=True)
+def _radix_pass(src: np.ndarray, dst: np.ndarray, shift: int, counts: np.ndarray) -> bool:
+    """One LSD pass on the digit at `shift` from src into dst; False (nothing moved) when every key has
+    the same digit there."""
+    n = src.size
+    counts[:] = 0
+    for i in range(n):
+        counts[(src[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
+    if counts.max() == n:
+        return False
+    total = 0
+    for d in range(1 << RADIX_BITS):
+        c = counts[d]
+        counts[d] = total
+        total += c
+    for i in range(n):
+        d = (src[i] >> shift) & ((1 << RADIX_BITS) - 1)
+        dst[counts[d]] = src[i]
+        counts[d] += 1
+    return True
+
+
+@njit(cache=True)
+def sort_keys(keys: np.ndarray) -> np.ndarray:
+    """Non-negative int64 keys sorted ascending, in place or in a new array (the one returned): insertion
+    sort for a few dozen keys (SSD-MobileNet's), else LSD radix sort on 8-bit digits, digits that are
+    the same in every key skipped (SSD-ResNet34's thousands); both several times faster than np.sort."""
+    if keys.size <= INSERTION_MAX:
+        return _insertion_sort(keys)
+    top = keys.max()
+    counts = np.empty(1 << RADIX_BITS, dtype=np.int64)
+    src, dst = keys, np.empty_like(keys)
+    shift = 0
+    while shift < 63 and (top >> shift) > 0:  # (a shift by 64 or more is undefined)
+        if _radix_pass(src, dst, shift, counts):
+            src, dst = dst, src
+        shift += RADIX_BITS
+    return src
+
+
+# ------------------------------------------------------------------------------------------------
+# SSD / RetinaNet: per-class greedy NMS over sorted keys
+
+class _Kept(NamedTuple):
+    """Every kept detection of an image: box, class, and its order key (hi - code) << 32 | index."""
+
+    box: np.ndarray
+    cls: np.ndarray
+    key: np.ndarray
+
+
+@njit(cache=True, error_model="numpy")
+def _suppressed(y1: float, x1: float, y2: float, x2: float, area: float, kept: np.ndarray, nh: int,
+                iou_threshold: float) -> bool:
+    """IoU > threshold with one of the class's kept boxes (rows of y1, x1, y2, x2, area); IoU 0 without a
+    positive overlap. Branch-free over the kept boxes (vectorised)."""
+    suppressed = False
+    for q in range(nh):
+        ih = min(y2, kept[2, q]) - max(y1, kept[0, q])
+        iw = min(x2, kept[3, q]) - max(x1, kept[1, q])
+        inter = ih * iw
+        union = area + kept[4, q] - inter
+        suppressed |= (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_threshold)
+    return suppressed
+
+
+@njit(cache=True, error_model="numpy")
+def _nms_class(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, coder: BoxCoder, limits: NMSLimits,
+               scratch: np.ndarray, kept: _Kept, nk: int) -> int:
+    """Greedy NMS of one class's candidate keys (score descending); returns the new count of kept
+    detections. Boxes are decoded only when a candidate's turn comes."""
+    score_mask = (1 << (limits.class_shift - SCORE_SHIFT)) - 1
+    c = keys[0] >> limits.class_shift
+    cap = scratch.shape[1]
+    nh = 0
+    for t in range(keys.size):
+        if nh >= cap:
+            break
+        k = keys[t]
+        cand = k & CANDIDATE_MASK
+        anchor = anchor_of[cand] if anchor_of.size else cand
+        y1, x1, y2, x2 = decode(coder, boxes, cand, anchor)
+        area = (y2 - y1) * (x2 - x1)
+        if not _suppressed(y1, x1, y2, x2, area, scratch, nh, limits.iou_threshold):
+            scratch[0, nh], scratch[1, nh], scratch[2, nh], scratch[3, nh], scratch[4, nh] = y1, x1, y2, x2, area
+            kept.box[nk, 0], kept.box[nk, 1], kept.box[nk, 2], kept.box[nk, 3] = y1, x1, y2, x2
+            kept.cls[nk] = c
+            kept.key[nk] = (((k >> SCORE_SHIFT) & score_mask) << 32) | nk
+            nk += 1
+            nh += 1
+    return nk
+
+
+@njit(cache=True)
+def _image_rows(kept: _Kept, nk: int, scores: ScoreCodes, limits: NMSLimits, qsl_idx: float) -> np.ndarray:
+    """The best max_per_image kept detections, score descending, as rows of 7."""
+    m = min(nk, limits.max_per_image)
+    if m < nk:  # only the best image_cap are wanted: select them, then order those
+        sel = sort_keys(np.partition(kept.key[:nk], m - 1)[:m]) if m > 0 else kept.key[:0]
+    else:
+        sel = sort_keys(kept.key[:nk])
+    out = np.empty((m, 7), dtype=np.float32)
+    for r in range(m):
+        i = sel[r] & 0xFFFFFFFF
+        out[r, 0] = qsl_idx
+        out[r, 1] = kept.box[i, 0]
+        out[r, 2] = kept.box[i, 1]
+        out[r, 3] = kept.box[i, 2]
+        out[r, 4] = kept.box[i, 3]
+        out[r, 5] = score_value(int(scores.hi) - (sel[r] >> 32), scores.kind, scores.scale, scores.zero_point)
+        out[r, 6] = limits.class_ids[kept.cls[i]]
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def _nms_sorted(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, scores: ScoreCodes,
+                coder: BoxCoder, limits: NMSLimits, qsl_idx: float) -> np.ndarray:
+    """Greedy per-class NMS over candidate keys sorted by (class, score desc, candidate); the anchor of
+    candidate i is anchor_of[i] (empty: i itself); then the per-image cap."""
+    n = keys.size
+    kept = _Kept(np.empty((n, 4), dtype=np.float64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
+    scratch = np.empty((5, max(limits.max_per_class, 0)), dtype=np.float64)  # the class's kept boxes
+    nk = 0
+    start = 0
+    while start < n:
+        c = keys[start] >> limits.class_shift
+        end = start + 1
+        while end < n and (keys[end] >> limits.class_shift) == c:
+            end += 1
+        stop = min(end, start + limits.pre_nms_per_class) if limits.pre_nms_per_class > 0 else end
+        nk = _nms_class(keys[start:stop], anchor_of, boxes, coder, limits, scratch, kept, nk)
+        start = end
+    return _image_rows(kept, nk, scores, limits, qsl_idx)
+
+
+@njit(cache=True)
+def _grid_keys(flat: np.ndarray, hits: np.ndarray, inner: int, class_outer: bool, hi: Any,
+               class_shift: int) -> np.ndarray:
+    """Keys of the hits of a [A, C] (box-major) or [C, A] (class-major) score grid, `inner` its row length."""
+    keys = np.empty(hits.size, dtype=np.int64)
+    for j in range(hits.size):
+        i = hits[j]
+        if class_outer:
+            c, a = i // inner, i % inner
+        else:
+            a, c = i // inner, i % inner
+        keys[j] = (c << class_shift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
+    return keys
+
+
+@njit(cache=True, nogil=True)
+def box_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: ScoreCodes, coder: BoxCoder,
+              limits: NMSLimits) -> np.ndarray:
+    """SSD-MobileNet: scores [A, C] box-outer, background column 0 skipped in the scan."""
+    a_n, c_n = codes.shape
+    flat = codes.reshape(a_n * c_n)
+    hits = scan(flat, 0, flat.size, scores.lo, scores.hi, c_n, limits.fold_len)
+    keys = _grid_keys(flat, hits, c_n, False, scores.hi, limits.class_shift)
+    return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, limits, qsl_idx)
+
+
+@njit(cache=True, nogil=True)
+def class_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: ScoreCodes, coder: BoxCoder,
+                limits: NMSLimits) -> np.ndarray:
+    """SSD-ResNet34: scores [C, A] class-outer; the background row 0 is not scanned at all."""
+    c_n, a_n = codes.shape
+    flat = codes.reshape(a_n * c_n)
+    hits = scan(flat, a_n, flat.size, scores.lo, scores.hi, 0, limits.fold_len)
+    keys = _grid_keys(flat, hits, a_n, True, scores.hi, limits.class_shift)
+    return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, limits, qsl_idx)
+
+
+@njit(cache=True, nogil=True)
+def topk(codes: np.ndarray, boxes: np.ndarray, indices: np.ndarray, qsl_idx: float, scores: ScoreCodes,
+         coder: BoxCoder, limits: NMSLimits, levels: TopkLevels) -> np.ndarray:
+    """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""
+    k_n = codes.shape[0]
+    hits = scan(codes, 0, k_n, scores.lo, scores.hi, 0, limits.fold_len)
+    keys = np.empty(hits.size, dtype=np.int64)
+    anchor = np.empty(k_n, dtype=np.int64)
+    for j in range(hits.size):
+        p = hits[j]
+        flat = indices[p]
+        c = flat % levels.num_classes
+        anchor[p] = levels.starts[p // levels.per_level] + flat // levels.num_classes
+        keys[j] = (c << limits.class_shift) | ((int(scores.hi) - int(codes[p])) << SCORE_SHIFT) | p
+    return _nms_sorted(sort_keys(keys), anchor, boxes, scores, coder, limits, qsl_idx)
+
+
+# ------------------------------------------------------------------------------------------------
+# YOLO (Ultralytics' ONNX export): one output, 4 box rows (cx, cy, w, h in input pixels) + class scores
+
+@njit(cache=True)
+def _yolo_keys_anchor_major(codes: np.ndarray, scores: ScoreCodes, score_shift: int) -> np.ndarray:
+    """[A, 4 + C]: each anchor's scores are contiguous: a max reduction, the class only for survivors."""
+    a_n, attrs = codes.shape
+    c_n = attrs - 4
+    lo, hi = scores.lo, scores.hi
+    keys = np.empty(a_n, dtype=np.int64)
+    n = 0
+    flat = codes.reshape(a_n * attrs)
+    for a in range(a_n):
+        o = a * attrs + 4
+        best = np.int32(flat[o])
+        for c in range(1, c_n):
+            best = max(best, np.int32(flat[o + c]))
+        if best < lo or best > hi:
+            continue
+        c = 0
+        while np.int32(flat[o + c]) != best:
+            c += 1
+        keys[n] = ((hi - int(best)) << score_shift) | (c << SCORE_SHIFT) | a
+        n += 1
+    return keys[:n]
+
+
+@njit(cache=True)
+def _yolo_keys_attribute_major(codes: np.ndarray, scores: ScoreCodes, score_shift: int, block: int
+                               ) -> np.ndarray:
+    """[4 + C, A]: the best class per anchor by running maxima over the class rows, a block of anchors
+    at a time (the first of equal scores wins)."""
+    attrs, a_n = codes.shape
+    c_n = attrs - 4
+    lo, hi = scores.lo, scores.hi
+    keys = np.empty(a_n, dtype=np.int64)
+    n = 0
+    best_code = np.empty(block, dtype=np.int32)
+    bcls = np.empty(block, dtype=np.int32)
+    for start in range(0, a_n, block):
+        m = min(block, a_n - start)
+        first = codes[4, start:start + m]
+        for a in range(m):
+            best_code[a] = first[a]
+            bcls[a] = 0
+        for c in range(1, c_n):
+            row = codes[4 + c, start:start + m]
+            for a in range(m):
+                v = np.int32(row[a])
+                b = best_code[a]
+                up = v > b
+                best_code[a] = v if up else b
+                bcls[a] = c if up else bcls[a]
+        for a in range(m):
+            b = best_code[a]
+            if lo <= b <= hi:
+                keys[n] = ((hi - int(b)) << score_shift) | (int(bcls[a]) << SCORE_SHIFT) | (start + a)
+                n += 1
+    return keys[:n]
+
+
+@njit(cache=True)
+def _yolo_box(codes: np.ndarray, a: int, scores: ScoreCodes, yolo: YoloParams) -> Box:
+    """Anchor a's box as corners (x1, y1, x2, y2) in input pixels."""
+    kind, scale, zp = scores.kind, yolo.box_scale, yolo.box_zero_point
+    if yolo.anchor_major:
+        cx = signed_value(codes[a, 0], kind, scale, zp)
+        cy = signed_value(codes[a, 1], kind, scale, zp)
+        w = signed_value(codes[a, 2], kind, scale, zp)
+        h = signed_value(codes[a, 3], kind, scale, zp)
+    else:
+        cx = signed_value(codes[0, a], kind, scale, zp)
+        cy = signed_value(codes[1, a], kind, scale, zp)
+        w = signed_value(codes[2, a], kind, scale, zp)
+        h = signed_value(codes[3, a], kind, scale, zp)
+    return cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0
+
+
+@njit(cache=True, error_model="numpy")
+def _yolo_greedy(codes: np.ndarray, keys: np.ndarray, scores: ScoreCodes, yolo: YoloParams,
+                 kept: np.ndarray, kept_key: np.ndarray) -> int:
+    """Greedy NMS in the global (score desc, class, anchor) order with per-class kept lists, stopping at
+    the per-image cap; kept rows: x1, y1, x2, y2, area. Returns how many were kept."""
+    cap = kept_key.size
+    class_mask = (1 << (yolo.score_shift - SCORE_SHIFT)) - 1
+    c_n = (codes.shape[1] if yolo.anchor_major else codes.shape[0]) - 4
+    per_class = np.empty((c_n, cap), dtype=np.int32)  # kept indices of each class
+    counts = np.zeros(c_n, dtype=np.int32)
+    nk = 0
+    for t in range(keys.size):
+        if nk >= cap:
+            break
+        k = keys[t]
+        c = (k >> SCORE_SHIFT) & class_mask
+        x1, y1, x2, y2 = _yolo_box(codes, k & CANDIDATE_MASK, scores, yolo)
+        area = (x2 - x1) * (y2 - y1)
+        suppressed = False
+        for j in range(counts[c]):
+            q = per_class[c, j]
+            iw = min(x2, kept[2, q]) - max(x1, kept[0, q])
+            ih = min(y2, kept[3, q]) - max(y1, kept[1, q])
+            inter = ih * iw
+            union = area + kept[4, q] - inter
+            if (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > yolo.iou_threshold):
+                suppressed = True
+                break
+        if not suppressed:
+            kept[0, nk], kept[1, nk], kept[2, nk], kept[3, nk], kept[4, nk] = x1, y1, x2, y2, area
+            kept_key[nk] = k
+            per_class[c, counts[c]] = nk
+            counts[c] += 1
+            nk += 1
+    return nk
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def yolo(codes: np.ndarray, geo: np.ndarray, qsl_idx: float, scores: ScoreCodes, params: YoloParams
+         ) -> np.ndarray:
+    """YOLO host NMS on the raw codes: best class per anchor (the loop order follows the layout), the
+    threshold on the best code, survivors keyed (score desc, class, anchor) and radix-sorted, then
+    greedy NMS in that global order (`_yolo_greedy`), which equals class-aware NMS followed by the
+    per-image cap. Boxes are decoded only for candidates whose turn comes; IoU is taken in input pixels,
+    then the letterbox `geo` (gain_x, gain_y, pad_x, pad_y, width, height) is undone and the box clipped
+    to and normalised by the original image."""
+    if params.anchor_major:
+        keys = _yolo_keys_anchor_major(codes, scores, params.score_shift)
+    else:
+        keys = _yolo_keys_attribute_major(codes, scores, params.score_shift, params.block)
+    keys = sort_keys(keys)
+    cap = max(params.max_per_image, 0)
+    kept = np.empty((5, cap), dtype=np.float64)
+    kept_key = np.empty(cap, dtype=np.int64)
+    nk = _yolo_greedy(codes, keys, scores, params, kept, kept_key)
+    gain_x, gain_y, pad_x, pad_y, width, height = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    class_mask = (1 << (params.score_shift - SCORE_SHIFT)) - 1
+    out = np.empty((nk, 7), dtype=np.float32)
+    for r in range(nk):
+        k = kept_key[r]
+        out[r, 0] = qsl_idx
+        out[r, 1] = min(max((kept[1, r] - pad_y) / gain_y, 0.0), height) / height
+        out[r, 2] = min(max((kept[0, r] - pad_x) / gain_x, 0.0), width) / width
+        out[r, 3] = min(max((kept[3, r] - pad_y) / gain_y, 0.0), height) / height
+        out[r, 4] = min(max((kept[2, r] - pad_x) / gain_x, 0.0), width) / width
+        out[r, 5] = signed_value(scores.hi - (k >> params.score_shift), scores.kind, scores.scale,
+                                 scores.zero_point)
+        out[r, 6] = params.class_ids[(k >> SCORE_SHIFT) & class_mask]
+    return out
