@@ -139,7 +139,6 @@ def params_for(benchmark: Benchmark | DetectionSpec, which: str | NMSParams = "r
 # raw score codes
 
 _CODE_KIND = {"uint8": kernels.CODE_AFFINE, "float16": kernels.CODE_F16, "float32": kernels.CODE_F32}
-_CODER = {"box-major": kernels.CODER_BOX_MAJOR, "class-major": kernels.CODER_CLASS_MAJOR, "topk": kernels.CODER_TOPK}
 # unsigned int views of the score forms
 _CODE_DTYPE: dict[str, type[np.integer[Any]]] = {"uint8": np.uint8, "float16": np.uint16, "float32": np.uint32}
 
@@ -187,9 +186,8 @@ def _box_coder(lay: DetectionSpec, bquant: OutputQuant | None) -> BoxCoder:
     for arr in (table, variances):
         arr.setflags(write=False)
     bscale, bzp = (bquant.uniform_scale, bquant.zero_point) if bquant else (1.0, 0)
-    coder = _CODER[lay.kind]
     size = float(lay.image_size) if lay.kind == "topk" else 1.0  # the others' boxes are normalised already
-    return BoxCoder(coder, float(bscale), float(bzp), table, lay.priors, variances, size)
+    return BoxCoder(float(bscale), float(bzp), table, lay.priors, variances, size)
 
 
 @cache

@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 CODE_AFFINE, CODE_F16, CODE_F32 = 0, 1, 2        # ScoreCodes.kind: uint8 affine, fp16 bits, fp32 bits
-CODER_BOX_MAJOR, CODER_CLASS_MAJOR, CODER_TOPK = 0, 1, 2  # BoxCoder.layout
+CODER_BOX_MAJOR, CODER_CLASS_MAJOR, CODER_TOPK = 0, 1, 2  # the layouts' box coders (`decode`'s kind)
 SCORE_SHIFT = 17  # candidate keys: class << class_shift | (hi - code) << 17 | candidate (< 2^17)
 CANDIDATE_MASK = (1 << SCORE_SHIFT) - 1
 YOLO_BLOCK = 2048  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
@@ -48,11 +48,10 @@ class ScoreCodes(NamedTuple):
 
 
 class BoxCoder(NamedTuple):
-    """A layout's box decode: `layout` (CODER_*), the boxes' dequantisation, `table` (uint8 boxes: the
-    per-code terms, [4, 256]; else empty), `priors`, `variances`, and `image_size` (RetinaNet's pixels;
-    1.0 for boxes already normalised)."""
+    """A layout's box decode (the layout itself, CODER_*, is the calling kernel's constant): the boxes'
+    dequantisation, `table` (uint8 boxes: the per-code terms, [4, 256]; else empty), `priors`, `variances`,
+    and `image_size` (RetinaNet's pixels; 1.0 for boxes already normalised)."""
 
-    layout: int
     scale: float
     zero_point: float
     table: np.ndarray
@@ -173,36 +172,49 @@ Box = tuple[float, float, float, float]
 
 
 @njit(cache=True)
-def _corners(yc: float, xc: float, h: float, w: float) -> Box:
-    return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
-
-
-@njit(cache=True)
-def _decode_table(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> Box:
-    """uint8 boxes: the per-code terms looked up (the same values `_decode` computes)."""
-    tab, priors = coder.table, coder.priors
-    if coder.layout == CODER_BOX_MAJOR:
+def decode(coder: BoxCoder, kind: int, boxes: np.ndarray, cand: int, anchor: int) -> Box:
+    """Candidate `cand` (anchor `anchor`) decoded to (ymin, xmin, ymax, xmax), clipped, 0..1. With a
+    table (uint8 boxes only) the per-code terms are looked up instead of computed: the same values. `kind`:
+    the layout (CODER_*), a constant of the calling kernel."""
+    bscale, bzp, tab, priors, var, size = coder
+    if kind == 0 and tab.shape[0]:
         yc = tab[0, int(boxes[cand, 0])] * priors[anchor, 2] + priors[anchor, 0]
         xc = tab[1, int(boxes[cand, 1])] * priors[anchor, 3] + priors[anchor, 1]
         h = tab[2, int(boxes[cand, 2])] * priors[anchor, 2]
         w = tab[3, int(boxes[cand, 3])] * priors[anchor, 3]
-        return _corners(yc, xc, h, w)
-    cx = tab[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
-    cy = tab[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
-    w = tab[2, int(boxes[2, cand])] * priors[anchor, 2]
-    h = tab[3, int(boxes[3, cand])] * priors[anchor, 3]
-    return _corners(cy, cx, h, w)
-
-
-@njit(cache=True)
-def _decode_topk(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> Box:
-    """RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels."""
-    scale, zp, var, priors, size = coder.scale, coder.zero_point, coder.variances, coder.priors, coder.image_size
+        return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
+    if kind == 1 and tab.shape[0]:
+        cx = tab[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
+        cy = tab[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
+        w = tab[2, int(boxes[2, cand])] * priors[anchor, 2]
+        h = tab[3, int(boxes[3, cand])] * priors[anchor, 3]
+        return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
+    if kind == 0:  # box-major TF coder: boxes [A, 4] = (ty, tx, th, tw); priors (yc, xc, h, w)
+        ty = bscale * (float(boxes[cand, 0]) - bzp)
+        tx = bscale * (float(boxes[cand, 1]) - bzp)
+        th = bscale * (float(boxes[cand, 2]) - bzp)
+        tw = bscale * (float(boxes[cand, 3]) - bzp)
+        yc = ty / var[0] * priors[anchor, 2] + priors[anchor, 0]
+        xc = tx / var[1] * priors[anchor, 3] + priors[anchor, 1]
+        h = math.exp(th / var[2]) * priors[anchor, 2]
+        w = math.exp(tw / var[3]) * priors[anchor, 3]
+        return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
+    if kind == 1:  # class-major SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
+        dx = bscale * (float(boxes[0, cand]) - bzp)
+        dy = bscale * (float(boxes[1, cand]) - bzp)
+        dw = bscale * (float(boxes[2, cand]) - bzp)
+        dh = bscale * (float(boxes[3, cand]) - bzp)
+        cx = dx * var[0] * priors[anchor, 2] + priors[anchor, 0]
+        cy = dy * var[0] * priors[anchor, 3] + priors[anchor, 1]
+        w = math.exp(dw * var[1]) * priors[anchor, 2]
+        h = math.exp(dh * var[1]) * priors[anchor, 3]
+        return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
+    # topk RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels
     clip = math.log(1000.0 / 16)
-    dx = (scale * (float(boxes[cand, 0]) - zp)) / var[0]
-    dy = (scale * (float(boxes[cand, 1]) - zp)) / var[1]
-    dw = min((scale * (float(boxes[cand, 2]) - zp)) / var[2], clip)
-    dh = min((scale * (float(boxes[cand, 3]) - zp)) / var[3], clip)
+    dx = (bscale * (float(boxes[cand, 0]) - bzp)) / var[0]
+    dy = (bscale * (float(boxes[cand, 1]) - bzp)) / var[1]
+    dw = min((bscale * (float(boxes[cand, 2]) - bzp)) / var[2], clip)
+    dh = min((bscale * (float(boxes[cand, 3]) - bzp)) / var[3], clip)
     aw = priors[anchor, 2] - priors[anchor, 0]
     ah = priors[anchor, 3] - priors[anchor, 1]
     cx = dx * aw + (priors[anchor, 0] + 0.5 * aw)
@@ -211,36 +223,6 @@ def _decode_topk(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> 
     h = math.exp(dh) * ah
     return (min(max(cy - 0.5 * h, 0.0), size) / size, min(max(cx - 0.5 * w, 0.0), size) / size,
             min(max(cy + 0.5 * h, 0.0), size) / size, min(max(cx + 0.5 * w, 0.0), size) / size)
-
-
-@njit(cache=True)
-def decode(coder: BoxCoder, boxes: np.ndarray, cand: int, anchor: int) -> Box:
-    """Candidate `cand` (anchor `anchor`) decoded to (ymin, xmin, ymax, xmax), clipped, 0..1. With a
-    table (uint8 boxes only) the per-code terms are looked up instead of computed: the same values."""
-    if coder.layout != CODER_TOPK and coder.table.shape[0]:
-        return _decode_table(coder, boxes, cand, anchor)
-    scale, zp, var, priors = coder.scale, coder.zero_point, coder.variances, coder.priors
-    if coder.layout == CODER_BOX_MAJOR:  # TF coder: boxes [A, 4] = (ty, tx, th, tw); priors (yc, xc, h, w)
-        ty = scale * (float(boxes[cand, 0]) - zp)
-        tx = scale * (float(boxes[cand, 1]) - zp)
-        th = scale * (float(boxes[cand, 2]) - zp)
-        tw = scale * (float(boxes[cand, 3]) - zp)
-        yc = ty / var[0] * priors[anchor, 2] + priors[anchor, 0]
-        xc = tx / var[1] * priors[anchor, 3] + priors[anchor, 1]
-        h = math.exp(th / var[2]) * priors[anchor, 2]
-        w = math.exp(tw / var[3]) * priors[anchor, 3]
-        return _corners(yc, xc, h, w)
-    if coder.layout == CODER_CLASS_MAJOR:  # SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
-        dx = scale * (float(boxes[0, cand]) - zp)
-        dy = scale * (float(boxes[1, cand]) - zp)
-        dw = scale * (float(boxes[2, cand]) - zp)
-        dh = scale * (float(boxes[3, cand]) - zp)
-        cx = dx * var[0] * priors[anchor, 2] + priors[anchor, 0]
-        cy = dy * var[0] * priors[anchor, 3] + priors[anchor, 1]
-        w = math.exp(dw * var[1]) * priors[anchor, 2]
-        h = math.exp(dh * var[1]) * priors[anchor, 3]
-        return _corners(cy, cx, h, w)
-    return _decode_topk(coder, boxes, cand, anchor)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -255,46 +237,25 @@ for _bit in range(64):
 
 
 @njit(cache=True)
-def _scan_tail(flat: np.ndarray, first: int, stop: int, start: int, lo: Any, span: Any, period: int
-               ) -> np.ndarray:
-    """The hits among the codes in [first, stop) tested one by one (the tail, shorter than a fold)."""
-    hits = np.empty(stop - first, dtype=np.int64)
+def _keep_mask(padded: int, fold_len: int, period: int) -> np.ndarray:
+    """Flag bytes to keep: all but those of the background column (every `period`-th; 0: none)."""
+    keep = np.full(padded, 0xFF, dtype=np.uint8)
+    if period:
+        for i in range(0, fold_len, period):
+            keep[i] = 0
+    return keep
+
+
+@njit(cache=True)
+def _scan_tail(tail: np.ndarray, first: int, offset: int, lo: Any, span: Any, period: int, out: np.ndarray
+               ) -> int:
+    """The hits among the last codes (fewer than a fold), one by one: index `first + i` for code `tail[i]`
+    (`offset + i` past the scan's start, for the background column); written to `out`, their count returned."""
     n = 0
-    for i in range(first, stop):
-        if flat.dtype.type(flat[i] - lo) <= span and (period == 0 or (i - start) % period != 0):
-            hits[n] = i
+    for i in range(tail.size):
+        if tail.dtype.type(tail[i] - lo) <= span and (period == 0 or (offset + i) % period != 0):
+            out[n] = first + i
             n += 1
-    return hits[:n]
-
-
-@njit(cache=True)
-def _fold_chunk(flat: np.ndarray, o: int, folds: int, fold_len: int, lo: Any, span: Any,
-                flags: np.ndarray) -> None:
-    """Bit k of flag byte i: code o + k * fold_len + i is in range (one unsigned compare in the codes' width)."""
-    flags[:fold_len] = 0
-    for k in range(folds):
-        x = flat[o + k * fold_len:o + (k + 1) * fold_len]
-        bit = np.uint8(1 << k)
-        for i in range(fold_len):
-            if flat.dtype.type(x[i] - lo) <= span:
-                flags[i] |= bit
-
-
-@njit(cache=True)
-def _flag_hits(words: np.ndarray, keep_words: np.ndarray, o: int, fold_len: int, hits: np.ndarray,
-               n: int) -> int:
-    """The set bits of the flag words (background bytes cleared), tested four words at a time, as hits."""
-    for g in range(0, words.size, 4):
-        if ((words[g] & keep_words[g]) | (words[g + 1] & keep_words[g + 1]) | (words[g + 2] & keep_words[g + 2])
-                | (words[g + 3] & keep_words[g + 3])) == 0:
-            continue
-        for w in range(g, g + 4):
-            word = words[w] & keep_words[w]
-            while word:
-                b = _DE_BRUIJN_BIT[(((word & -word) * _DE_BRUIJN) >> 58) & 63]  # byte b >> 3, fold b & 7
-                hits[n] = o + (b & 7) * fold_len + 8 * w + (b >> 3)
-                n += 1
-                word &= word - 1
     return n
 
 
@@ -305,16 +266,14 @@ def scan(flat: np.ndarray, start: int, stop: int, lo: Any, hi: Any, period: int,
 
     Vectorised without per-block horizontal reductions (LLVM does not vectorise those at such short
     lengths): each chunk of up to FOLD * fold_len codes is folded onto fold_len flag bytes by
-    elementwise compares (`_fold_chunk`), then the flag words are tested four at a time and the set bits
-    give the hits (`_flag_hits`). fold_len is a multiple of 8 and of period."""
+    elementwise compares (bit k of byte i: code k * fold_len + i is a hit; one unsigned compare in the
+    codes' own width tests lo <= code <= hi), then the flag words are tested four at a time and the
+    set bits give the hits. fold_len is a multiple of 8 and of period."""
     span = flat.dtype.type(hi - lo)
     padded = (fold_len + 31) // 32 * 32
     flags = np.zeros(padded, dtype=np.uint8)
-    keep = np.full(padded, 0xFF, dtype=np.uint8)  # flag bytes of the background column cleared
-    if period:
-        for i in range(0, fold_len, period):
-            keep[i] = 0
-    words, keep_words = flags.view(np.int64), keep.view(np.int64)
+    words = flags.view(np.int64)
+    keep_words = _keep_mask(padded, fold_len, period).view(np.int64)
     hits = np.empty(FOLD * fold_len, dtype=np.int64)
     n = 0
     o = start
@@ -324,13 +283,27 @@ def scan(flat: np.ndarray, start: int, stop: int, lo: Any, hi: Any, period: int,
             grown[:n] = hits[:n]
             hits = grown
         folds = min(FOLD, (stop - o) // fold_len)
-        if folds == 0:
-            tail = _scan_tail(flat, o, stop, start, lo, span, period)
-            hits[n:n + tail.size] = tail
-            n += tail.size
+        if folds == 0:  # the tail, shorter than fold_len
+            n += _scan_tail(flat[o:stop], o, o - start, lo, span, period, hits[n:])
             break
-        _fold_chunk(flat, o, folds, fold_len, lo, span, flags)
-        n = _flag_hits(words, keep_words, o, fold_len, hits, n)
+        flags[:fold_len] = 0
+        for k in range(folds):
+            x = flat[o + k * fold_len:o + (k + 1) * fold_len]
+            bit = np.uint8(1 << k)
+            for i in range(fold_len):
+                if flat.dtype.type(x[i] - lo) <= span:
+                    flags[i] |= bit
+        for g in range(0, padded // 8, 4):
+            if ((words[g] & keep_words[g]) | (words[g + 1] & keep_words[g + 1]) | (words[g + 2] & keep_words[g + 2])
+                    | (words[g + 3] & keep_words[g + 3])) == 0:
+                continue
+            for w in range(g, g + 4):
+                word = words[w] & keep_words[w]
+                while word:
+                    b = _DE_BRUIJN_BIT[(((word & -word) * _DE_BRUIJN) >> 58) & 63]  # byte b >> 3, fold b & 7
+                    hits[n] = o + (b & 7) * fold_len + 8 * w + (b >> 3)
+                    n += 1
+                    word &= word - 1
         o += folds * fold_len
     return hits[:n]
 
@@ -340,52 +313,38 @@ INSERTION_MAX = 64
 
 
 @njit(cache=True)
-def _insertion_sort(keys: np.ndarray) -> np.ndarray:
-    for i in range(1, keys.size):
-        v = keys[i]
-        j = i - 1
-        while j >= 0 and keys[j] > v:
-            keys[j + 1] = keys[j]
-            j -= 1
-        keys[j + 1] = v
-    return keys
-
-
-@njit(cache=True)
-def _radix_pass(src: np.ndarray, dst: np.ndarray, shift: int, counts: np.ndarray) -> bool:
-    """One LSD pass on the digit at `shift` from src into dst; False (nothing moved) when every key has
-    the same digit there."""
-    n = src.size
-    counts[:] = 0
-    for i in range(n):
-        counts[(src[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
-    if counts.max() == n:
-        return False
-    total = 0
-    for d in range(1 << RADIX_BITS):
-        c = counts[d]
-        counts[d] = total
-        total += c
-    for i in range(n):
-        d = (src[i] >> shift) & ((1 << RADIX_BITS) - 1)
-        dst[counts[d]] = src[i]
-        counts[d] += 1
-    return True
-
-
-@njit(cache=True)
 def sort_keys(keys: np.ndarray) -> np.ndarray:
     """Non-negative int64 keys sorted ascending, in place or in a new array (the one returned): insertion
     sort for a few dozen keys (SSD-MobileNet's), else LSD radix sort on 8-bit digits, digits that are
     the same in every key skipped (SSD-ResNet34's thousands); both several times faster than np.sort."""
-    if keys.size <= INSERTION_MAX:
-        return _insertion_sort(keys)
+    n = keys.size
+    if n <= INSERTION_MAX:
+        for i in range(1, n):
+            v = keys[i]
+            j = i - 1
+            while j >= 0 and keys[j] > v:
+                keys[j + 1] = keys[j]
+                j -= 1
+            keys[j + 1] = v
+        return keys
     top = keys.max()
     counts = np.empty(1 << RADIX_BITS, dtype=np.int64)
     src, dst = keys, np.empty_like(keys)
     shift = 0
     while shift < 63 and (top >> shift) > 0:  # (a shift by 64 or more is undefined)
-        if _radix_pass(src, dst, shift, counts):
+        counts[:] = 0
+        for i in range(n):
+            counts[(src[i] >> shift) & ((1 << RADIX_BITS) - 1)] += 1
+        if counts.max() < n:
+            total = 0
+            for d in range(1 << RADIX_BITS):
+                c = counts[d]
+                counts[d] = total
+                total += c
+            for i in range(n):
+                d = (src[i] >> shift) & ((1 << RADIX_BITS) - 1)
+                dst[counts[d]] = src[i]
+                counts[d] += 1
             src, dst = dst, src
         shift += RADIX_BITS
     return src
@@ -400,48 +359,6 @@ class _Kept(NamedTuple):
     box: np.ndarray
     cls: np.ndarray
     key: np.ndarray
-
-
-@njit(cache=True, error_model="numpy")
-def _suppressed(y1: float, x1: float, y2: float, x2: float, area: float, kept: np.ndarray, nh: int,
-                iou_threshold: float) -> bool:
-    """IoU > threshold with one of the class's kept boxes (rows of y1, x1, y2, x2, area); IoU 0 without a
-    positive overlap. Branch-free over the kept boxes (vectorised)."""
-    suppressed = False
-    for q in range(nh):
-        ih = min(y2, kept[2, q]) - max(y1, kept[0, q])
-        iw = min(x2, kept[3, q]) - max(x1, kept[1, q])
-        inter = ih * iw
-        union = area + kept[4, q] - inter
-        suppressed |= (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_threshold)
-    return suppressed
-
-
-@njit(cache=True, error_model="numpy")
-def _nms_class(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, coder: BoxCoder, limits: NMSLimits,
-               scratch: np.ndarray, kept: _Kept, nk: int) -> int:
-    """Greedy NMS of one class's candidate keys (score descending); returns the new count of kept
-    detections. Boxes are decoded only when a candidate's turn comes."""
-    score_mask = (1 << (limits.class_shift - SCORE_SHIFT)) - 1
-    c = keys[0] >> limits.class_shift
-    cap = scratch.shape[1]
-    nh = 0
-    for t in range(keys.size):
-        if nh >= cap:
-            break
-        k = keys[t]
-        cand = k & CANDIDATE_MASK
-        anchor = anchor_of[cand] if anchor_of.size else cand
-        y1, x1, y2, x2 = decode(coder, boxes, cand, anchor)
-        area = (y2 - y1) * (x2 - x1)
-        if not _suppressed(y1, x1, y2, x2, area, scratch, nh, limits.iou_threshold):
-            scratch[0, nh], scratch[1, nh], scratch[2, nh], scratch[3, nh], scratch[4, nh] = y1, x1, y2, x2, area
-            kept.box[nk, 0], kept.box[nk, 1], kept.box[nk, 2], kept.box[nk, 3] = y1, x1, y2, x2
-            kept.cls[nk] = c
-            kept.key[nk] = (((k >> SCORE_SHIFT) & score_mask) << 32) | nk
-            nk += 1
-            nh += 1
-    return nk
 
 
 @njit(cache=True)
@@ -467,38 +384,59 @@ def _image_rows(kept: _Kept, nk: int, scores: ScoreCodes, limits: NMSLimits, qsl
 
 @njit(cache=True, error_model="numpy")
 def _nms_sorted(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, scores: ScoreCodes,
-                coder: BoxCoder, limits: NMSLimits, qsl_idx: float) -> np.ndarray:
+                coder: BoxCoder, layout: int, limits: NMSLimits, qsl_idx: float) -> np.ndarray:
     """Greedy per-class NMS over candidate keys sorted by (class, score desc, candidate); the anchor of
-    candidate i is anchor_of[i] (empty: i itself); then the per-image cap."""
-    n = keys.size
-    kept = _Kept(np.empty((n, 4), dtype=np.float64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
-    scratch = np.empty((5, max(limits.max_per_class, 0)), dtype=np.float64)  # the class's kept boxes
+    candidate i is anchor_of[i] (empty: i itself); then the per-image cap (`_image_rows`). Boxes are
+    decoded only when a candidate's turn comes; the IoU test against the class's kept boxes is branch-free
+    (vectorised), IoU 0 without a positive overlap."""
+    n, cshift, iou_threshold = keys.size, limits.class_shift, limits.iou_threshold
+    kept_box = np.empty((n, 4), dtype=np.float64)
+    kept_cls, kept_key = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    cap = max(limits.max_per_class, 0)
+    score_mask = (1 << (cshift - SCORE_SHIFT)) - 1
+    y1s, x1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    y2s, x2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+    areas = np.empty(cap, dtype=np.float64)
     nk = 0
     start = 0
     while start < n:
-        c = keys[start] >> limits.class_shift
-        end = start + 1
-        while end < n and (keys[end] >> limits.class_shift) == c:
-            end += 1
+        c = keys[start] >> cshift
+        end = _class_end(keys, start, cshift)
         stop = min(end, start + limits.pre_nms_per_class) if limits.pre_nms_per_class > 0 else end
-        nk = _nms_class(keys[start:stop], anchor_of, boxes, coder, limits, scratch, kept, nk)
+        nh = 0
+        for t in range(start, stop):
+            if nh >= cap:
+                break
+            k = keys[t]
+            cand = k & CANDIDATE_MASK
+            y1, x1, y2, x2 = decode(coder, layout, boxes, cand, anchor_of[cand] if anchor_of.size else cand)
+            area = (y2 - y1) * (x2 - x1)
+            suppressed = False
+            for q in range(nh):
+                ih = min(y2, y2s[q]) - max(y1, y1s[q])
+                iw = min(x2, x2s[q]) - max(x1, x1s[q])
+                inter = ih * iw
+                union = area + areas[q] - inter
+                suppressed |= (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_threshold)
+            if not suppressed:
+                y1s[nh], x1s[nh], y2s[nh], x2s[nh], areas[nh] = y1, x1, y2, x2, area
+                kept_box[nk, 0], kept_box[nk, 1], kept_box[nk, 2], kept_box[nk, 3] = y1, x1, y2, x2
+                kept_cls[nk] = c
+                kept_key[nk] = (((k >> SCORE_SHIFT) & score_mask) << 32) | nk
+                nk += 1
+                nh += 1
         start = end
-    return _image_rows(kept, nk, scores, limits, qsl_idx)
+    return _image_rows(_Kept(kept_box, kept_cls, kept_key), nk, scores, limits, qsl_idx)
 
 
 @njit(cache=True)
-def _grid_keys(flat: np.ndarray, hits: np.ndarray, inner: int, class_outer: bool, hi: Any,
-               class_shift: int) -> np.ndarray:
-    """Keys of the hits of a [A, C] (box-major) or [C, A] (class-major) score grid, `inner` its row length."""
-    keys = np.empty(hits.size, dtype=np.int64)
-    for j in range(hits.size):
-        i = hits[j]
-        if class_outer:
-            c, a = i // inner, i % inner
-        else:
-            a, c = i // inner, i % inner
-        keys[j] = (c << class_shift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
-    return keys
+def _class_end(keys: np.ndarray, start: int, cshift: int) -> int:
+    """The end of the run of keys of keys[start]'s class."""
+    c = keys[start] >> cshift
+    end = start + 1
+    while end < keys.size and (keys[end] >> cshift) == c:
+        end += 1
+    return end
 
 
 @njit(cache=True, nogil=True)
@@ -508,8 +446,13 @@ def box_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: Scor
     a_n, c_n = codes.shape
     flat = codes.reshape(a_n * c_n)
     hits = scan(flat, 0, flat.size, scores.lo, scores.hi, c_n, limits.fold_len)
-    keys = _grid_keys(flat, hits, c_n, False, scores.hi, limits.class_shift)
-    return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, limits, qsl_idx)
+    keys = np.empty(hits.size, dtype=np.int64)
+    cshift, hi = limits.class_shift, scores.hi
+    for j in range(hits.size):
+        i = hits[j]
+        a, c = i // c_n, i % c_n
+        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
+    return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, CODER_BOX_MAJOR, limits, qsl_idx)
 
 
 @njit(cache=True, nogil=True)
@@ -519,8 +462,13 @@ def class_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: Sc
     c_n, a_n = codes.shape
     flat = codes.reshape(a_n * c_n)
     hits = scan(flat, a_n, flat.size, scores.lo, scores.hi, 0, limits.fold_len)
-    keys = _grid_keys(flat, hits, a_n, True, scores.hi, limits.class_shift)
-    return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, limits, qsl_idx)
+    keys = np.empty(hits.size, dtype=np.int64)
+    cshift, hi = limits.class_shift, scores.hi
+    for j in range(hits.size):
+        i = hits[j]
+        c, a = i // a_n, i % a_n
+        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
+    return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, CODER_CLASS_MAJOR, limits, qsl_idx)
 
 
 @njit(cache=True, nogil=True)
@@ -537,7 +485,7 @@ def topk(codes: np.ndarray, boxes: np.ndarray, indices: np.ndarray, qsl_idx: flo
         c = flat % levels.num_classes
         anchor[p] = levels.starts[p // levels.per_level] + flat // levels.num_classes
         keys[j] = (c << limits.class_shift) | ((int(scores.hi) - int(codes[p])) << SCORE_SHIFT) | p
-    return _nms_sorted(sort_keys(keys), anchor, boxes, scores, coder, limits, qsl_idx)
+    return _nms_sorted(sort_keys(keys), anchor, boxes, scores, coder, CODER_TOPK, limits, qsl_idx)
 
 
 # ------------------------------------------------------------------------------------------------
