@@ -58,7 +58,7 @@ import numpy as np
 
 from harness.core.errors import DataError
 from harness.data import nms_kernels as kernels
-from harness.data.nms_kernels import BoundKernel, BoxCoder, NMSLimits, ScoreCodes, TopkLevels, YoloParams
+from harness.data.nms_kernels import BoxCoder, NMSLimits, ScoreCodes, TopkLevels, YoloParams
 from harness.records.benchmark import Benchmark, DetectionSpec, NMSParams, OutputQuant
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
@@ -164,11 +164,13 @@ def _threshold_codes(dtype: str, threshold: float, scale: float, zero_point: int
 
 @dataclass(frozen=True)
 class _Plan:
-    """One (benchmark, parameters, score form, box form), worked out once: the layout's kernel with its
-    parameter records bound (harness.data.nms_kernels), and the int view of the scores it reads."""
+    """One (benchmark, parameters, score form, box form), worked out once: the layout's kernel, its
+    parameter records as plain tuples (harness.data.nms_kernels says why), and the int view of the scores
+    it reads."""
 
-    kernel: BoundKernel
-    code_dtype: type[np.integer] | None  # None: the scores are read as they are (uint8)
+    kernel: Any                             # a numba dispatcher: kernel(*image arrays, qsl_idx, *records)
+    records: tuple[tuple[Any, ...], ...]
+    code_dtype: type[np.integer] | None     # None: the scores are read as they are (uint8)
 
 
 def _score_codes(form: str, threshold: float, scale: float, zero_point: float) -> ScoreCodes:
@@ -207,7 +209,7 @@ def _plan(lay: DetectionSpec, p: NMSParams, score_form: str, box_form: str) -> _
     if lay.kind == "topk":
         records += (TopkLevels(_level_starts(lay), lay.topk_per_level, lay.num_classes),)
     kernel = {"box-major": kernels.box_major, "class-major": kernels.class_major, "topk": kernels.topk}[lay.kind]
-    return _Plan(BoundKernel(kernel, records), None if score_form == "uint8" else _CODE_DTYPE[score_form])
+    return _Plan(kernel, tuple(tuple(r) for r in records), None if score_form == "uint8" else _CODE_DTYPE[score_form])
 
 
 def _fold_len(lay: DetectionSpec) -> int:
@@ -285,10 +287,7 @@ def _yolo_plan(lay: DetectionSpec, p: NMSParams, form: str) -> _Plan:
     score_shift = kernels.SCORE_SHIFT + max(lay.num_classes - 1, 1).bit_length()  # key: score | class | anchor
     params = YoloParams(score_shift, lay.kind == "anchor-major", bscale, bzp, lay.class_ids, float(p.iou_threshold),
                         int(p.max_per_image), kernels.YOLO_BLOCK)
-    return _Plan(BoundKernel(kernels.yolo, (scores, params)), _SIGNED[form])
-
-
-
+    return _Plan(kernels.yolo, (tuple(scores), tuple(params)), _SIGNED[form])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -309,7 +308,7 @@ _BOX_FORMS = {np.dtype(t): np.dtype(t).name for t in (np.uint8, np.float32, np.f
 class Postprocessor:
     """`postprocess` bound to one benchmark and parameter set, for callers that run it image after image
     (the harness's NMS threads): the kernel's arguments are worked out once per score and box dtype, so a
-    call costs the shape checks, the kernel's compiled entry and the kernel. It holds no scratch memory (each
+    call costs the shape checks, numba's dispatch and the kernel. It holds no scratch memory (each
     kernel call allocates its own), so one instance can serve several threads."""
 
     def __init__(self, benchmark: Benchmark | DetectionSpec, params: str | NMSParams = "reference") -> None:
@@ -341,7 +340,8 @@ class Postprocessor:
         size = lay.image_size
         geometry = _letterbox(*(original or (size, size)), size)
         codes = np.ascontiguousarray(output).view(plan.code_dtype or output.dtype)
-        return plan.kernel(float(qsl_idx), codes, geometry)
+        rows: np.ndarray = plan.kernel(codes, geometry, float(qsl_idx), *plan.records)
+        return rows
 
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                  qsl_idx: int = 0) -> np.ndarray:
@@ -361,12 +361,14 @@ class Postprocessor:
         if plan.code_dtype is not None:
             codes = codes.view(plan.code_dtype)
         if lay.kind != "topk":
-            return plan.kernel(float(qsl_idx), codes, np.ascontiguousarray(boxes))
+            rows: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.records)
+            return rows
         if indices is None:
             raise DataError(f"{lay.benchmark} needs the card's candidate indices as well as boxes and scores")
         _check_shape(lay, "indices", indices)
-        return plan.kernel(float(qsl_idx), codes, np.ascontiguousarray(boxes),
-                           np.ascontiguousarray(indices, dtype=np.int64))
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        topk: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), indices, float(qsl_idx), *plan.records)
+        return topk
 
 
 @cache

@@ -1,7 +1,7 @@
 """The numba kernels of host NMS (harness.data.nms is the public front and says what they compute).
 
-Each kernel takes one image's raw outputs and a few typed parameter records (`typing.NamedTuple`s of
-arrays and scalars, which numba passes as tuples in nopython mode):
+Each kernel takes one image's raw outputs and a few parameter records, each built once per (benchmark,
+parameter set, output dtypes) by harness.data.nms:
 
     ScoreCodes   how the raw score codes are read: the code range above the threshold and the
                  dequantisation (affine uint8, or the bit patterns of fp16 / fp32)
@@ -11,18 +11,17 @@ arrays and scalars, which numba passes as tuples in nopython mode):
     TopkLevels   RetinaNet's per-level candidate blocks
     YoloParams   YOLO's key layout, box dequantisation, IoU threshold and cap
 
+The records are `typing.NamedTuple`s on the Python side, but a kernel is called with plain tuples
+(`tuple(record)`) and unpacks them by position, in the field order declared here: numba's dispatcher types
+a plain tuple in C, a NamedTuple in Python (about 1.5 us a call, more than the smallest image's NMS).
+
 Candidates are int64 keys (class, score, candidate index) radix-sorted (`sort_keys`); the scan over the raw
 codes is vectorised (`scan`); the IoU test against a class's kept boxes is branch-free.
-
-Dispatch: numba types a NamedTuple argument in Python on every call (microseconds, more than the smallest
-image's NMS), so `entry_point` resolves a kernel's compiled entry for one set of argument types once and the
-callers (`nms.Postprocessor`) call that directly.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -93,40 +92,6 @@ class YoloParams(NamedTuple):
     iou_threshold: float
     max_per_image: int
     block: int
-
-
-def entry_point(kernel: Any, args: tuple[Any, ...]) -> Callable[..., np.ndarray]:
-    """The compiled entry of `kernel` for the types of `args` (compiled, or loaded from numba's cache, by
-    calling it once): it unboxes its arguments without the dispatcher's typing, so a caller must give it
-    arguments of those very types (dtype, dimensions, layout, flags)."""
-    kernel(*args)
-    compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in args))  # the dispatcher's typing
-    return kernel if compiled is None else compiled.entry_point  # type: ignore[no-any-return]
-
-
-# the ndarray flags numba's array type depends on: C / F contiguous, aligned, writeable (numpy's NPY_ARRAY_*)
-_TYPED_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
-
-
-class BoundKernel:
-    """A kernel with its parameter records bound: called with one image's arrays and its QSL index, it
-    runs `kernel(*arrays, qsl_idx, *records)` through the compiled entry for those arrays' types (one
-    per combination of flags met, each resolved once). Arrays of the same dtype and dimensions from call
-    to call (the caller's shape checks and `np.ascontiguousarray` see to it). Safe to share between
-    threads: a race only resolves an entry twice."""
-
-    def __init__(self, kernel: Any, records: tuple[Any, ...]) -> None:
-        self.kernel = kernel
-        self.records = records
-        self._entries: dict[tuple[int, ...], Callable[..., np.ndarray]] = {}
-
-    def __call__(self, qsl_idx: float, *arrays: np.ndarray) -> np.ndarray:
-        key = tuple([a.flags.num & _TYPED_FLAGS for a in arrays])
-        args = (*arrays, qsl_idx, *self.records)
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = entry_point(self.kernel, args)
-        return entry(*args)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -364,7 +329,9 @@ class _Kept(NamedTuple):
 @njit(cache=True)
 def _image_rows(kept: _Kept, nk: int, scores: ScoreCodes, limits: NMSLimits, qsl_idx: float) -> np.ndarray:
     """The best max_per_image kept detections, score descending, as rows of 7."""
-    m = min(nk, limits.max_per_image)
+    _, hi, kind, scale, zero_point = scores
+    _, _, _, _, image_cap, _, class_ids = limits
+    m = min(nk, image_cap)
     if m < nk:  # only the best image_cap are wanted: select them, then order those
         sel = sort_keys(np.partition(kept.key[:nk], m - 1)[:m]) if m > 0 else kept.key[:0]
     else:
@@ -377,8 +344,8 @@ def _image_rows(kept: _Kept, nk: int, scores: ScoreCodes, limits: NMSLimits, qsl
         out[r, 2] = kept.box[i, 1]
         out[r, 3] = kept.box[i, 2]
         out[r, 4] = kept.box[i, 3]
-        out[r, 5] = score_value(int(scores.hi) - (sel[r] >> 32), scores.kind, scores.scale, scores.zero_point)
-        out[r, 6] = limits.class_ids[kept.cls[i]]
+        out[r, 5] = score_value(int(hi) - (sel[r] >> 32), kind, scale, zero_point)
+        out[r, 6] = class_ids[kept.cls[i]]
     return out
 
 
@@ -388,11 +355,14 @@ def _nms_sorted(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, scor
     """Greedy per-class NMS over candidate keys sorted by (class, score desc, candidate); the anchor of
     candidate i is anchor_of[i] (empty: i itself); then the per-image cap (`_image_rows`). Boxes are
     decoded only when a candidate's turn comes; the IoU test against the class's kept boxes is branch-free
-    (vectorised), IoU 0 without a positive overlap."""
-    n, cshift, iou_threshold = keys.size, limits.class_shift, limits.iou_threshold
+    (vectorised), IoU 0 without a positive overlap. The class runs are found inline: with a helper for
+    them as well, LLVM lays this loop out worse (SSD-MobileNet 15% slower an image)."""
+    cshift, iou_threshold, pre_cap, class_cap, _, _, _ = limits
+    n = keys.size
     kept_box = np.empty((n, 4), dtype=np.float64)
-    kept_cls, kept_key = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    cap = max(limits.max_per_class, 0)
+    kept_cls = np.empty(n, dtype=np.int64)
+    kept_key = np.empty(n, dtype=np.int64)
+    cap = max(class_cap, 0)
     score_mask = (1 << (cshift - SCORE_SHIFT)) - 1
     y1s, x1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
     y2s, x2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
@@ -401,15 +371,18 @@ def _nms_sorted(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, scor
     start = 0
     while start < n:
         c = keys[start] >> cshift
-        end = _class_end(keys, start, cshift)
-        stop = min(end, start + limits.pre_nms_per_class) if limits.pre_nms_per_class > 0 else end
+        end = start + 1
+        while end < n and (keys[end] >> cshift) == c:
+            end += 1
+        stop = min(end, start + pre_cap) if pre_cap > 0 else end
         nh = 0
         for t in range(start, stop):
             if nh >= cap:
                 break
             k = keys[t]
             cand = k & CANDIDATE_MASK
-            y1, x1, y2, x2 = decode(coder, layout, boxes, cand, anchor_of[cand] if anchor_of.size else cand)
+            anchor = anchor_of[cand] if anchor_of.size else cand
+            y1, x1, y2, x2 = decode(coder, layout, boxes, cand, anchor)
             area = (y2 - y1) * (x2 - x1)
             suppressed = False
             for q in range(nh):
@@ -429,25 +402,16 @@ def _nms_sorted(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, scor
     return _image_rows(_Kept(kept_box, kept_cls, kept_key), nk, scores, limits, qsl_idx)
 
 
-@njit(cache=True)
-def _class_end(keys: np.ndarray, start: int, cshift: int) -> int:
-    """The end of the run of keys of keys[start]'s class."""
-    c = keys[start] >> cshift
-    end = start + 1
-    while end < keys.size and (keys[end] >> cshift) == c:
-        end += 1
-    return end
-
-
 @njit(cache=True, nogil=True)
 def box_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: ScoreCodes, coder: BoxCoder,
               limits: NMSLimits) -> np.ndarray:
     """SSD-MobileNet: scores [A, C] box-outer, background column 0 skipped in the scan."""
     a_n, c_n = codes.shape
     flat = codes.reshape(a_n * c_n)
-    hits = scan(flat, 0, flat.size, scores.lo, scores.hi, c_n, limits.fold_len)
+    lo, hi, _, _, _ = scores
+    cshift, _, _, _, _, fold_len, _ = limits
+    hits = scan(flat, 0, flat.size, lo, hi, c_n, fold_len)
     keys = np.empty(hits.size, dtype=np.int64)
-    cshift, hi = limits.class_shift, scores.hi
     for j in range(hits.size):
         i = hits[j]
         a, c = i // c_n, i % c_n
@@ -461,9 +425,10 @@ def class_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: Sc
     """SSD-ResNet34: scores [C, A] class-outer; the background row 0 is not scanned at all."""
     c_n, a_n = codes.shape
     flat = codes.reshape(a_n * c_n)
-    hits = scan(flat, a_n, flat.size, scores.lo, scores.hi, 0, limits.fold_len)
+    lo, hi, _, _, _ = scores
+    cshift, _, _, _, _, fold_len, _ = limits
+    hits = scan(flat, a_n, flat.size, lo, hi, 0, fold_len)
     keys = np.empty(hits.size, dtype=np.int64)
-    cshift, hi = limits.class_shift, scores.hi
     for j in range(hits.size):
         i = hits[j]
         c, a = i // a_n, i % a_n
@@ -476,15 +441,18 @@ def topk(codes: np.ndarray, boxes: np.ndarray, indices: np.ndarray, qsl_idx: flo
          coder: BoxCoder, limits: NMSLimits, levels: TopkLevels) -> np.ndarray:
     """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""
     k_n = codes.shape[0]
-    hits = scan(codes, 0, k_n, scores.lo, scores.hi, 0, limits.fold_len)
+    lo, hi, _, _, _ = scores
+    cshift, _, _, _, _, fold_len, _ = limits
+    starts, per_level, num_classes = levels
+    hits = scan(codes, 0, k_n, lo, hi, 0, fold_len)
     keys = np.empty(hits.size, dtype=np.int64)
     anchor = np.empty(k_n, dtype=np.int64)
     for j in range(hits.size):
         p = hits[j]
         flat = indices[p]
-        c = flat % levels.num_classes
-        anchor[p] = levels.starts[p // levels.per_level] + flat // levels.num_classes
-        keys[j] = (c << limits.class_shift) | ((int(scores.hi) - int(codes[p])) << SCORE_SHIFT) | p
+        c = flat % num_classes
+        anchor[p] = starts[p // per_level] + flat // num_classes
+        keys[j] = (c << cshift) | ((int(hi) - int(codes[p])) << SCORE_SHIFT) | p
     return _nms_sorted(sort_keys(keys), anchor, boxes, scores, coder, CODER_TOPK, limits, qsl_idx)
 
 
@@ -496,7 +464,7 @@ def _yolo_keys_anchor_major(codes: np.ndarray, scores: ScoreCodes, score_shift: 
     """[A, 4 + C]: each anchor's scores are contiguous: a max reduction, the class only for survivors."""
     a_n, attrs = codes.shape
     c_n = attrs - 4
-    lo, hi = scores.lo, scores.hi
+    lo, hi, _, _, _ = scores
     keys = np.empty(a_n, dtype=np.int64)
     n = 0
     flat = codes.reshape(a_n * attrs)
@@ -522,7 +490,7 @@ def _yolo_keys_attribute_major(codes: np.ndarray, scores: ScoreCodes, score_shif
     at a time (the first of equal scores wins)."""
     attrs, a_n = codes.shape
     c_n = attrs - 4
-    lo, hi = scores.lo, scores.hi
+    lo, hi, _, _, _ = scores
     keys = np.empty(a_n, dtype=np.int64)
     n = 0
     best_code = np.empty(block, dtype=np.int32)
@@ -552,8 +520,9 @@ def _yolo_keys_attribute_major(codes: np.ndarray, scores: ScoreCodes, score_shif
 @njit(cache=True)
 def _yolo_box(codes: np.ndarray, a: int, scores: ScoreCodes, yolo: YoloParams) -> Box:
     """Anchor a's box as corners (x1, y1, x2, y2) in input pixels."""
-    kind, scale, zp = scores.kind, yolo.box_scale, yolo.box_zero_point
-    if yolo.anchor_major:
+    kind = scores[2]
+    _, anchor_major, scale, zp, _, _, _, _ = yolo
+    if anchor_major:
         cx = signed_value(codes[a, 0], kind, scale, zp)
         cy = signed_value(codes[a, 1], kind, scale, zp)
         w = signed_value(codes[a, 2], kind, scale, zp)
@@ -572,8 +541,9 @@ def _yolo_greedy(codes: np.ndarray, keys: np.ndarray, scores: ScoreCodes, yolo: 
     """Greedy NMS in the global (score desc, class, anchor) order with per-class kept lists, stopping at
     the per-image cap; kept rows: x1, y1, x2, y2, area. Returns how many were kept."""
     cap = kept_key.size
-    class_mask = (1 << (yolo.score_shift - SCORE_SHIFT)) - 1
-    c_n = (codes.shape[1] if yolo.anchor_major else codes.shape[0]) - 4
+    score_shift, anchor_major, _, _, _, iou_threshold, _, _ = yolo
+    class_mask = (1 << (score_shift - SCORE_SHIFT)) - 1
+    c_n = (codes.shape[1] if anchor_major else codes.shape[0]) - 4
     per_class = np.empty((c_n, cap), dtype=np.int32)  # kept indices of each class
     counts = np.zeros(c_n, dtype=np.int32)
     nk = 0
@@ -591,7 +561,7 @@ def _yolo_greedy(codes: np.ndarray, keys: np.ndarray, scores: ScoreCodes, yolo: 
             ih = min(y2, kept[3, q]) - max(y1, kept[1, q])
             inter = ih * iw
             union = area + kept[4, q] - inter
-            if (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > yolo.iou_threshold):
+            if (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_threshold):
                 suppressed = True
                 break
         if not suppressed:
@@ -612,17 +582,19 @@ def yolo(codes: np.ndarray, geo: np.ndarray, qsl_idx: float, scores: ScoreCodes,
     per-image cap. Boxes are decoded only for candidates whose turn comes; IoU is taken in input pixels,
     then the letterbox `geo` (gain_x, gain_y, pad_x, pad_y, width, height) is undone and the box clipped
     to and normalised by the original image."""
-    if params.anchor_major:
-        keys = _yolo_keys_anchor_major(codes, scores, params.score_shift)
+    score_shift, anchor_major, _, _, class_ids, _, image_cap, block = params
+    if anchor_major:
+        keys = _yolo_keys_anchor_major(codes, scores, score_shift)
     else:
-        keys = _yolo_keys_attribute_major(codes, scores, params.score_shift, params.block)
+        keys = _yolo_keys_attribute_major(codes, scores, score_shift, block)
     keys = sort_keys(keys)
-    cap = max(params.max_per_image, 0)
+    cap = max(image_cap, 0)
     kept = np.empty((5, cap), dtype=np.float64)
     kept_key = np.empty(cap, dtype=np.int64)
     nk = _yolo_greedy(codes, keys, scores, params, kept, kept_key)
     gain_x, gain_y, pad_x, pad_y, width, height = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
-    class_mask = (1 << (params.score_shift - SCORE_SHIFT)) - 1
+    class_mask = (1 << (score_shift - SCORE_SHIFT)) - 1
+    _, hi, kind, scale, zero_point = scores
     out = np.empty((nk, 7), dtype=np.float32)
     for r in range(nk):
         k = kept_key[r]
@@ -631,7 +603,6 @@ def yolo(codes: np.ndarray, geo: np.ndarray, qsl_idx: float, scores: ScoreCodes,
         out[r, 2] = min(max((kept[0, r] - pad_x) / gain_x, 0.0), width) / width
         out[r, 3] = min(max((kept[3, r] - pad_y) / gain_y, 0.0), height) / height
         out[r, 4] = min(max((kept[2, r] - pad_x) / gain_x, 0.0), width) / width
-        out[r, 5] = signed_value(scores.hi - (k >> params.score_shift), scores.kind, scores.scale,
-                                 scores.zero_point)
-        out[r, 6] = params.class_ids[(k >> SCORE_SHIFT) & class_mask]
+        out[r, 5] = signed_value(hi - (k >> score_shift), kind, scale, zero_point)
+        out[r, 6] = class_ids[(k >> SCORE_SHIFT) & class_mask]
     return out
