@@ -294,6 +294,21 @@ def test_postprocessor_keeps_one_plan_per_dtype() -> None:
     assert len(pp._plans) == 2
 
 
+def test_kernel_records_are_plain_tuples_and_compile_once() -> None:
+    """The kernels' parameter records go to numba as plain tuples (it types a NamedTuple in Python, at a
+    microsecond and more a call) and the kernel is compiled once per form, not once per image."""
+    spec = nms.layout(RECORDS["ssd-mobilenet"])
+    q = nms.quantise(spec, _raw_arrays("ssd-mobilenet", False))
+    for qsl in range(3):
+        nms.postprocess(spec, q["boxes"], q["scores"], qsl_idx=qsl)
+    plan = nms._plan(spec, spec.params("reference"), "uint8", "uint8")
+    assert [type(r) for r in plan.records] == [tuple] * 3
+    before = len(nms_kernels.box_major.signatures)
+    for qsl in range(3):
+        nms.postprocess(spec, q["boxes"], q["scores"], qsl_idx=qsl)
+    assert len(nms_kernels.box_major.signatures) == before
+
+
 # ---------------------------------------------------------------------------------------------
 # YOLO: one output [84, 8400] (attribute-major) or [8400, 84] (anchor-major), letterboxed input
 
