@@ -239,6 +239,7 @@ class CardWorker:
 
     @property
     def threads(self) -> list[threading.Thread]:
+        """Any thread: this card's threads made so far (the feeder once the card is made). Reads only."""
         return [t for t in (self.card_thread, self.feeder, self.completer) if t is not None]
 
     def join(self) -> None:
@@ -275,7 +276,7 @@ class CardWorker:
 
     @staticmethod
     def result(task: Call) -> object:
-        """What a posted call returned, once it has; its exception re-raised."""
+        """The main thread: what a posted call returned, once it has; its exception re-raised."""
         task.done.wait()
         if isinstance(task.box[0], BaseException):
             raise task.box[0]
