@@ -158,22 +158,12 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
     prepare_dataset(layout, samples, source, click.echo)
     prepare_golden(layout, record, bench.default_batch, click.echo)
     if precision != "fp32":
+        from harness.prepare.precision import PREPARERS, Job
         from harness.records.store import open_prepared
 
         data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-        models, target = layout.model_record.parent, layout.record_for(precision)
-    if precision == "int8":
-        from harness.prepare.quantize import prepare_int8
-
-        prepare_int8(models, target, bench, record, data, calibration_list, click.echo)
-    elif precision == "fp16":
-        from harness.prepare.fp16 import prepare_fp16
-
-        prepare_fp16(models, target, bench, record, data, click.echo)
-    elif precision == "bf16":
-        from harness.prepare.bf16 import prepare_bf16
-
-        prepare_bf16(models, target, bench, record, data, click.echo)
+        PREPARERS[precision](Job(layout.model_record.parent, layout.record_for(precision), bench, record, data,
+                                 calibration_list, click.echo))
 
 
 @cli.command()
