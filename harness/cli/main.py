@@ -26,6 +26,9 @@ from harness.run.cards.backends import BACKENDS
 from harness.run.cards.provider_options import canonical
 from harness.run.loadgen_settings import Requested
 
+__all__ = ["DATA_DIR_HELP", "DEFAULT_RUN_MS", "MAX_WAIT_US", "cli", "main", "prepare", "report", "reproduce", "run",
+           "tune"]
+
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
 MAX_WAIT_US = 60_000_000  # a minute: no latency bound of any scenario is near it
 

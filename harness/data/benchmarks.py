@@ -24,6 +24,10 @@ from harness.data.nms import DetectionEncoder
 from harness.records.artefact import Artefact
 from harness.records.benchmark import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
 
+__all__ = ["COCO_80_IDS", "IMAGENET_MEAN_RGB", "NAMES", "OFFLINE_MIN_SAMPLES", "RESNET50", "RESNET50_MODELS",
+           "RETINANET", "RETINANET_MODEL", "SSD_MOBILENET", "SSD_MOBILENET_MODEL", "SSD_RESNET34", "SSD_RESNET34_MODEL",
+           "YOLO11L_MODEL", "YOLO_95", "YOLO_99", "YOLO_DETECTION", "get", "of_folder", "required_scenarios"]
+
 # The catalogue's names: everything outside harness/data names a benchmark through these (or reads NAMES).
 RESNET50, SSD_MOBILENET, SSD_RESNET34, RETINANET, YOLO_95, YOLO_99 = (
     "resnet50", "ssd-mobilenet", "ssd-resnet34", "retinanet", "yolo-95", "yolo-99")

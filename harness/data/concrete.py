@@ -17,6 +17,8 @@ from harness.data import benchmarks
 from harness.records.benchmark import Benchmark
 from harness.records.store import PreparedData
 
+__all__ = ["for_prepared", "for_run", "image_sizes"]
+
 
 def for_run(name: str, card_outputs: str = "fp32", nms_params: str = "reference",
             model: Mapping[str, Any] | None = None, data: PreparedData | None = None) -> Benchmark:

@@ -21,6 +21,9 @@ from harness.records.artefact import Artefact
 if TYPE_CHECKING:
     from harness.records.store import PreparedData
 
+__all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth",
+           "HostNMSEncoder", "Listing", "NMSParams", "OutputQuant", "Score", "Scorer"]
+
 
 CARD_OUTPUTS = ("fp32", "quantised")
 

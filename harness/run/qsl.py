@@ -30,6 +30,9 @@ from harness.core import syscalls
 from harness.records.benchmark import Benchmark
 from harness.records.store import PreparedData
 
+__all__ = ["ALIGN", "REPLICATE", "Replica", "ReplicaPlan", "ReplicaRows", "ReplicaWatch", "SampleLibrary",
+           "aligned_empty", "page_nodes", "plan_replicas", "row_runs"]
+
 ALIGN = 256
 REPLICATE = ("node", "card", "none")
 

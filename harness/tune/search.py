@@ -46,6 +46,10 @@ from harness.run.plan import RunOptions, check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
 from harness.tune import server_search
 
+__all__ = ["CONF_HEAD", "CPU_BATCHES", "DEADLINE_FRACTIONS", "DEFAULT_REQUESTS", "DEFAULT_SCENARIOS", "GPU_BATCHES",
+           "METHOD", "Candidate", "Measured", "Sweep", "available_backends", "choose", "prepared_precisions",
+           "server_choice", "server_qps", "summary", "tune", "user_conf_text"]
+
 CPU_BATCHES = (1, 2, 4, 8, 16)
 GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)

@@ -37,6 +37,9 @@ from harness.records import manifest as run_manifest
 from harness.records.detail_log import Detail
 from harness.records.readers import MAX_LOG_BYTES, read_json_object, read_text
 
+__all__ = ["ACCURACY_FILES", "OPTIONAL_FILES", "PERF_FILES", "SHOW", "TEST01_ACC_FILES", "TEST01_ACC_FILES_FAILED",
+           "Ctx", "Report", "check_tree"]
+
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("accuracy.txt", "mlperf_log_accuracy.json", "mlperf_log_detail.txt", "mlperf_log_summary.txt")
 OPTIONAL_FILES = ("mlperf_log_trace.json", "results.json", ".gitkeep")  # files_diff's always-allowed extras

@@ -12,6 +12,8 @@ from harness.records.benchmark import OutputQuant
 if TYPE_CHECKING:
     from harness.hw.gpu import GpuRef
 
+__all__ = ["IO_BINDING_ENV", "PROCESS_ENV", "BackendSpec"]
+
 
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
 PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
