@@ -20,7 +20,7 @@ from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
-from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS
+from harness.records.benchmark_record import CARD_OUTPUTS, NMS_PARAM_SETS
 from harness.records.layout import PRECISIONS, Layout
 from harness.run.cards.backends import BACKENDS
 from harness.run.cards.provider_options import canonical

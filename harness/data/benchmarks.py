@@ -1,4 +1,4 @@
-"""The catalogue: one declarative record per benchmark (the types are harness.records.benchmark), made from
+"""The catalogue: one declarative record per benchmark (the types are harness.records.benchmark_record), made from
 the dataset readers, model builders, scorers and host NMS below it. Nothing elsewhere branches on a benchmark's
 name; it reads the record instead.
 """
@@ -22,7 +22,7 @@ from harness.data.models import detection as d
 from harness.data.models import resnet50, yolo
 from harness.data.nms import DetectionEncoder
 from harness.records.artefact import Artefact
-from harness.records.benchmark import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
+from harness.records.benchmark_record import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
 
 __all__ = ["COCO_80_IDS", "IMAGENET_MEAN_RGB", "NAMES", "OFFLINE_MIN_SAMPLES", "RESNET50", "RESNET50_MODELS",
            "RETINANET", "RETINANET_MODEL", "SSD_MOBILENET", "SSD_MOBILENET_MODEL", "SSD_RESNET34", "SSD_RESNET34_MODEL",

@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit
 
 from harness.core.errors import DataError
-from harness.records.benchmark import Benchmark, DetectionSpec, NMSParams, OutputQuant
+from harness.records.benchmark_record import Benchmark, DetectionSpec, NMSParams, OutputQuant
 
 __all__ = ["ROW", "YOLO_KINDS", "DetectionEncoder", "Postprocessor", "bound", "layout", "params_for", "postprocess",
            "quantise", "retinanet_priors", "ssd_mobilenet_priors", "ssd_resnet34_priors", "warm_up"]

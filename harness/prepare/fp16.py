@@ -32,7 +32,7 @@ from harness.prepare.precision import Made, reduced_model
 from harness.prepare.quantize import agreement
 from harness.prepare.steps import reference_pass
 from harness.records import store
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 from harness.core.fsutil import sha256_file
 from harness.data.models import registry
 from harness.records import model_record, store
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import existing_record, stored_path
 from harness.records.model_record import AGREEMENT, ModelRecord
 

@@ -32,7 +32,7 @@ from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
 from harness.records import model_record, store
-from harness.records.benchmark import Benchmark, Listing
+from harness.records.benchmark_record import Benchmark, Listing
 from harness.records.layout import Layout, existing_record, stored_path
 
 Echo = Callable[[str], None]

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.core.errors import DataError
 from harness.records import model_record
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 
 __all__ = ["PRECISIONS", "Layout", "existing_record", "located", "read_model_record", "stored_path"]
 

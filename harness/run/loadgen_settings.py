@@ -20,7 +20,7 @@ from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.outbound import atomic_write_text, scratch_dir
 from harness.core.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 
 __all__ = ["CONF_SCENARIOS", "KEY_RULES", "LOADGEN_KEYS", "MAX_CONF_BYTES", "MAX_DURATION_MS", "MIN_TARGET_QPS",
            "OFFLINE_TARGET_PER_RATE", "QUERY_BYTES", "SAMPLE_BYTES", "SERVER_TARGET_PER_RATE",

@@ -27,7 +27,7 @@ import numpy as np
 
 from harness import _copy
 from harness.core import syscalls
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.store import PreparedData
 
 __all__ = ["ALIGN", "REPLICATE", "Replica", "ReplicaPlan", "ReplicaRows", "ReplicaWatch", "SampleLibrary",

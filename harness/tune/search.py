@@ -36,7 +36,7 @@ from harness.hw import bf16_support, gpu, gpu_plan, system
 from harness.hw.topology.cards import parse_card_spec
 from harness.hw.topology.model import Topology
 from harness.records import store, tuned
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import eligibility
 from harness.run.cards import backends, provider_options

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 
 __all__ = ["ACC_PATTERNS", "BOTH", "DC", "DIVISIONS", "EARLY_STOPPING", "EDGE", "FOLDED", "FOLDERS", "INFERABLE",
            "MEASUREMENT_KEYS", "MS", "OFFLINE", "OLD_FOLDERS", "OTHER_BENCHMARKS", "RESNET", "RESULT_FIELDS",

@@ -34,7 +34,7 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
-from harness.records.benchmark import DatasetFormat, Listing
+from harness.records.benchmark_record import DatasetFormat, Listing
 
 if TYPE_CHECKING:
     pass

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.records.benchmark import OutputQuant
+from harness.records.benchmark_record import OutputQuant
 
 if TYPE_CHECKING:
     from harness.hw.gpu import GpuRef
