@@ -28,9 +28,8 @@ from harness.core.outbound import move_into_place, save_onnx, scratch_dir
 from harness.data.models.uint8_front import uint8_input
 from harness.hw import system
 from harness.hw.bf16_support import CPU_FLAGS, HINT, PRECISION, check_compiled, require
-from harness.prepare.precision import Made, reduced_model
 from harness.prepare.quantize import agreement
-from harness.prepare.steps import dataset_pass
+from harness.prepare.steps import Made, dataset_pass, reduced_model
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path

@@ -28,9 +28,8 @@ from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import move_into_place, save_onnx, scratch_dir
 from harness.data.models.uint8_front import uint8_input
-from harness.prepare.precision import Made, reduced_model
 from harness.prepare.quantize import agreement
-from harness.prepare.steps import reference_pass
+from harness.prepare.steps import Made, reduced_model, reference_pass
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path
