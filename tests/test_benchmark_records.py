@@ -9,7 +9,7 @@ from harness.audit import compliance
 from harness.audit.submission import rounds
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks, nms
-from harness.records.benchmark import _variant
+from harness.records.benchmark_record import _variant
 
 
 @pytest.mark.parametrize("name", ["resnet50", "yolo-95", "yolo-99"])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness.core.errors import DataError
 from harness.data import benchmarks, nms, nms_kernels
-from harness.records.benchmark import NMS_PARAM_SETS, DetectionSpec, OutputQuant, _variant
+from harness.records.benchmark_record import NMS_PARAM_SETS, DetectionSpec, OutputQuant, _variant
 
 RECORDS = {name: benchmarks.get(name) for name in benchmarks.NAMES}  # host NMS takes records, not names
 

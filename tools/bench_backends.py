@@ -42,7 +42,7 @@ from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout, read_model_record
 from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested

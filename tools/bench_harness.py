@@ -43,7 +43,7 @@ from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records import store
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout, read_model_record
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run

@@ -39,7 +39,7 @@ from harness.data import benchmarks, concrete
 from harness.data.datasets import coco
 from harness.hw import system
 from harness.records import store
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout, read_model_record
 
 CONF, IOU, MAX_DET, MAX_NMS, MAX_WH = 0.001, 0.7, 300, 30000, 7680  # Ultralytics' defaults, conf the reference's

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from harness.records.benchmark import Benchmark
+    from harness.records.benchmark_record import Benchmark
 
 BEST = "prefer_nhwc=1 cudnn_conv_algo_search=EXHAUSTIVE"  # onnxruntime's fastest ResNet50 on an H100 (issue 36)
 NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,

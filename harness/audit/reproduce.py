@@ -42,7 +42,7 @@ from harness.data import benchmarks, integrity
 from harness.hw import system
 from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.detail_log import FALLBACK, METRICS, Detail
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.readers import read_json_object, read_text

@@ -20,11 +20,14 @@ from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
-from harness.records.benchmark import CARD_OUTPUTS, NMS_PARAM_SETS
+from harness.records.benchmark_record import CARD_OUTPUTS, NMS_PARAM_SETS
 from harness.records.layout import PRECISIONS, Layout
 from harness.run.cards.backends import BACKENDS
 from harness.run.cards.provider_options import canonical
 from harness.run.loadgen_settings import Requested
+
+__all__ = ["DATA_DIR_HELP", "DEFAULT_RUN_MS", "MAX_WAIT_US", "cli", "main", "prepare", "report", "reproduce", "run",
+           "tune"]
 
 DEFAULT_RUN_MS = 10_000  # `appliance run` with no options: a short Offline run on this machine
 MAX_WAIT_US = 60_000_000  # a minute: no latency bound of any scenario is near it
@@ -158,22 +161,12 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
     prepare_dataset(layout, samples, source, click.echo)
     prepare_golden(layout, record, bench.default_batch, click.echo)
     if precision != "fp32":
+        from harness.prepare.precision import PREPARERS, Job
         from harness.records.store import open_prepared
 
         data = open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-        models, target = layout.model_record.parent, layout.record_for(precision)
-    if precision == "int8":
-        from harness.prepare.quantize import prepare_int8
-
-        prepare_int8(models, target, bench, record, data, calibration_list, click.echo)
-    elif precision == "fp16":
-        from harness.prepare.fp16 import prepare_fp16
-
-        prepare_fp16(models, target, bench, record, data, click.echo)
-    elif precision == "bf16":
-        from harness.prepare.bf16 import prepare_bf16
-
-        prepare_bf16(models, target, bench, record, data, click.echo)
+        PREPARERS[precision](Job(layout.model_record.parent, layout.record_for(precision), bench, record, data,
+                                 calibration_list, click.echo))
 
 
 @cli.command()

@@ -7,6 +7,9 @@ import signal
 import threading
 from collections.abc import Iterator
 
+__all__ = ["STOP_SIGNALS", "ApplianceError", "DataError", "Interrupted", "Terminated", "interrupt_exit_code",
+           "interrupts_raised", "stopped_by"]
+
 
 class ApplianceError(Exception):
     """A problem the user can fix; the message says what is wrong and what to do."""

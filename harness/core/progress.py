@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
+__all__ = ["bar", "enabled", "set_quiet", "spinner"]
+
 _quiet = False
 
 

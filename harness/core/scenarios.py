@@ -13,6 +13,8 @@ from enum import StrEnum
 
 from harness.core.errors import ApplianceError
 
+__all__ = ["MODES", "SCENARIOS", "Mode", "Scenario", "parse_mode", "parse_scenario"]
+
 
 class Scenario(StrEnum):
     OFFLINE = "Offline"

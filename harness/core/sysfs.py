@@ -16,6 +16,9 @@ from pathlib import Path
 
 from harness.core import inbound
 
+__all__ = ["FIXED_BOUND", "FIXED_MAX_CPU", "FIXED_MAX_NODE", "FIXED_NODE_BOUND", "KERNEL_MAX_CAP", "MAX_FILE_BYTES",
+           "CpuBound", "Sysfs", "cpu_bound", "format_cpulist", "parse_cpulist", "parse_mask"]
+
 FIXED_MAX_CPU = 8191   # NR_CPUS 8192, the most a Linux kernel is built for (x86-64 CONFIG_MAXSMP)
 KERNEL_MAX_CAP = 65535  # a kernel_max above this is not a kernel's: the fixed bound applies
 MAX_FILE_BYTES = inbound.SYSFS  # a sysfs or proc file read here is a page or a few (cpuinfo on 8192 CPUs: ~4 MB)

@@ -1,4 +1,4 @@
-"""The catalogue: one declarative record per benchmark (the types are harness.records.benchmark), made from
+"""The catalogue: one declarative record per benchmark (the types are harness.records.benchmark_record), made from
 the dataset readers, model builders, scorers and host NMS below it. Nothing elsewhere branches on a benchmark's
 name; it reads the record instead.
 """
@@ -21,11 +21,38 @@ from harness.data.datasets import coco, imagenet
 from harness.data.models import detection as d
 from harness.data.models import resnet50, yolo
 from harness.data.nms import DetectionEncoder
-from harness.records.benchmark import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
+from harness.records.artefact import Artefact
+from harness.records.benchmark_record import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
+
+__all__ = ["COCO_80_IDS", "IMAGENET_MEAN_RGB", "NAMES", "OFFLINE_MIN_SAMPLES", "RESNET50", "RESNET50_MODELS",
+           "RETINANET", "RETINANET_MODEL", "SSD_MOBILENET", "SSD_MOBILENET_MODEL", "SSD_RESNET34", "SSD_RESNET34_MODEL",
+           "YOLO11L_MODEL", "YOLO_95", "YOLO_99", "YOLO_DETECTION", "get", "of_folder", "required_scenarios"]
 
 # The catalogue's names: everything outside harness/data names a benchmark through these (or reads NAMES).
 RESNET50, SSD_MOBILENET, SSD_RESNET34, RETINANET, YOLO_95, YOLO_99 = (
     "resnet50", "ssd-mobilenet", "ssd-resnet34", "retinanet", "yolo-95", "yolo-99")
+
+
+# The official MLCommons model files, from the MLCommons inference README (unverified beyond it: the registry
+# checks what it downloads and reports any file it cannot match).
+RESNET50_MODELS = (
+    Artefact(
+        name="resnet50_v1 (opset 11)",
+        filename="resnet50_v1.onnx",
+        url="https://zenodo.org/record/4735647/files/resnet50_v1.onnx",
+        md5="f6a4da60cd5f084d97efc2c1ddb10beb",
+        size=None,
+        note="zenodo record 4735647; the reference ONNX model (opset 11)",
+    ),
+    Artefact(
+        name="resnet50_v1 (opset 8)",
+        filename="resnet50_v1.onnx",
+        url="https://zenodo.org/record/2592612/files/resnet50_v1.onnx",
+        md5="a638cf028b5870da29e09ccc2f7182e7",
+        size=None,
+        note="zenodo record 2592612; the older opset-8 export of the same model",
+    ),
+)
 
 
 def _resnet50() -> Benchmark:
@@ -37,7 +64,7 @@ def _resnet50() -> Benchmark:
         performance_sample_count=1024, server_latency_ms=15,
         quality_metric="top-1", quality_reference=76.46, quality_fraction=0.99,
         test01_sampling_target=4096,  # compliance/TEST01/resnet50/audit.config
-        params_reference=25.6e6, gops_reference=7.8, official_model="resnet50_v1.onnx",
+        params_reference=25.6e6, gops_reference=7.8, official_models=RESNET50_MODELS,
         default_batch=8, gpu_batch=512, output_specs=(((), "int64"), ((resnet50.NUM_CLASSES,), "float32")),
         build_model=resnet50.build, preprocess=imagenet.preprocess, encode_response=FixedWidth(1, _argmax_into),
         preprocessing="MLCommons reference: BGR->RGB, INTER_AREA resize of the short side to 256, centre crop 224",
@@ -85,6 +112,42 @@ IMAGENET_MEAN_RGB = (123.675, 116.28, 103.53)  # torchvision's (0.485, 0.456, 0.
 OFFLINE_MIN_SAMPLES = (Scenario.OFFLINE, "min_query_count", 24576)
 
 
+SSD_MOBILENET_MODEL = Artefact(
+    name="ssd_mobilenet_v1_coco_2018_01_28",
+    filename="ssd_mobilenet_v1_coco_2018_01_28.onnx",
+    url="https://zenodo.org/record/4735652/files/ssd_mobilenet_v1_coco_2018_01_28.onnx",
+    md5=None,
+    size=None,
+    note="zenodo record 4735652 (also 3163026); no md5 published, so it cannot be verified",
+)
+SSD_RESNET34_MODEL = Artefact(
+    name="resnet34-ssd1200",
+    filename="resnet34-ssd1200.onnx",
+    url="https://zenodo.org/record/3228411/files/resnet34-ssd1200.onnx",
+    md5=None,
+    size=None,
+    note="zenodo record 3228411; no md5 published, so it cannot be verified",
+)
+RETINANET_MODEL = Artefact(
+    name="retinanet resnext50_32x4d_fpn",
+    filename="resnext50_32x4d_fpn.onnx",
+    url="https://zenodo.org/record/6617879/files/resnext50_32x4d_fpn.onnx",
+    md5="4544f4e56e0a4684215831cc937ea45c",
+    size=None,
+    note="zenodo record 6617879; 800x800 input",
+)
+YOLO11L_MODEL = Artefact(  # one model file, two accuracy targets (yolo-95, yolo-99)
+    name="yolo11l (Ultralytics ONNX export, 640)",
+    filename="yolo11l.onnx",
+    url="https://inference.mlcommons-storage.org/index.html",
+    md5=None,
+    size=None,
+    note="MLCommons storage (mlcommons/inference vision/classification_and_detection/yolo/README.md); "
+         "no direct URL or md5 published yet: export yolo11l.pt with `yolo export format=onnx imgsz=640` "
+         "and pass --model",
+)
+
+
 def _ssd_mobilenet() -> Benchmark:
 
     return _detection(
@@ -98,7 +161,7 @@ def _ssd_mobilenet() -> Benchmark:
             # box scale calibrated to the seeded model's encodings (|t| < 2): 0.125 cost 2 points of mAP
             {"scores": OutputQuant("uint8", 1 / 255, 0), "boxes": OutputQuant("uint8", 1 / 64, 128)}),
         performance_sample_count=256, server_latency_ms=None, quality_reference=22.0,
-        params_reference=6.91e6, gops_reference=2.47, official_model="ssd_mobilenet_v1_coco_2018_01_28.onnx",
+        params_reference=6.91e6, gops_reference=2.47, official_models=(SSD_MOBILENET_MODEL,),
         default_batch=4, loadgen_conf=(OFFLINE_MIN_SAMPLES,),
         preprocessing="MLCommons reference pre_process_coco_mobilenet: float32, BGR->RGB, INTER_LINEAR resize to "
                       "300x300, cast to uint8 (truncating)")
@@ -116,7 +179,7 @@ def _ssd_resnet34() -> Benchmark:
             {"reference": NMSParams(0.05, 0.5, 200, 200, 200), "krai": NMSParams(0.05, 0.5, 0, 100, 600)},
             {"scores": OutputQuant("float16"), "boxes": OutputQuant("uint8", 0.0625, 128)}),
         performance_sample_count=64, server_latency_ms=100, quality_reference=20.0,
-        params_reference=36.3e6, gops_reference=433.0, official_model="resnet34-ssd1200.onnx", default_batch=1,
+        params_reference=36.3e6, gops_reference=433.0, official_models=(SSD_RESNET34_MODEL,), default_batch=1,
         loadgen_conf=(("*", "performance_sample_count_override", 64), (Scenario.SERVER, "target_latency", 100),
                       OFFLINE_MIN_SAMPLES),
         checker_name=RETINANET,  # the checker's model_mapping (v4.1 to v6.1) counts ssd-resnet34 folders as retinanet
@@ -140,7 +203,7 @@ def _retinanet() -> Benchmark:
         # no published parameter count: torchvision's RetinaNet with this backbone and 264 classes counts 37.1M
         performance_sample_count=64, server_latency_ms=100, quality_reference=37.55,
         # nor GOPS: 402 is this graph's own count (2 x MACs of Conv/Gemm), the figure prepare compares against
-        params_reference=37.1e6, gops_reference=402.0, official_model="resnext50_32x4d_fpn.onnx", default_batch=1,
+        params_reference=37.1e6, gops_reference=402.0, official_models=(RETINANET_MODEL,), default_batch=1,
         checker_dataset_size=24781,  # OpenImages MLPerf validation (constants.py "dataset-size", v5.1 on)
         preprocessing="MLCommons reference pre_process_openimages_retinanet up to its /255: float32, BGR->RGB, "
                       "INTER_LINEAR resize to 800x800, rounded to uint8")
@@ -178,7 +241,7 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             YOLO_DETECTION, quality_fraction=fraction, loadgen_name="yolo", adopt_model=yolo.uint8_input,
             performance_sample_count=64, server_latency_ms=None, quality_reference=53.4,
             # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
-            params_reference=25.3e6, gops_reference=86.9, official_model="yolo11l.onnx", default_batch=1,
+            params_reference=25.3e6, gops_reference=86.9, official_models=(YOLO11L_MODEL,), default_batch=1,
             gpu_batch=32, checker_dataset_size=1525, offline_min_samples_per_query=1525,
             compliance_tests=("TEST01",), test01_sampling_target=64,
             min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},

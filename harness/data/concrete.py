@@ -14,8 +14,10 @@ import numpy as np
 from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data import benchmarks
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.store import PreparedData
+
+__all__ = ["for_prepared", "for_run", "image_sizes"]
 
 
 def for_run(name: str, card_outputs: str = "fp32", nms_params: str = "reference",

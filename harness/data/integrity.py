@@ -18,6 +18,8 @@ from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
 from harness.records import model_record, store
 
+__all__ = ["Mismatch", "refuse_mismatches", "sha256_once", "verify_loaded", "verify_prepared"]
+
 _HASHED: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime_ns, inode) -> sha256, this process
 
 

@@ -59,7 +59,10 @@ import numpy as np
 from harness.core.errors import DataError
 from harness.data import nms_kernels as kernels
 from harness.data.nms_kernels import BoxCoder, NMSLimits, ScoreCodes, TopkLevels, YoloParams
-from harness.records.benchmark import Benchmark, DetectionSpec, NMSParams, OutputQuant
+from harness.records.benchmark_record import Benchmark, DetectionSpec, NMSParams, OutputQuant
+
+__all__ = ["ROW", "YOLO_KINDS", "DetectionEncoder", "Postprocessor", "bound", "layout", "params_for", "postprocess",
+           "quantise", "retinanet_priors", "ssd_mobilenet_priors", "ssd_resnet34_priors", "warm_up"]
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
 

@@ -10,6 +10,9 @@ from functools import cache
 
 from harness.core import inbound
 
+__all__ = ["PACKAGES", "available_cpus", "cpu_flags", "cpu_model", "default_system_name", "gb", "image_identity",
+           "memory_available", "package_versions", "slug"]
+
 PACKAGES = ("mlcommons-loadgen", "onnxruntime", "onnxruntime-gpu", "nvidia-ml-py", "onnx", "numpy",
             "opencv-python-headless", "pycocotools",
             "click", "pyyaml", "psutil", "tqdm")

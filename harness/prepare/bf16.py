@@ -25,16 +25,14 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import move_into_place, save_onnx, scratch_dir
-from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
 from harness.hw import system
 from harness.hw.bf16_support import CPU_FLAGS, HINT, PRECISION, check_compiled, require
 from harness.prepare.quantize import agreement
-from harness.prepare.steps import dataset_pass
-from harness.records import model_record, store
-from harness.records.benchmark import Benchmark
-from harness.records.layout import existing_record, stored_path
-from harness.records.model_record import AGREEMENT, ModelRecord
+from harness.prepare.steps import Made, dataset_pass, reduced_model
+from harness.records import store
+from harness.records.benchmark_record import Benchmark
+from harness.records.layout import stored_path
 
 Echo = Callable[[str], None]
 
@@ -76,37 +74,26 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     key = {"fp32_sha256": fp32["sha256"], "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
            "converter_sha256": sha256_file(Path(__file__)), "openvino": ov.get_version(),
            "cpu": system.cpu_model()}
-    old = existing_record(record_path)
-    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
-        metric = next(k for k in AGREEMENT if k in q)
-        echo(f"bf16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
-        return old
-    source = inbound.load_onnx(fp32["path"])
-    u8 = uint8_input(source, bench)
-    if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
-        path = Path(fp32["path"])
-    else:
-        path = models_dir / f"{bench.name}-u8in-{fp32['sha256'][:12]}.onnx"
-        with scratch_dir(tmp_prefix("bf16"), models_dir) as tmp:
-            save_onnx(u8, tmp / "u8in.onnx")
-            move_into_place(tmp / "u8in.onnx", path)
-    metric, agree = agreement(openvino_pass(path, bench, data, bench.default_batch,
-                                            f"bf16 {bench.quality_metric} over the prepared dataset"), bench, data)
-    md5, sha = registry.file_digests(path)
-    record = ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
-        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision=PRECISION, input_dtype="uint8",
-        output_layout=fp32.get("output_layout"), inference_precision=HINT,
-        quantization={"tool": f"OpenVINO {ov.get_version()} CPU plugin, INFERENCE_PRECISION_HINT {HINT}",
-                      "weights": "FP32 in the file, converted to bf16 by OpenVINO when it compiles",
-                      "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
-                      "measured_on": f"{system.cpu_model()} ({', '.join(sorted(set(CPU_FLAGS) & system.cpu_flags()))})",
-                      "key": key, metric: round(agree, 3), "agreement_samples": data.count})
-    model_record.write(record_path, record)
-    echo(f"bf16 model: {path} (FP32 weights, computed in bf16 by OpenVINO on {system.cpu_model()})\n"
-         f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
-    return {**record.to_json(), "path": str(path.absolute())}
+
+    def make() -> Made:
+        source = inbound.load_onnx(fp32["path"])
+        u8 = uint8_input(source, bench)
+        if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
+            path = Path(fp32["path"])
+        else:
+            path = models_dir / f"{bench.name}-u8in-{fp32['sha256'][:12]}.onnx"
+            with scratch_dir(tmp_prefix("bf16"), models_dir) as tmp:
+                save_onnx(u8, tmp / "u8in.onnx")
+                move_into_place(tmp / "u8in.onnx", path)
+        metric, agree = agreement(openvino_pass(path, bench, data, bench.default_batch,
+                                                f"bf16 {bench.quality_metric} over the prepared dataset"), bench, data)
+        flags = ", ".join(sorted(set(CPU_FLAGS) & system.cpu_flags()))
+        return Made(path, metric, agree, inference_precision=HINT,
+                    quantization={"tool": f"OpenVINO {ov.get_version()} CPU plugin, INFERENCE_PRECISION_HINT {HINT}",
+                                  "weights": "FP32 in the file, converted to bf16 by OpenVINO when it compiles",
+                                  "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
+                                  "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                                  "measured_on": f"{system.cpu_model()} ({flags})", "key": key},
+                    after_path=f" (FP32 weights, computed in bf16 by OpenVINO on {system.cpu_model()})")
+
+    return reduced_model(PRECISION, models_dir, record_path, fp32, data, key, make, echo)

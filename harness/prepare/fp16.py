@@ -27,14 +27,12 @@ from harness.core import inbound, progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import move_into_place, save_onnx, scratch_dir
-from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.quantize import agreement
-from harness.prepare.steps import reference_pass
-from harness.records import model_record, store
-from harness.records.benchmark import Benchmark
-from harness.records.layout import existing_record, stored_path
-from harness.records.model_record import AGREEMENT, ModelRecord
+from harness.prepare.steps import Made, reduced_model, reference_pass
+from harness.records import store
+from harness.records.benchmark_record import Benchmark
+from harness.records.layout import stored_path
 
 if TYPE_CHECKING:
     import onnx
@@ -90,38 +88,29 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
     key = {"fp32_sha256": fp32["sha256"], "converter_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
-    old = existing_record(record_path)
-    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
-        metric = next(k for k in AGREEMENT if k in q)
-        echo(f"fp16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
-        return old
-    path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
-    with scratch_dir(tmp_prefix("fp16"), models_dir) as tmp:
-        with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
-            u8 = uint8_input(inbound.load_onnx(fp32["path"]), bench)
-            half = convert(u8)
-            save_onnx(half, tmp / "fp16.onnx")
-            emulated = tmp / "emulation.onnx"
-            save_onnx(emulation(u8, half), emulated)
-        metric, agree = agreement(reference_pass(emulated, bench, data, bench.default_batch,
-                                                 f"fp16 {bench.quality_metric} over the prepared dataset"), bench, data)
-        move_into_place(tmp / "fp16.onnx", path)
-    md5, sha = registry.file_digests(path)
-    record = ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
-        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="fp16", input_dtype="uint8",
-        output_layout=fp32.get("output_layout"),
-        quantization={"tool": TOOL, "format": "fp16 weights and activations; graph inputs and outputs keep their "
-                                              "types; the converter's default FP32 ops stay FP32",
-                      "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])), "key": key,
-                      "agreement_computed_on": "onnxruntime CPU, an FP32 emulation: the fp16 weights, every fp16 "
-                                               "activation rounded to fp16, FP32 inside each op (harness.prepare.fp16)",
-                      metric: round(agree, 3), "agreement_samples": data.count})
-    model_record.write(record_path, record)
-    echo(f"fp16 model: {path}\n  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples "
-         f"(computed on the CPU: fp16 weights and activations emulated)")
-    return {**record.to_json(), "path": str(path.absolute())}
+
+    def make() -> Made:
+        path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
+        with scratch_dir(tmp_prefix("fp16"), models_dir) as tmp:
+            with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
+                u8 = uint8_input(inbound.load_onnx(fp32["path"]), bench)
+                half = convert(u8)
+                save_onnx(half, tmp / "fp16.onnx")
+                emulated = tmp / "emulation.onnx"
+                save_onnx(emulation(u8, half), emulated)
+            metric, agree = agreement(reference_pass(emulated, bench, data, bench.default_batch,
+                                                     f"fp16 {bench.quality_metric} over the prepared dataset"),
+                                      bench, data)
+            move_into_place(tmp / "fp16.onnx", path)
+        return Made(path, metric, agree,
+                    quantization={"tool": TOOL,
+                                  "format": "fp16 weights and activations; graph inputs and outputs keep their "
+                                            "types; the converter's default FP32 ops stay FP32",
+                                  "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
+                                  "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])), "key": key,
+                                  "agreement_computed_on": "onnxruntime CPU, an FP32 emulation: the fp16 weights, "
+                                                           "every fp16 activation rounded to fp16, FP32 inside each "
+                                                           "op (harness.prepare.fp16)"},
+                    after_agreement=" (computed on the CPU: fp16 weights and activations emulated)")
+
+    return reduced_model("fp16", models_dir, record_path, fp32, data, key, make, echo)

@@ -23,13 +23,11 @@ from harness.core import inbound, progress
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file, tmp_prefix
 from harness.core.outbound import atomic_write_text, move_into_place, save_onnx, scratch_dir
-from harness.data.models import registry
 from harness.data.models.uint8_front import uint8_input
-from harness.prepare.steps import reference_pass
-from harness.records import model_record, store
-from harness.records.benchmark import Benchmark
-from harness.records.layout import existing_record, stored_path
-from harness.records.model_record import AGREEMENT, ModelRecord
+from harness.prepare.steps import Made, reduced_model, reference_pass
+from harness.records import store
+from harness.records.benchmark_record import Benchmark
+from harness.records.layout import stored_path
 
 if TYPE_CHECKING:
     pass
@@ -173,42 +171,32 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
     key = {"fp32_sha256": fp32["sha256"], "calibration_sha256": sha256_file(cal_list), "method": METHOD,
            "quantizer_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
-    old = existing_record(record_path)
-    if old and old.get("quantization", {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
-        metric = "agreement_top1_pct" if "agreement_top1_pct" in q else "golden_map_pct"
-        echo(f"int8 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
-        return old
-    if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-        raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
-    path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
-    with scratch_dir(tmp_prefix("int8"), models_dir) as tmp:
-        u8in = tmp / "u8in.onnx"
-        save_onnx(uint8_input(inbound.load_onnx(fp32["path"]), bench), u8in)
-        with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
-            _quantize(u8in, tmp / "int8.onnx", bench, data, indices)
-        move_into_place(tmp / "int8.onnx", path)
-    metric, agree = agreement(reference_pass(path, bench, data, bench.default_batch,
-                                             f"int8 {bench.quality_metric} over the prepared dataset"),
-                              bench, data)
-    md5, sha = registry.file_digests(path)
-    record = ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
-        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="int8", input_dtype="uint8",
-        output_layout=fp32.get("output_layout"),
-        quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
-                      "weights": "int8 per channel", "activations": "uint8 per tensor",
-                      "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the box "
-                                    "decoding after the anchors' Concat (YOLO)",
-                      "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
-                      "calibration_list": stored_path(models_dir.parent, cal_list),
-                      "calibration_images": len(indices), "key": key,
-                      metric: round(agree, 3), "agreement_samples": data.count})
-    model_record.write(record_path, record)
-    echo(f"int8 model: {path}\n  calibrated on {len(indices)} images of {cal_list}\n"
-         f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
-    return {**record.to_json(), "path": str(path.absolute())}
+
+    def make() -> Made:
+        if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
+            raise DataError(f"no FP32 golden labels for {fp32['path']}; "
+                            f"run `{bench.prepare_hint(models_dir.parent)}`")
+        path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
+        with scratch_dir(tmp_prefix("int8"), models_dir) as tmp:
+            u8in = tmp / "u8in.onnx"
+            save_onnx(uint8_input(inbound.load_onnx(fp32["path"]), bench), u8in)
+            with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
+                _quantize(u8in, tmp / "int8.onnx", bench, data, indices)
+            move_into_place(tmp / "int8.onnx", path)
+        metric, agree = agreement(reference_pass(path, bench, data, bench.default_batch,
+                                                 f"int8 {bench.quality_metric} over the prepared dataset"),
+                                  bench, data)
+        return Made(path, metric, agree,
+                    quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
+                                  "weights": "int8 per channel", "activations": "uint8 per tensor",
+                                  "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the "
+                                                "box decoding after the anchors' Concat (YOLO)",
+                                  "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the "
+                                                             "graph",
+                                  "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                                  "calibration_list": stored_path(models_dir.parent, cal_list),
+                                  "calibration_images": len(indices), "key": key},
+                    after_path=f"\n  calibrated on {len(indices)} images of {cal_list}")
+
+    return reduced_model("int8", models_dir, record_path, fp32, data, key, make, echo)
 

@@ -19,6 +19,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,7 +33,7 @@ from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
 from harness.records import model_record, store
-from harness.records.benchmark import Benchmark, Listing
+from harness.records.benchmark_record import Benchmark, Listing
 from harness.records.layout import Layout, existing_record, stored_path
 
 Echo = Callable[[str], None]
@@ -368,3 +369,45 @@ def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, ech
     entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model_record["sha256"]}
     _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
     echo(f"golden reference: {summary}")
+
+
+# What the reduced-precision preparers (quantize, fp16, bf16) share: each checks its own preconditions and
+# computes the key its output depends on; `reduced_model` does the rest.
+@dataclass(frozen=True)
+class Made:
+    """A reduced-precision model a preparer made, and what its record and message add to the common ones."""
+
+    path: Path                  # the model file the record names
+    metric: str                 # a key of model_record.AGREEMENT
+    agree: float                # its value, percent
+    quantization: dict[str, Any]  # how it was made (the agreement is appended)
+    after_path: str = ""        # the message: "<precision> model: <path><after_path>"
+    after_agreement: str = ""   # then "  <agreement>: x% over n samples<after_agreement>"
+    inference_precision: str | None = None
+
+
+def reduced_model(precision: str, models_dir: Path, record_path: Path, fp32: dict[str, Any],
+                  data: store.PreparedData, key: dict[str, Any], make: Callable[[], Made],
+                  echo: Echo) -> dict[str, Any]:
+    """The model record of `fp32`'s model at `precision`: the one at `record_path` when it was made under `key`
+    and its file is intact, else the one `make` makes (its record written)."""
+    old = existing_record(record_path)
+    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
+            and sha256_file(Path(old["path"])) == old["sha256"]:
+        q = old["quantization"]
+        metric = next(k for k in model_record.AGREEMENT if k in q)
+        echo(f"{precision} model: {old['path']} (up to date; {model_record.AGREEMENT[metric]} {q[metric]:.2f}%)")
+        return old
+    made = make()
+    path = made.path
+    md5, sha = registry.file_digests(path)
+    record = model_record.ModelRecord(
+        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
+                                "macs_per_sample", "stats")},
+        path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision=precision, input_dtype="uint8",
+        output_layout=fp32.get("output_layout"), inference_precision=made.inference_precision,
+        quantization={**made.quantization, made.metric: round(made.agree, 3), "agreement_samples": data.count})
+    model_record.write(record_path, record)
+    echo(f"{precision} model: {path}{made.after_path}\n  {model_record.AGREEMENT[made.metric]}: {made.agree:.2f}% over "
+         f"{data.count} samples{made.after_agreement}")
+    return {**record.to_json(), "path": str(path.absolute())}

@@ -15,6 +15,8 @@ from harness.core.errors import DataError
 from harness.core.inbound import file_size
 from harness.records.readers import MAX_LOG_BYTES, Problem, refused, unreadable
 
+__all__ = ["FALLBACK", "METRICS", "Detail", "PerfResult", "perf_result", "read", "values"]
+
 # scenario -> (detail-log key, unit): the metric LoadGen's summary reports per scenario
 METRICS: dict[str, tuple[str, str]] = {
     "Offline": ("result_samples_per_second", "samples/s"),

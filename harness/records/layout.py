@@ -21,7 +21,9 @@ from typing import Any
 
 from harness.core.errors import DataError
 from harness.records import model_record
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
+
+__all__ = ["PRECISIONS", "Layout", "existing_record", "located", "read_model_record", "stored_path"]
 
 PRECISIONS = ("fp32", "int8", "fp16", "bf16")  # from the fp32 model: harness.prepare (quantize, fp16, bf16)
 

@@ -18,7 +18,7 @@ from harness.core.outbound import atomic_write_json
 from harness.records.base import load_json, versioned
 
 if TYPE_CHECKING:
-    from harness.records.benchmark import Benchmark
+    from harness.records.benchmark_record import Benchmark
 
 FORMAT = 1
 

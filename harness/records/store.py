@@ -24,6 +24,9 @@ from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.core.outbound import mapped_array, save_array
 
+__all__ = ["FORMAT_VERSION", "MANIFEST", "SHARD_SIZE", "PreparedData", "close_array", "create_array", "digested_files",
+           "open_prepared", "shard_name", "verify_digests", "write_array"]
+
 MANIFEST = "manifest.json"
 SHARD_SIZE = 1024
 FORMAT_VERSION = 1

@@ -18,6 +18,8 @@ from harness.core.fsutil import plain_name
 from harness.core.outbound import atomic_write_json
 from harness.records.base import load_json, required_fields, versioned
 
+__all__ = ["FALLBACK", "FORMAT", "Choice", "Precision", "TunedRecord", "read", "write"]
+
 # 4: card layouts tuned (`layouts`; `layout` per candidate, `cards` per choice); 3 timed one layout,
 # 2 had one record per precision, 1 no `requests`: rerun `appliance tune`
 FORMAT = 4

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["energy_text", "gpu_energy", "host_energy", "nms_text"]
+
 
 def _num(d: Any, key: str) -> float | None:
     v = d.get(key) if isinstance(d, dict) else None

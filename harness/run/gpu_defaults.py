@@ -22,7 +22,7 @@ from typing import Any
 from harness.core.scenarios import Scenario
 from harness.hw import gpu
 from harness.records import model_record
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout
 
 MEMORY_SHARE = 0.5  # of a GPU's memory for one card's working memory, all its cards together

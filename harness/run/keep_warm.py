@@ -18,6 +18,8 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 
+__all__ = ["spinning"]
+
 # pinned to its CPU, lowest scheduling class, then spin until the parent goes (an orphan stops by itself)
 _SPIN = ("import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\n"
          "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"

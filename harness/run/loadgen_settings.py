@@ -20,7 +20,14 @@ from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.core.outbound import atomic_write_text, scratch_dir
 from harness.core.scenarios import SCENARIOS, Mode, Scenario, parse_mode, parse_scenario
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
+
+__all__ = ["CONF_SCENARIOS", "KEY_RULES", "LOADGEN_KEYS", "MAX_CONF_BYTES", "MAX_DURATION_MS", "MIN_TARGET_QPS",
+           "OFFLINE_TARGET_PER_RATE", "QUERY_BYTES", "SAMPLE_BYTES", "SERVER_TARGET_PER_RATE",
+           "SHORT_OFFLINE_TARGET_PER_RATE", "SHORT_RUN_MS", "SHORT_SERVER_TARGET_PER_RATE",
+           "SUBMISSION_MIN_DURATION_MS", "Calibration", "KeyRule", "Requested", "calibrated_setting", "check_conf_text",
+           "check_load", "check_value", "effective_user_conf", "embedded_mlperf_conf", "known_keys", "loadgen_version",
+           "preflight", "read_user_conf", "scheduled", "target_per_rate", "test_settings"]
 
 SUBMISSION_MIN_DURATION_MS = 600_000
 

@@ -26,7 +26,7 @@ from harness.hw.gpu import GpuRef
 from harness.hw.topology.cards import CardSpec, check_card_count, parse_card_spec
 from harness.hw.topology.model import Topology
 from harness.records import store
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout, read_model_record
 from harness.records.model_record import eligibility
 from harness.run import buffers

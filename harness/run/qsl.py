@@ -28,9 +28,12 @@ import numpy as np
 
 from harness import _copy
 from harness.core import syscalls
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.store import PreparedData
 from harness.run import buffers
+
+__all__ = ["REPLICATE", "Replica", "ReplicaPlan", "ReplicaRows", "ReplicaWatch", "SampleLibrary", "page_nodes",
+           "plan_replicas", "row_runs"]
 
 REPLICATE = ("node", "card", "none")
 

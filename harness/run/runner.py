@@ -39,7 +39,7 @@ from harness.hw.gpu_energy import GpuEnergyMeter
 from harness.hw.gpu_plan import run_buckets
 from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
 from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card

@@ -36,7 +36,7 @@ from harness.hw import bf16_support, gpu, gpu_plan, system
 from harness.hw.topology.cards import parse_card_spec
 from harness.hw.topology.model import Topology
 from harness.records import store, tuned
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import eligibility
 from harness.run.cards import backends, provider_options
@@ -45,6 +45,10 @@ from harness.run.loadgen_settings import Calibration, Requested, calibrated_sett
 from harness.run.plan import RunOptions, check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
 from harness.tune import server_search
+
+__all__ = ["CONF_HEAD", "CPU_BATCHES", "DEADLINE_FRACTIONS", "DEFAULT_REQUESTS", "DEFAULT_SCENARIOS", "GPU_BATCHES",
+           "METHOD", "Candidate", "Measured", "Sweep", "available_backends", "choose", "prepared_precisions",
+           "server_choice", "server_qps", "summary", "tune", "user_conf_text"]
 
 CPU_BATCHES = (1, 2, 4, 8, 16)
 GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds

@@ -37,6 +37,9 @@ from harness.records import manifest as run_manifest
 from harness.records.detail_log import Detail
 from harness.records.readers import MAX_LOG_BYTES, read_json_object, read_text
 
+__all__ = ["ACCURACY_FILES", "OPTIONAL_FILES", "PERF_FILES", "SHOW", "TEST01_ACC_FILES", "TEST01_ACC_FILES_FAILED",
+           "Ctx", "Report", "check_tree"]
+
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("accuracy.txt", "mlperf_log_accuracy.json", "mlperf_log_detail.txt", "mlperf_log_summary.txt")
 OPTIONAL_FILES = ("mlperf_log_trace.json", "results.json", ".gitkeep")  # files_diff's always-allowed extras
@@ -52,6 +55,10 @@ class Report:
     problems: list[str] = field(default_factory=list)
     synthetic: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def problem(self, text: str) -> None:
+        """Record one thing that makes the tree unacceptable."""
+        self.problems.append(text)
 
     @property
     def ok(self) -> bool:
@@ -92,7 +99,7 @@ def check_tree(root: Path, version: str = "auto") -> Report:
     divisions = [d for d in _dirs(root) if d.name in rounds.DIVISIONS]
     if not divisions:
         hint = " (give its parent)" if root.name in rounds.DIVISIONS else ""
-        rep.problems.append(f"{root}: no closed/ or open/ folder{hint}")
+        rep.problem(f"{root}: no closed/ or open/ folder{hint}")
         return rep
     if version == "auto":
         detected = _detect_round(root, divisions, rep)
@@ -159,13 +166,13 @@ def _detect_round(root: Path, divisions: list[Path], rep: Report) -> str | None:
                if unknown else f"{len(seedless)} performance log(s) and none names its seeds: {seedless[0]}"
                if seedless else "it has no results/<system>/<benchmark>/<scenario>/performance/run_1/"
                "mlperf_log_detail.txt to tell the round by")
-        rep.problems.append(f"{root}: cannot tell the round: {why}; force one with --version")
+        rep.problem(f"{root}: cannot tell the round: {why}; force one with --version")
         rep.version = "unknown"
         return None
     if len(found) > 1:
         mix = ", ".join(f"{v} ({n} log(s))" for v, n in sorted(found.items()))
-        rep.problems.append(f"{root}: performance logs of several rounds in one tree: {mix}; check each round's "
-                            f"results separately, or force one with --version")
+        rep.problem(f"{root}: performance logs of several rounds in one tree: {mix}; check each round's "
+                    f"results separately, or force one with --version")
         rep.version = "mixed"
         return None
     version = next(iter(found))
@@ -180,35 +187,35 @@ def _layout(sub: Path) -> str:
 
 
 def _check_submitter(sub: Path, division: str, rnd: Round, rep: Report) -> None:
-    P = rep.problems.append
     layout = _layout(sub)
     if layout != rnd.layout:
         have = "measurements/ or compliance/ beside results/ (the pre-v6.0 layout)" if layout == rounds.SEPARATE \
             else "no measurements/ beside results/ (the v6.0+ layout)"
-        P(f"{_rel(rep, sub)}: {rnd.version} keeps "
-          + ("measurements and compliance under results/<system>/<benchmark>/<scenario>/"
-             if rnd.layout == rounds.FOLDED else "measurements/ and compliance/ beside results/")
-          + f", this tree has {have}; check it as the round it was made for (--version)")
+        rep.problem(f"{_rel(rep, sub)}: {rnd.version} keeps "
+                    + ("measurements and compliance under results/<system>/<benchmark>/<scenario>/"
+                       if rnd.layout == rounds.FOLDED else "measurements/ and compliance/ beside results/")
+                    + f", this tree has {have}; check it as the round it was made for (--version)")
         return
     _hygiene(sub, rep)
     for name in ("systems", "results"):
         if not (sub / name).is_dir():
-            P(f"{_rel(rep, sub / name)}: missing folder")
+            rep.problem(f"{_rel(rep, sub / name)}: missing folder")
     if layout == rounds.FOLDED and not (sub / "src").is_dir():
-        P(f"{_rel(rep, sub / 'src')}: missing folder (the code, or a README pointing to it)")
+        rep.problem(f"{_rel(rep, sub / 'src')}: missing folder (the code, or a README pointing to it)")
     if rnd.calibration_doc and division == "closed" and not (sub / "calibration.md").is_file() \
             and not (sub / "documentation" / "calibration.md").is_file():
-        P(f"{_rel(rep, sub)}: no calibration.md (at the top or in documentation/); {rnd.version} needs it in closed")
+        rep.problem(f"{_rel(rep, sub)}: no calibration.md (at the top or in documentation/); "
+                    f"{rnd.version} needs it in closed")
     results = sub / "results"
     systems = _dirs(results)
     with_results = {s.name for s in systems}
     for f in _files(sub / "systems"):
         if f.endswith(".json") and f[:-5] not in with_results:
-            P(f"{_rel(rep, sub / 'systems' / f)}: a system with no results/{f[:-5]}/")
+            rep.problem(f"{_rel(rep, sub / 'systems' / f)}: a system with no results/{f[:-5]}/")
     if layout == rounds.SEPARATE:
         for m in _dirs(sub / "measurements"):
             if m.name not in with_results:
-                P(f"{_rel(rep, m)}: measurements of a system with no results/{m.name}/")
+                rep.problem(f"{_rel(rep, m)}: measurements of a system with no results/{m.name}/")
     for system in systems:
         sys_type = _check_system_json(sub / "systems" / f"{system.name}.json", division, sub.name, rep)
         for bench in _dirs(system):
@@ -253,43 +260,41 @@ def _hygiene(sub: Path, rep: Report) -> None:
     for what, paths in found.items():
         if paths:
             more = f" and {len(paths) - SHOW} more" if len(paths) > SHOW else ""
-            rep.problems.append(f"{_rel(rep, sub)}: {what}: {', '.join(paths[:SHOW])}{more}")
+            rep.problem(f"{_rel(rep, sub)}: {what}: {', '.join(paths[:SHOW])}{more}")
 
 
 def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -> str | None:
     """The system_type when the system JSON is usable, else None (problems reported)."""
-    P = rep.problems.append
     where = _rel(rep, path)
     if not path.exists():
-        P(f"{where}: missing system description")
+        rep.problem(f"{where}: missing system description")
         return None
-    data = read_json_object(path, where, P)
+    data = read_json_object(path, where, rep.problem)
     if data is None:
         return None
     missing = [k for k in rounds.SYSTEM_REQUIRED if k not in data]
     if missing:
-        P(f"{where}: missing keys: {', '.join(missing)}")
+        rep.problem(f"{where}: missing keys: {', '.join(missing)}")
     empty = [k for k in rounds.SYSTEM_MEANINGFUL if k in data and not data[k]]
     if empty:
-        P(f"{where}: empty values (a numeric 0 counts as empty; write \"0\"): {', '.join(empty)}")
+        rep.problem(f"{where}: empty values (a numeric 0 counts as empty; write \"0\"): {', '.join(empty)}")
     status, sys_type = data.get("status"), data.get("system_type")
     ok = True
     if not isinstance(status, str) or status.lower() not in rounds.STATUSES:
-        P(f"{where}: status {status!r} is not one of {', '.join(rounds.STATUSES)}")
+        rep.problem(f"{where}: status {status!r} is not one of {', '.join(rounds.STATUSES)}")
         ok = False
     if sys_type not in rounds.SYSTEM_TYPES:
-        P(f"{where}: system_type {sys_type!r} is not one of {', '.join(rounds.SYSTEM_TYPES)}")
+        rep.problem(f"{where}: system_type {sys_type!r} is not one of {', '.join(rounds.SYSTEM_TYPES)}")
         ok = False
     if data.get("division") != division:
-        P(f"{where}: division {data.get('division')!r} but the tree has {division}/")
+        rep.problem(f"{where}: division {data.get('division')!r} but the tree has {division}/")
     if not isinstance(data.get("submitter"), str) or data["submitter"].lower() != submitter.lower():
-        P(f"{where}: submitter {data.get('submitter')!r} but the tree has {submitter}/")
+        rep.problem(f"{where}: submitter {data.get('submitter')!r} but the tree has {submitter}/")
     return str(sys_type) if ok else None
 
 
 def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path, rnd: Round,
                      rep: Report) -> None:
-    P = rep.problems.append
     model = rnd.model_of(bench.name)
     rules = rnd.benchmarks.get(model)
     if rules is None and (bench.name in rounds.OTHER_BENCHMARKS or model in rounds.OTHER_BENCHMARKS):
@@ -297,8 +302,8 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
                          f"one of the official checker's, whose rules are not recorded here)")
         return
     if rules is None:
-        P(f"{_rel(rep, bench)}: {bench.name!r} is not a benchmark {rnd.version} defines here "
-          f"(its vision benchmarks: {', '.join(rnd.benchmarks)}); not checked further")
+        rep.problem(f"{_rel(rep, bench)}: {bench.name!r} is not a benchmark {rnd.version} defines here "
+                    f"(its vision benchmarks: {', '.join(rnd.benchmarks)}); not checked further")
         return
     if bench.name not in appliance_benchmarks.NAMES and model not in appliance_benchmarks.NAMES:
         note = (f"{bench.name}: the appliance does not run or score this benchmark; checked with the round's "
@@ -306,12 +311,12 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
         if note not in rep.notes:
             rep.notes.append(note)
     if rnd.layout == rounds.SEPARATE and not (sub / "code" / bench.name).is_dir():
-        P(f"{_rel(rep, sub / 'code' / bench.name)}: missing folder (the benchmark's code)")
+        rep.problem(f"{_rel(rep, sub / 'code' / bench.name)}: missing folder (the benchmark's code)")
     required: tuple[Scenario, ...] = ()
     if sys_type is not None:
         req = rnd.required(sys_type, model)
         if req is None:
-            P(f"{_rel(rep, bench)}: a {sys_type} system cannot enter {model} in {rnd.version}")
+            rep.problem(f"{_rel(rep, bench)}: a {sys_type} system cannot enter {model} in {rnd.version}")
             return
         required = req
     closed = division in ("closed", "network")
@@ -319,17 +324,18 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
     for folder in _dirs(bench):
         scenario = rounds.SCENARIO_SPELLINGS.get(folder.name)
         if scenario is None:
-            P(f"{_rel(rep, folder)}: unknown scenario folder (known: {', '.join(rounds.SCENARIOS)}, or lowercase)")
+            rep.problem(f"{_rel(rep, folder)}: unknown scenario folder "
+                        f"(known: {', '.join(rounds.SCENARIOS)}, or lowercase)")
             continue
         if closed and sys_type is not None and scenario not in required:
-            P(f"{_rel(rep, folder)}: {scenario} is neither required nor optional for a {sys_type} system")
+            rep.problem(f"{_rel(rep, folder)}: {scenario} is neither required nor optional for a {sys_type} system")
             continue
         present.add(scenario)
         ctx = Ctx(rep, rnd, division, sub, bench.parent.name, bench.name, rules)
         _check_scenario(ctx, folder, scenario)
     missing = [s for s in required if s not in present]
     if closed and missing:
-        P(f"{_rel(rep, bench)}: system_type {sys_type} needs scenarios {', '.join(missing)} too")
+        rep.problem(f"{_rel(rep, bench)}: system_type {sys_type} needs scenarios {', '.join(missing)} too")
 
 
 def _manifest(run: Path) -> dict[str, Any]:
@@ -347,25 +353,24 @@ def _synthetic_or_problem(rep: Report, manifest: dict[str, Any], what: str, text
     if _synthetic(manifest, what):
         rep.synthetic.append(f"{text} (synthetic {what}, per the run manifest)")
     else:
-        rep.problems.append(text)
+        rep.problem(text)
 
 
 def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     rep, rnd = ctx.rep, ctx.rnd
-    P = rep.problems.append
     tail = Path(ctx.system) / ctx.folder / results.name
     separate = rnd.layout == rounds.SEPARATE
     measure = ctx.submitter / "measurements" / tail if separate else results
     compliance = ctx.submitter / "compliance" / tail if separate else results
     if separate and not measure.is_dir():
-        P(f"{_rel(rep, measure)}: missing folder")
+        rep.problem(f"{_rel(rep, measure)}: missing folder")
     else:
         for name in rnd.scenario_files:
             f = measure / name
             if not f.is_file():
-                P(f"{_rel(rep, f)}: missing")
+                rep.problem(f"{_rel(rep, f)}: missing")
             elif f.stat().st_size == 0:
-                P(f"{_rel(rep, f)}: empty")
+                rep.problem(f"{_rel(rep, f)}: empty")
         _check_measurements(measure, ctx, results.name)
     run1 = results / "performance" / "run_1"
     perf_m = _manifest(run1)
@@ -374,7 +379,7 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     _check_eligibility(rep, run1, perf_m)
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
-        P(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
+        rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
     elif _files_present(acc, ACCURACY_FILES, rep, extras=separate):
         acc_m = _manifest(acc)
         _check_accuracy(acc, scenario, ctx, acc_m)
@@ -389,24 +394,24 @@ def _check_eligibility(rep: Report, run: Path, manifest: dict[str, Any]) -> None
     appliance's own runs; other tools' trees have no such manifest)."""
     why = run_manifest.not_submittable(manifest)
     if why is not None:
-        rep.problems.append(f"{_rel(rep, run)}: ran at {manifest.get('precision', '?')}, which is not submittable: "
-                            f"{why} (the closed division's accuracy rule)")
+        rep.problem(f"{_rel(rep, run)}: ran at {manifest.get('precision', '?')}, which is not submittable: "
+                    f"{why} (the closed division's accuracy rule)")
 
 
 def _files_present(folder: Path, names: tuple[str, ...], rep: Report, extras: bool = False,
                    optional: tuple[str, ...] = ()) -> bool:
     """All `names` there; with `extras`, nothing else either (the pre-v6.0 checker's file-list rule)."""
     if not folder.is_dir():
-        rep.problems.append(f"{_rel(rep, folder)}: missing folder")
+        rep.problem(f"{_rel(rep, folder)}: missing folder")
         return False
     have = _files(folder)
     missing = [n for n in names if n not in have]
     if missing:
-        rep.problems.append(f"{_rel(rep, folder)}: missing {', '.join(missing)}")
+        rep.problem(f"{_rel(rep, folder)}: missing {', '.join(missing)}")
     if extras:
         extra = [n for n in have if n not in names and n not in optional and n not in OPTIONAL_FILES]
         if extra:
-            rep.problems.append(f"{_rel(rep, folder)}: files the round does not allow here: {', '.join(extra)}")
+            rep.problem(f"{_rel(rep, folder)}: files the round does not allow here: {', '.join(extra)}")
     return not missing
 
 
@@ -420,15 +425,15 @@ def _check_measurements(measure: Path, ctx: Ctx, scenario_folder: str) -> None:
         names = [n for n in _files(measure) if n.startswith(ctx.system) and n.endswith(".json")]
         preferred = [n for n in names if n.endswith(f"_{scenario_folder}.json")]
         if not names:
-            rep.problems.append(f"{_rel(rep, measure)}: no {ctx.system}*.json (the measurement description)")
+            rep.problem(f"{_rel(rep, measure)}: no {ctx.system}*.json (the measurement description)")
             return
         path = measure / (preferred or names)[0]
-    data = read_json_object(path, _rel(rep, path), rep.problems.append)
+    data = read_json_object(path, _rel(rep, path), rep.problem)
     if data is None:
         return
     missing = [k for k in rounds.MEASUREMENT_KEYS if not data.get(k)]
     if missing:
-        rep.problems.append(f"{_rel(rep, path)}: missing or empty: {', '.join(missing)}")
+        rep.problem(f"{_rel(rep, path)}: missing or empty: {', '.join(missing)}")
 
 
 def _seeds_for(path: Path, rnd: Round) -> dict[str, int]:
@@ -438,27 +443,27 @@ def _seeds_for(path: Path, rnd: Round) -> dict[str, int]:
 def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
     """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately)."""
     rep, rnd, rules = ctx.rep, ctx.rnd, ctx.rules
-    P = rep.problems.append
     where = _rel(rep, path)
-    d = detail_log.read(path, where, P)
+    d = detail_log.read(path, where, rep.problem)
     if d is None:
         return
     if not d.has("effective_scenario"):
-        P(f"{where}: no LoadGen settings in it (not a LoadGen detail log, or cut short)")
+        rep.problem(f"{where}: no LoadGen settings in it (not a LoadGen detail log, or cut short)")
         return
     logged = d.text("effective_scenario")
     scenario = _scenario_run(logged, scenario, where, rep)
-    _check_seeds(d, _seeds_for(path, rnd), rnd, P)
+    _check_seeds(d, _seeds_for(path, rnd), rnd, rep)
     for err in d.errors:
-        P(f"{where}: LoadGen error: {err}")
+        rep.problem(f"{where}: LoadGen error: {err}")
     validity = d.raw("result_validity")
     if validity != "VALID":
         reason = d.raw("result_invalid_reason")
-        P(f"{where}: LoadGen result is {validity if isinstance(validity, str) else 'missing'}"
-          + (f" ({reason})" if isinstance(reason, str) and reason else ""))
+        rep.problem(f"{where}: LoadGen result is {validity if isinstance(validity, str) else 'missing'}"
+                    + (f" ({reason})" if isinstance(reason, str) and reason else ""))
     min_ms = d.integer("effective_min_duration_ms")
     if min_ms is not None and min_ms < rnd.min_duration_ms:
-        P(f"{where}: effective_min_duration_ms {min_ms} < {rnd.min_duration_ms} (not a submission-length run)")
+        rep.problem(f"{where}: effective_min_duration_ms {min_ms} < {rnd.min_duration_ms} "
+                    "(not a submission-length run)")
     psc = d.integer("effective_performance_sample_count")
     if psc is not None and psc < rules.performance_sample_count:
         text = f"{where}: performance_sample_count {psc} < {rules.performance_sample_count}"
@@ -467,25 +472,26 @@ def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, An
         if isinstance(count, int) and count < rules.performance_sample_count and psc >= count:
             _synthetic_or_problem(rep, manifest, "data", text + f" (the dataset has only {count} samples)")
         else:
-            P(text)
+            rep.problem(text)
     if scenario == Scenario.OFFLINE:
         spq = d.integer("effective_samples_per_query")
         if spq is not None and spq < rules.offline_min_samples_per_query:
-            P(f"{where}: Offline samples_per_query {spq} < {rules.offline_min_samples_per_query}")
+            rep.problem(f"{where}: Offline samples_per_query {spq} < {rules.offline_min_samples_per_query}")
     if scenario in rounds.EARLY_STOPPING:
         met = d.flag("early_stopping_met")
         if met is False:
             result = d.raw("early_stopping_result")
-            P(f"{where}: early stopping not met ({result if isinstance(result, str) else 'no early_stopping_result'})")
+            rep.problem(f"{where}: early stopping not met "
+                        f"({result if isinstance(result, str) else 'no early_stopping_result'})")
         if scenario == Scenario.SERVER and rules.server_latency_ns is not None:
             target = d.integer("effective_target_latency_ns")
             if target is not None and target > rules.server_latency_ns:
-                P(f"{where}: Server target latency {target} ns > the bound {rules.server_latency_ns} ns")
+                rep.problem(f"{where}: Server target latency {target} ns > the bound {rules.server_latency_ns} ns")
     else:
         required = rules.min_queries.get(scenario)
         count = d.integer("effective_min_query_count")
         if required and count is not None and count < required:
-            P(f"{where}: min_query_count {count} < {required}")
+            rep.problem(f"{where}: min_query_count {count} < {required}")
     d.number(rounds.RESULT_FIELDS[scenario])
 
 
@@ -499,30 +505,29 @@ def _scenario_run(logged: str | None, scenario: Scenario, where: str, rep: Repor
         if note not in rep.notes:
             rep.notes.append(note)
         return Scenario(logged)  # a known scenario: INFERABLE names only those
-    rep.problems.append(f"{where}: scenario {logged} logged, in a {scenario} folder")
+    rep.problem(f"{where}: scenario {logged} logged, in a {scenario} folder")
     return scenario
 
 
-def _check_seeds(d: Detail, seeds: dict[str, int], rnd: Round, P: Any) -> None:
+def _check_seeds(d: Detail, seeds: dict[str, int], rnd: Round, rep: Report) -> None:
     found = {k: d.raw(f"effective_{k}") for k in seeds}
     wrong = {k: v for k, v in found.items() if v != seeds[k]}
     other = rounds.round_of_seeds(found)
     if wrong and other is not None:
-        P(f"{d.where}: results from another round: its RNG seeds are {other}'s, not {rnd.version}'s")
+        rep.problem(f"{d.where}: results from another round: its RNG seeds are {other}'s, not {rnd.version}'s")
     elif len(wrong) == len(seeds):
-        P(f"{d.where}: results from another round: RNG seeds {', '.join(f'{k}={v}' for k, v in wrong.items())} "
-          f"are not {rnd.version}'s")
+        rep.problem(f"{d.where}: results from another round: RNG seeds "
+                    f"{', '.join(f'{k}={v}' for k, v in wrong.items())} are not {rnd.version}'s")
     else:
         for k, v in wrong.items():
-            P(f"{d.where}: {k} is {v}, {rnd.version} needs {seeds[k]}")
+            rep.problem(f"{d.where}: {k} is {v}, {rnd.version} needs {seeds[k]}")
 
 
 def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
     rep, rules = ctx.rep, ctx.rules
-    P = rep.problems.append
     txt = acc / "accuracy.txt"
     where = _rel(rep, txt)
-    text = read_text(txt, where, P)
+    text = read_text(txt, where, rep.problem)
     if text is None:
         return
     pattern = re.compile(rounds.ACC_PATTERNS[rules.accuracy_metric])
@@ -534,32 +539,33 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
             try:
                 values.append(float(m.group(1)))
             except ValueError:
-                P(f"{where}: {line[:60]!r} is not a number")
+                rep.problem(f"{where}: {line[:60]!r} is not a number")
         h = HASH_LINE.match(line)
         if h and digest is None:
             digest = h.group(1)
     if not values:
-        P(f"{where}: no `{label}=<percent>` line (the round's pattern {rounds.ACC_PATTERNS[rules.accuracy_metric]})")
+        rep.problem(f"{where}: no `{label}=<percent>` line "
+                    f"(the round's pattern {rounds.ACC_PATTERNS[rules.accuracy_metric]})")
     if digest is None:
-        P(f"{where}: no `hash=<sha256 of mlperf_log_accuracy.json>` line")
+        rep.problem(f"{where}: no `hash=<sha256 of mlperf_log_accuracy.json>` line")
     log = acc / "mlperf_log_accuracy.json"
     try:
         size = log.stat().st_size
     except OSError as exc:
-        P(f"{_rel(rep, log)}: cannot read ({exc.strerror})")
+        rep.problem(f"{_rel(rep, log)}: cannot read ({exc.strerror})")
         size = None
     if size is not None and size > MAX_ACCURACY_LOG_BYTES:
-        P(f"{_rel(rep, log)}: {size} bytes, not truncated (limit {MAX_ACCURACY_LOG_BYTES}; "
-          f"`appliance submission build` truncates it)")
+        rep.problem(f"{_rel(rep, log)}: {size} bytes, not truncated (limit {MAX_ACCURACY_LOG_BYTES}; "
+                    f"`appliance submission build` truncates it)")
     if digest is not None and size is not None:
         recorded = manifest.get("result", {}).get("hash") if isinstance(manifest.get("result"), dict) else None
         if isinstance(recorded, str) and recorded and recorded != digest:
-            P(f"{where}: hash {digest[:12]}… differs from the run manifest's {recorded[:12]}…")
+            rep.problem(f"{where}: hash {digest[:12]}… differs from the run manifest's {recorded[:12]}…")
         elif size <= MAX_ACCURACY_LOG_BYTES:
             data = _read_small(log)
             if data is not None and b"\n\n...\n\n" not in data and size < 8192 \
                     and hashlib.sha256(data).hexdigest() != digest:
-                P(f"{where}: hash does not match {log.name} (an untruncated log must hash to it)")
+                rep.problem(f"{where}: hash does not match {log.name} (an untruncated log must hash to it)")
     below = [v for v in values if v < rules.accuracy_target]
     if below and ctx.division == "open":
         rep.notes.append(f"{where}: {label} {below[0]:.3f}% below the closed-division target "
@@ -569,14 +575,14 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
                               f"{where}: {label} {below[0]:.3f}% below the target {rules.accuracy_target:.3f}% "
                               f"({ctx.rnd.version} {rules.model})")
     detail_path = acc / "mlperf_log_detail.txt"
-    d = detail_log.read(detail_path, _rel(rep, detail_path), P)
+    d = detail_log.read(detail_path, _rel(rep, detail_path), rep.problem)
     if d is None:
         return
     for err in d.errors:
-        P(f"{d.where}: LoadGen error: {err}")
+        rep.problem(f"{d.where}: LoadGen error: {err}")
     logged = d.raw("effective_scenario")
     if d.has("effective_scenario") and logged != scenario and (scenario, logged) not in rounds.INFERABLE:
-        P(f"{d.where}: scenario {logged} logged, in a {scenario} folder")
+        rep.problem(f"{d.where}: scenario {logged} logged, in a {scenario} folder")
     if rules.dataset_size is not None:
         # as the official checker reads it: the effective count whenever the log has the key (v5.0 on)
         effective = "effective_accuracy_sample_count"
@@ -597,7 +603,7 @@ def _read_small(path: Path) -> bytes | None:
 
 def _passed(path: Path, rep: Report) -> bool | None:
     """A verify_*.txt holds a `TEST PASS` line; None when it is missing (reported)."""
-    text = read_text(path, _rel(rep, path), rep.problems.append)
+    text = read_text(path, _rel(rep, path), rep.problem)
     if text is None:
         return None
     return "TEST PASS" in text
@@ -605,13 +611,12 @@ def _passed(path: Path, rep: Report) -> bool | None:
 
 def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_manifest: dict[str, Any]) -> None:
     rep = ctx.rep
-    P = rep.problems.append
     if not t.is_dir():
-        P(f"{_rel(rep, t)}: missing compliance test {test} (run `appliance run -b {ctx.folder} -s {scenario} "
-          f"--mode {test}`)")
+        rep.problem(f"{_rel(rep, t)}: missing compliance test {test} "
+                    f"(run `appliance run -b {ctx.folder} -s {scenario} --mode {test}`)")
         return
     if _passed(t / "verify_performance.txt", rep) is False:
-        P(f"{_rel(rep, t / 'verify_performance.txt')}: no TEST PASS line")
+        rep.problem(f"{_rel(rep, t / 'verify_performance.txt')}: no TEST PASS line")
     run1 = t / "performance" / "run_1"
     if _files_present(run1, PERF_FILES, rep, extras=True, optional=("mlperf_log_accuracy.json",)):
         manifest = _manifest(t / "appliance") or perf_manifest

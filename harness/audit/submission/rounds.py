@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
+
+__all__ = ["ACC_PATTERNS", "BOTH", "DC", "DIVISIONS", "EARLY_STOPPING", "EDGE", "FOLDED", "FOLDERS", "INFERABLE",
+           "MEASUREMENT_KEYS", "MS", "OFFLINE", "OLD_FOLDERS", "OTHER_BENCHMARKS", "RESNET", "RESULT_FIELDS",
+           "RETINANET", "RETINANET_TESTS", "ROUNDS", "SCENARIOS", "SCENARIO_SPELLINGS", "SEED_KEYS", "SEPARATE",
+           "SERVER", "SS", "STATUSES", "SYSTEM_MEANINGFUL", "SYSTEM_REQUIRED", "SYSTEM_TYPES", "YOLO_95", "YOLO_99",
+           "BenchmarkRules", "Round", "round_of_seeds"]
 
 SS, MS, SERVER, OFFLINE = Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER, Scenario.OFFLINE
 SCENARIOS = (SS, MS, SERVER, OFFLINE)  # the checker's order

@@ -28,7 +28,7 @@ import numpy as np
 from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data.accuracy import read_log
-from harness.records.benchmark import Score, Scorer
+from harness.records.benchmark_record import Score, Scorer
 from harness.records.store import PreparedData
 
 ROW = 7

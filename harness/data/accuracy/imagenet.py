@@ -13,7 +13,7 @@ import numpy as np
 
 from harness.core.outbound import npy_bytes
 from harness.data.accuracy import read_log
-from harness.records.benchmark import Score, Scorer
+from harness.records.benchmark_record import Score, Scorer
 from harness.records.store import PreparedData
 
 

@@ -34,10 +34,15 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
-from harness.records.benchmark import DatasetFormat, Listing
+from harness.records.benchmark_record import DatasetFormat, Listing
 
 if TYPE_CHECKING:
     pass
+
+__all__ = ["COCO", "COCO_CATEGORIES", "COCO_SAFE", "COCO_SAFE_IMAGES", "COCO_VAL_IMAGES", "LETTERBOX_PAD",
+           "LETTERBOX_SIZE", "OPENIMAGES", "OPENIMAGES_CATEGORIES", "CocoLayout", "letterbox", "letterbox_geometry",
+           "preprocess_retinanet", "preprocess_rounded", "preprocess_ssd_mobilenet", "preprocess_ssd_resnet34",
+           "preprocess_truncated", "preprocess_yolo"]
 
 # COCO 2017: the 80 categories of instances_val2017.json, (id, name, supercategory)
 _COCO_GROUPS = (

@@ -16,7 +16,7 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
-from harness.records.benchmark import DatasetFormat, Listing
+from harness.records.benchmark_record import DatasetFormat, Listing
 
 VAL_MAP = "val_map.txt"
 NUM_LABELS = 1000

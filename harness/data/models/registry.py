@@ -3,9 +3,10 @@
 A result is only comparable with published ones if it ran the official model, so every model file
 is identified by its digest; a file that carries an official name but the wrong bytes is refused.
 
-The URLs and digests come from the MLCommons inference README. They could not be reached
-from the build machine, so they are unverified beyond SPEC: `fetch` checks what it downloads, and
-`check_model_file` reports anything it cannot match.
+The artefacts are the catalogue's: each benchmark record carries its official models
+(`Benchmark.official_models`, harness.data.benchmarks). Their URLs and digests come from the MLCommons inference
+README. They could not be reached from the build machine, so they are unverified beyond it: `fetch` checks what
+it downloads, and `check_model_file` reports anything it cannot match.
 """
 
 from __future__ import annotations
@@ -17,91 +18,17 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from harness.core import inbound
 from harness.core.errors import DataError
+from harness.data import benchmarks
+from harness.records.artefact import Artefact
 
 _CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Artefact:
-    """One published model file; md5/size are None where MLCommons published none."""
-
-    name: str
-    benchmark: str
-    filename: str
-    url: str
-    md5: str | None
-    size: int | None
-    note: str
-
-
-_YOLO11L = Artefact(
-    name="yolo11l (Ultralytics ONNX export, 640)",
-    benchmark="yolo-95",
-    filename="yolo11l.onnx",
-    url="https://inference.mlcommons-storage.org/index.html",
-    md5=None,
-    size=None,
-    note="MLCommons storage (mlcommons/inference vision/classification_and_detection/yolo/README.md); "
-         "no direct URL or md5 published yet: export yolo11l.pt with `yolo export format=onnx imgsz=640` "
-         "and pass --model",
-)
-
-OFFICIAL: tuple[Artefact, ...] = (
-    Artefact(
-        name="resnet50_v1 (opset 11)",
-        benchmark="resnet50",
-        filename="resnet50_v1.onnx",
-        url="https://zenodo.org/record/4735647/files/resnet50_v1.onnx",
-        md5="f6a4da60cd5f084d97efc2c1ddb10beb",
-        size=None,
-        note="zenodo record 4735647; the reference ONNX model (opset 11)",
-    ),
-    Artefact(
-        name="resnet50_v1 (opset 8)",
-        benchmark="resnet50",
-        filename="resnet50_v1.onnx",
-        url="https://zenodo.org/record/2592612/files/resnet50_v1.onnx",
-        md5="a638cf028b5870da29e09ccc2f7182e7",
-        size=None,
-        note="zenodo record 2592612; the older opset-8 export of the same model",
-    ),
-    Artefact(
-        name="retinanet resnext50_32x4d_fpn",
-        benchmark="retinanet",
-        filename="resnext50_32x4d_fpn.onnx",
-        url="https://zenodo.org/record/6617879/files/resnext50_32x4d_fpn.onnx",
-        md5="4544f4e56e0a4684215831cc937ea45c",
-        size=None,
-        note="zenodo record 6617879; 800x800 input",
-    ),
-    Artefact(
-        name="ssd_mobilenet_v1_coco_2018_01_28",
-        benchmark="ssd-mobilenet",
-        filename="ssd_mobilenet_v1_coco_2018_01_28.onnx",
-        url="https://zenodo.org/record/4735652/files/ssd_mobilenet_v1_coco_2018_01_28.onnx",
-        md5=None,
-        size=None,
-        note="zenodo record 4735652 (also 3163026); no md5 published, so it cannot be verified",
-    ),
-    Artefact(
-        name="resnet34-ssd1200",
-        benchmark="ssd-resnet34",
-        filename="resnet34-ssd1200.onnx",
-        url="https://zenodo.org/record/3228411/files/resnet34-ssd1200.onnx",
-        md5=None,
-        size=None,
-        note="zenodo record 3228411; no md5 published, so it cannot be verified",
-    ),
-    _YOLO11L,
-    replace(_YOLO11L, benchmark="yolo-99"),  # one model file, two accuracy targets
-)
 
 
 @dataclass(frozen=True)
@@ -115,9 +42,9 @@ class ModelCheck:
     warning: str | None
 
 
-def find(benchmark: str, registry: Sequence[Artefact] = OFFICIAL) -> list[Artefact]:
-    """The artefacts published for one benchmark, in registry order."""
-    return [a for a in registry if a.benchmark == benchmark]
+def find(benchmark: str) -> list[Artefact]:
+    """The artefacts published for one benchmark, in the catalogue's order; none for a name it lacks."""
+    return list(benchmarks.get(benchmark).official_models) if benchmark in benchmarks.NAMES else []
 
 
 def file_digests(path: Path) -> tuple[str, str]:
@@ -130,15 +57,16 @@ def file_digests(path: Path) -> tuple[str, str]:
     return md5.hexdigest(), sha256.hexdigest()
 
 
-def check_model_file(path: Path, benchmark: str, registry: Sequence[Artefact] = OFFICIAL) -> ModelCheck:
-    """Identify a model file by digest; refuse a missing file or one that impersonates an official name."""
+def check_model_file(path: Path, benchmark: str, registry: Sequence[Artefact] | None = None) -> ModelCheck:
+    """Identify a model file by digest; refuse a missing file or one that impersonates an official name.
+    `registry`: the candidates (default: the catalogue's artefacts of `benchmark`)."""
     if not path.is_file():
         raise DataError(
             f"model file {path} does not exist; pass --model FILE or fetch the official one with "
             f"`appliance prepare --benchmark {benchmark} --fetch`"
         )
     md5, sha256 = file_digests(path)
-    candidates = find(benchmark, registry)
+    candidates = find(benchmark) if registry is None else list(registry)
     for artefact in candidates:
         if artefact.md5 == md5:
             return ModelCheck(path, md5, sha256, artefact, None)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 
 if TYPE_CHECKING:
     import onnx

@@ -16,6 +16,8 @@ from harness.core.errors import ApplianceError
 from harness.core.sysfs import FIXED_MAX_CPU, format_cpulist
 from harness.hw.topology.model import Core, PciDevice, Topology
 
+__all__ = ["MAX_XML_BYTES", "differences", "lstopo_xml", "parse_bitmap", "read_hwloc_xml"]
+
 MAX_XML_BYTES = 64 << 20  # lstopo's XML of a large machine with its PCI tree is a few MB
 
 # OS devices hwloc attaches below a PCI function whose names are /dev entries.

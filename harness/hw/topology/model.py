@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from harness.core.sysfs import format_cpulist
 
+__all__ = ["Card", "CardMap", "Core", "PciDevice", "Topology"]
+
 
 @dataclass(frozen=True)
 class Core:

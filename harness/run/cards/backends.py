@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from harness.core.errors import ApplianceError
 
+__all__ = ["BACKENDS", "GPU_BACKENDS", "RECORDS", "Backend", "check_computes", "computing", "get"]
+
 
 @dataclass(frozen=True)
 class Backend:

@@ -35,7 +35,7 @@ from harness.core import inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.core.outbound import unnamed_file
 from harness.hw import gpu
-from harness.records.benchmark import OutputQuant
+from harness.records.benchmark_record import OutputQuant
 from harness.run.cards import backends, provider_options
 from harness.run.cards.base import CardInfo, PageableHostBuffers
 from harness.run.cards.spec import BackendSpec

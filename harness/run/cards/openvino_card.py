@@ -35,6 +35,8 @@ from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, PageableHostBuffers
 from harness.run.cards.onnxruntime_card import THREADS_ENV
 
+__all__ = ["OpenVinoCard"]
+
 
 class OpenVinoCard(PageableHostBuffers):
     """Compiled on the first batch, for that batch size (static shapes are faster than dynamic ones);

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from harness.core.errors import ApplianceError
 
+__all__ = ["CUDA", "FIXED", "GPU_GRID", "SEARCHES", "TUNABLE", "build", "canonical", "parse"]
+
 CUDA = "CUDAExecutionProvider"
 SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")  # cuDNN's convolution algorithm search
 # the options tune may set, per provider, with the values each takes (onnxruntime-gpu 1.31 has them all)

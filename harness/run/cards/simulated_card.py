@@ -29,6 +29,7 @@ import numpy as np
 
 from harness.core import inbound
 from harness.core.errors import ApplianceError
+from harness.data import benchmarks
 from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
 
 PROFILE_DIR: Traversable = resources.files("harness.run.cards") / "profiles"  # package data, also in a wheel
@@ -98,6 +99,10 @@ def load_profile(name: str, benchmark: str) -> Profile:
                              f"or give a .yaml path")
     try:
         data = inbound.expect_object(inbound.read_yaml(str(path), inbound.TEXT), str(path))
+        unknown = [str(key) for key in data["benchmarks"] if key not in benchmarks.NAMES]
+        if unknown:  # keyed by the catalogue's names: a renamed benchmark must not leave a dead entry behind
+            raise ApplianceError(f"profile {path} models {', '.join(unknown)}, not a benchmark of the catalogue; "
+                                 f"its benchmarks are keyed by: {', '.join(benchmarks.NAMES)}")
         entry = data["benchmarks"].get(benchmark)
         if entry is None:
             raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models "

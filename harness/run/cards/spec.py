@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.records.benchmark import OutputQuant
+from harness.records.benchmark_record import OutputQuant
 
 if TYPE_CHECKING:
     from harness.hw.gpu import GpuRef
+
+__all__ = ["IO_BINDING_ENV", "PROCESS_ENV", "BackendSpec"]
 
 
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)

@@ -37,7 +37,7 @@ import numpy as np
 
 from harness._intake import Intake
 from harness.core.scenarios import Scenario
-from harness.records.benchmark import Benchmark
+from harness.records.benchmark_record import Benchmark
 from harness.run.cards.base import CardInfo
 from harness.run.qsl import SampleLibrary
 from harness.run.sut.messages import QUEUE_DEPTH, Batch, Batching, CardSlot, SutStats

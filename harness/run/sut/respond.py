@@ -7,7 +7,7 @@ from collections.abc import Callable
 import mlperf_loadgen as lg
 import numpy as np
 
-from harness.records.benchmark import Encoder, FixedWidth
+from harness.records.benchmark_record import Encoder, FixedWidth
 from harness.run.sut.messages import Batch
 
 Respond = Callable[[Batch, list[np.ndarray]], None]

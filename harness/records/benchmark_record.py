@@ -16,9 +16,13 @@ import numpy as np
 
 from harness.core.errors import ApplianceError, DataError
 from harness.core.scenarios import Scenario
+from harness.records.artefact import Artefact
 
 if TYPE_CHECKING:
     from harness.records.store import PreparedData
+
+__all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth",
+           "HostNMSEncoder", "Listing", "NMSParams", "OutputQuant", "Score", "Scorer"]
 
 
 CARD_OUTPUTS = ("fp32", "quantised")
@@ -186,7 +190,6 @@ class Benchmark:
     quality_fraction: float           # closed division: fraction of the reference to reach
     params_reference: float           # published parameter count
     gops_reference: float             # published operations per sample (GOPS = 2 x GMACs)
-    official_model: str               # file name of the official artefact
     default_batch: int
     output_specs: tuple[tuple[tuple[int, ...], str], ...]  # per-sample shape and dtype of each output
     build_model: Callable[[int], object]
@@ -221,6 +224,13 @@ class Benchmark:
     offline_min_samples_per_query: int = 24576  # the checker's Offline minimum samples per query
     # per output, whether the host reads it (the encoder; a GPU card copies only those back); (): every output
     host_reads: tuple[bool, ...] = ()
+    # the published model files a result of this benchmark is comparable with (harness.data.models.registry)
+    official_models: tuple[Artefact, ...] = ()
+
+    @property
+    def official_model(self) -> str:
+        """File name of the (first) official artefact; "" when none is published."""
+        return self.official_models[0].filename if self.official_models else ""
 
     @property
     def loadgen_model(self) -> str:
