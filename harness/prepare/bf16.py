@@ -15,9 +15,9 @@ the int8 model has), so staging a batch is a byte copy. onnxruntime has no bf16 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -64,31 +64,31 @@ def openvino_pass(model_path: Path, bench: Benchmark, data: store.PreparedData, 
     return dataset_pass(infer, raw, bench, data, batch, label)
 
 
-def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
-                 data: store.PreparedData, echo: Echo) -> dict[str, Any]:
+def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: ModelRecord,
+                 data: store.PreparedData, echo: Echo) -> ModelRecord:
     """The bf16 model record of `fp32` (its record), with the top-1 agreement (or golden mAP) of a bf16
     pass with the FP32 golden reference, measured on this CPU; skipped if up to date."""
     import openvino as ov
 
     require("--precision bf16")
-    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-        raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
-    key = {"fp32_sha256": fp32["sha256"], "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
+    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        raise DataError(f"no FP32 golden reference for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
+    key = {"fp32_sha256": fp32.sha256, "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
            "converter_sha256": sha256_file(Path(__file__)), "openvino": ov.get_version(),
            "cpu": system.cpu_model()}
     old = existing_record(record_path)
-    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
+    if old and (old.quantization or {}).get("key") == key and Path(old.path).is_file() \
+            and sha256_file(Path(old.path)) == old.sha256:
+        q = old.quantization or {}
         metric = next(k for k in AGREEMENT if k in q)
-        echo(f"bf16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
+        echo(f"bf16 model: {old.path} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
-    source = inbound.load_onnx(fp32["path"])
+    source = inbound.load_onnx(fp32.path)
     u8 = uint8_input(source, bench)
     if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
-        path = Path(fp32["path"])
+        path = Path(fp32.path)
     else:
-        path = models_dir / f"{bench.name}-u8in-{fp32['sha256'][:12]}.onnx"
+        path = models_dir / f"{bench.name}-u8in-{fp32.sha256[:12]}.onnx"
         with scratch_dir(tmp_prefix("bf16"), models_dir) as tmp:
             save_onnx(u8, tmp / "u8in.onnx")
             move_into_place(tmp / "u8in.onnx", path)
@@ -96,17 +96,17 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                                             f"bf16 {bench.quality_metric} over the prepared dataset"), bench, data)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
+        benchmark=fp32.benchmark, synthetic=fp32.synthetic, seed=fp32.seed, official_artefact=fp32.official_artefact,
+        params=fp32.params, macs_per_sample=fp32.macs_per_sample, stats=fp32.stats,
         path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision=PRECISION, input_dtype="uint8",
-        output_layout=fp32.get("output_layout"), inference_precision=HINT,
+        output_layout=fp32.output_layout, inference_precision=HINT,
         quantization={"tool": f"OpenVINO {ov.get_version()} CPU plugin, INFERENCE_PRECISION_HINT {HINT}",
                       "weights": "FP32 in the file, converted to bf16 by OpenVINO when it compiles",
                       "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32.path)),
                       "measured_on": f"{system.cpu_model()} ({', '.join(sorted(set(CPU_FLAGS) & system.cpu_flags()))})",
                       "key": key, metric: round(agree, 3), "agreement_samples": data.count})
     model_record.write(record_path, record)
     echo(f"bf16 model: {path} (FP32 weights, computed in bf16 by OpenVINO on {system.cpu_model()})\n"
          f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
-    return {**record.to_json(), "path": str(path.absolute())}
+    return dataclasses.replace(record, path=str(path.absolute()))

@@ -17,9 +17,10 @@ accumulate fp16 products in FP32.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -82,25 +83,25 @@ def emulation(fp32_u8: onnx.ModelProto, fp16: onnx.ModelProto) -> onnx.ModelProt
     return m
 
 
-def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
-                 data: store.PreparedData, echo: Echo) -> dict[str, Any]:
+def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: ModelRecord,
+                 data: store.PreparedData, echo: Echo) -> ModelRecord:
     """Convert the FP32 model of `fp32` (its record) and report its agreement with FP32; skip if up to date."""
 
-    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-        raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
-    key = {"fp32_sha256": fp32["sha256"], "converter_sha256": sha256_file(Path(__file__)),
+    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        raise DataError(f"no FP32 golden reference for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
+    key = {"fp32_sha256": fp32.sha256, "converter_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
     old = existing_record(record_path)
-    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
+    if old and (old.quantization or {}).get("key") == key and Path(old.path).is_file() \
+            and sha256_file(Path(old.path)) == old.sha256:
+        q = old.quantization or {}
         metric = next(k for k in AGREEMENT if k in q)
-        echo(f"fp16 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
+        echo(f"fp16 model: {old.path} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
-    path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
+    path = models_dir / f"{bench.name}-fp16-{fp32.sha256[:12]}.onnx"
     with scratch_dir(tmp_prefix("fp16"), models_dir) as tmp:
         with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
-            u8 = uint8_input(inbound.load_onnx(fp32["path"]), bench)
+            u8 = uint8_input(inbound.load_onnx(fp32.path), bench)
             half = convert(u8)
             save_onnx(half, tmp / "fp16.onnx")
             emulated = tmp / "emulation.onnx"
@@ -110,18 +111,18 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         move_into_place(tmp / "fp16.onnx", path)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
+        benchmark=fp32.benchmark, synthetic=fp32.synthetic, seed=fp32.seed, official_artefact=fp32.official_artefact,
+        params=fp32.params, macs_per_sample=fp32.macs_per_sample, stats=fp32.stats,
         path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="fp16", input_dtype="uint8",
-        output_layout=fp32.get("output_layout"),
+        output_layout=fp32.output_layout,
         quantization={"tool": TOOL, "format": "fp16 weights and activations; graph inputs and outputs keep their "
                                               "types; the converter's default FP32 ops stay FP32",
                       "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])), "key": key,
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32.path)), "key": key,
                       "agreement_computed_on": "onnxruntime CPU, an FP32 emulation: the fp16 weights, every fp16 "
                                                "activation rounded to fp16, FP32 inside each op (harness.prepare.fp16)",
                       metric: round(agree, 3), "agreement_samples": data.count})
     model_record.write(record_path, record)
     echo(f"fp16 model: {path}\n  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples "
          f"(computed on the CPU: fp16 weights and activations emulated)")
-    return {**record.to_json(), "path": str(path.absolute())}
+    return dataclasses.replace(record, path=str(path.absolute()))

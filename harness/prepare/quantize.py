@@ -11,6 +11,7 @@ OpenVINO) can fuse it its own way. Calibration reads an MLPerf-style list of ima
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -158,8 +159,8 @@ def agreement(passes: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], bench
     return "golden_map_pct", score.percent
 
 
-def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
-                 data: store.PreparedData, cal_list: Path | None, echo: Echo) -> dict[str, Any]:
+def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: ModelRecord,
+                 data: store.PreparedData, cal_list: Path | None, echo: Echo) -> ModelRecord:
     """Quantise the FP32 model of `fp32` (its record) and report top-1 agreement with it; skip if up to date."""
 
     if not data.manifest.get("golden"):
@@ -170,22 +171,22 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         if not cal_list.is_file():
             synthetic_calibration_list(cal_list, names)
     indices = read_calibration_list(cal_list, names)
-    key = {"fp32_sha256": fp32["sha256"], "calibration_sha256": sha256_file(cal_list), "method": METHOD,
+    key = {"fp32_sha256": fp32.sha256, "calibration_sha256": sha256_file(cal_list), "method": METHOD,
            "quantizer_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
     old = existing_record(record_path)
-    if old and old.get("quantization", {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
+    if old and (old.quantization or {}).get("key") == key and Path(old.path).is_file() \
+            and sha256_file(Path(old.path)) == old.sha256:
+        q = old.quantization or {}
         metric = "agreement_top1_pct" if "agreement_top1_pct" in q else "golden_map_pct"
-        echo(f"int8 model: {old['path']} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
+        echo(f"int8 model: {old.path} (up to date; {AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
-    if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-        raise DataError(f"no FP32 golden labels for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
-    path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
+    if data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        raise DataError(f"no FP32 golden labels for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
+    path = models_dir / f"{bench.name}-int8-{fp32.sha256[:12]}.onnx"
     with scratch_dir(tmp_prefix("int8"), models_dir) as tmp:
         u8in = tmp / "u8in.onnx"
-        save_onnx(uint8_input(inbound.load_onnx(fp32["path"]), bench), u8in)
+        save_onnx(uint8_input(inbound.load_onnx(fp32.path), bench), u8in)
         with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
             _quantize(u8in, tmp / "int8.onnx", bench, data, indices)
         move_into_place(tmp / "int8.onnx", path)
@@ -194,21 +195,21 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                               bench, data)
     md5, sha = registry.file_digests(path)
     record = ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
+        benchmark=fp32.benchmark, synthetic=fp32.synthetic, seed=fp32.seed, official_artefact=fp32.official_artefact,
+        params=fp32.params, macs_per_sample=fp32.macs_per_sample, stats=fp32.stats,
         path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision="int8", input_dtype="uint8",
-        output_layout=fp32.get("output_layout"),
+        output_layout=fp32.output_layout,
         quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
                       "weights": "int8 per channel", "activations": "uint8 per tensor",
                       "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the box "
                                     "decoding after the anchors' Concat (YOLO)",
                       "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                      "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                      "fp32_model": stored_path(models_dir.parent, Path(fp32.path)),
                       "calibration_list": stored_path(models_dir.parent, cal_list),
                       "calibration_images": len(indices), "key": key,
                       metric: round(agree, 3), "agreement_samples": data.count})
     model_record.write(record_path, record)
     echo(f"int8 model: {path}\n  calibrated on {len(indices)} images of {cal_list}\n"
          f"  {AGREEMENT[metric]}: {agree:.2f}% over {data.count} samples")
-    return {**record.to_json(), "path": str(path.absolute())}
+    return dataclasses.replace(record, path=str(path.absolute()))
 

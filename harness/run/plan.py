@@ -28,7 +28,7 @@ from harness.hw.topology.model import Topology
 from harness.records import store
 from harness.records.benchmark import Benchmark
 from harness.records.layout import Layout, read_model_record
-from harness.records.model_record import eligibility
+from harness.records.model_record import ModelRecord, eligibility
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
@@ -98,7 +98,7 @@ class RunPlan:
     opts: RunOptions             # with the tuned record applied (precision and cards concrete)
     choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
     bench: Benchmark
-    model: dict[str, Any]        # the prepared model's record
+    model: ModelRecord           # the prepared model's record (its path absolute)
     data: store.PreparedData
     topology: Topology
     cards: CardPlan
@@ -116,7 +116,7 @@ class RunPlan:
         eligible, why = self.eligibility
         if eligible:
             return ""
-        return (f"{self.model.get('precision', 'fp32')} is not submittable for {self.bench.name}: {why} (the closed "
+        return (f"{self.model.precision} is not submittable for {self.bench.name}: {why} (the closed "
                 f"division's accuracy rule); run --precision fp32, or a precision whose prepare reached it")
 
     @property
@@ -158,7 +158,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     if opts.provider_options:  # refused in one line for a provider that takes none
         provider_options.build(str(backends.get(cards.backend).provider), opts.provider_options)
         cards = replace(cards, provider_options=opts.provider_options)
-    if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
+    if model.inference_precision:  # bf16: only where a backend and this CPU compute it
         from harness.hw import bf16_support
         backends.check_computes(cards.backend, "bf16")
         bf16_support.require(f"--precision {opts.precision}")
@@ -177,12 +177,12 @@ def resolve(opts: RunOptions) -> RunPlan:
     return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
 
 
-def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int) -> int:
+def buffer_bytes(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int) -> int:
     """The memory the harness allocates for a batch size, all cards together: per card the staging buffers
     (the batches in flight + 2, and openvino's padded copies of the batches in flight) and the outputs
     of the batches in flight + 1 (harness.run.qsl, harness.run.sut). The backend's own working memory comes on top."""
     in_dtype = (None if not backends.get(cards.backend).infers and cards.profile is None
-                else cards.profile.input_dtype if cards.profile is not None else model.get("input_dtype") or "float32")
+                else cards.profile.input_dtype if cards.profile is not None else model.input_dtype or "float32")
     sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
     sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
     depth = cards.requests
@@ -190,7 +190,7 @@ def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch
     return len(cards.slots) * batch * (sample_in * (depth + 2 + padded) + sample_out * (depth + 1))
 
 
-def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int,
+def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int,
                         option: str = "--batch-size") -> None:
     """Refuse a batch size (and requests per card) whose buffers the memory cannot hold, in one line,
     before anything is allocated (a batch of 100000 otherwise grows until the kernel kills the process)."""

@@ -38,7 +38,7 @@ from harness.hw.topology.model import Topology
 from harness.records import store, tuned
 from harness.records.benchmark import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
-from harness.records.model_record import eligibility
+from harness.records.model_record import ModelRecord, eligibility
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
@@ -145,7 +145,7 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
                       and (p != bf16_support.PRECISION or bf16_here)))
 
 
-def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
+def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, backend: str,
              batch: int, requests: int, layout: str, options: str) -> Measured:
     from harness.hw.topology import detect
 
@@ -160,7 +160,7 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], 
     rate = loaded.samples_per_second  # every card at once: cards sharing a device share its throughput
     latency_s = max(latency for _, latency in loaded.cards)
     qps, wait_us = server_choice(bench, batch, latency_s, len(loaded.cards) * requests, rate)
-    return Measured(model.get("precision", "fp32"), backend, batch, requests,
+    return Measured(model.precision, backend, batch, requests,
                     samples_per_second=round(rate, 3),
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
@@ -169,7 +169,7 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], 
                     max_wait_us=wait_us)
 
 
-def _check_memory(bench: Benchmark, models: dict[str, dict[str, Any]],
+def _check_memory(bench: Benchmark, models: dict[str, ModelRecord],
                   candidates: list[Candidate], topology: Topology) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
     for cards, precision, backend, batch, requests, _ in candidates:
@@ -271,7 +271,7 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
                         m.max_wait_us if server else None, m.server_qps if server else None)
 
 
-def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict[str, Any]],
+def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, ModelRecord],
               candidates: list[Candidate]) -> list[Measured]:
     """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
     rows: list[Measured] = []
@@ -339,7 +339,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
             plan_cards(cards, backend, bench.name, topology, requests)
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
-    if any(m.get("inference_precision") for m in models.values()):
+    if any(m.inference_precision for m in models.values()):
         bf16_support.require("--precisions bf16")
     eligible = {p: eligibility(bench, m) for p, m in models.items()}
     if not any(ok for ok, _ in eligible.values()):
@@ -369,7 +369,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
         method=METHOD, user_conf=conf.name,
-        precisions={p: tuned.Precision(models[p]["sha256"], ok, why) for p, (ok, why) in eligible.items()},
+        precisions={p: tuned.Precision(models[p].sha256, ok, why) for p, (ok, why) in eligible.items()},
         measured=[asdict(m) for m in rows],
         chosen={s: replace(_choice(m, why, s), confirmed_qps=confirmed if s == Scenario.SERVER else None)
                 for s, (m, why) in chosen.items()},
