@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,10 @@ from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
 from harness.run.qsl import REPLICATE
 from harness.run.sut import CardSlot
+
+if TYPE_CHECKING:  # imported where they are made (resolve, plan_cards)
+    from harness.run.cards.simulated_card import Profile
+    from harness.run.tuned_choice import BackendChoice
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class CardPlan:
 
     slots: tuple[CardSlot, ...]
     backend: str
-    profile: Any | None        # simulated_card.Profile for simulated cards
+    profile: Profile | None    # simulated cards' profile
     how: str                   # one line for the log and the manifest
     node_cpus: dict[int, frozenset[int]]
     allowed: frozenset[int]
@@ -96,7 +100,7 @@ class RunPlan:
     """Everything a run needs decided before it starts."""
 
     opts: RunOptions             # with the tuned record applied (precision and cards concrete)
-    choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
+    choice: BackendChoice        # why this backend / batch (the manifest's `backend_choice`)
     bench: Benchmark
     model: ModelRecord           # the prepared model's record (its path absolute)
     data: store.PreparedData
@@ -168,7 +172,7 @@ def resolve(opts: RunOptions) -> RunPlan:
         per_gpu = max(sum(g.pci == ref.pci for g in cards.gpus) for ref in cards.gpus)
         batch, rule = gpu_defaults.batch(bench, opts.requested.scenario, model, per_gpu,
                                          gpu_defaults.gpu_memory_mib(sorted({g.pci for g in cards.gpus})))
-        choice = {**choice, "why": f"{choice['why']}; {rule}"}
+        choice = replace(choice, why=f"{choice.why}; {rule}")
     check_buffer_memory(bench, cards, model, batch)
     preflight(bench, opts.requested, data.count, len(cards.slots))
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()

@@ -291,9 +291,9 @@ def _announce(p: RunPlan, echo: Echo) -> None:
         print(f"warning: {why}", file=sys.stderr)
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
     per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
-    echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice['why']}")
-    if p.choice.get("server_bound"):  # the tuned record knows no batch meets the bound: said before, not after
-        print(f"appliance: warning: {p.choice['server_bound']}", file=sys.stderr)
+    echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice.why}")
+    if p.choice.server_bound:  # the tuned record knows no batch meets the bound: said before, not after
+        print(f"appliance: warning: {p.choice.server_bound}", file=sys.stderr)
     if p.cards.profile is not None:
         prof = p.cards.profile
         echo(f"SIMULATED cards: profile {prof.name} ({prof.model}), {prof.samples_per_second:g} samples/s at "
@@ -483,7 +483,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
         "batch_size": sut.batch_size, "backend": opts.backend, "requests_per_card": cards.requests,
         "card_outputs": bench.card_outputs,
-        "backend_choice": p.choice,
+        "backend_choice": p.choice.to_json(),
         "model": {"path": model.path, "sha256": model.sha256, "md5": model.md5, "synthetic": model.synthetic,
                   "seed": model.seed, "official_artefact": model.official_artefact, "params": model.params,
                   "macs_per_sample": model.macs_per_sample},
