@@ -38,11 +38,11 @@ class ModelRecord:
     builder_sha256: str | None = None         # seeded fp32: digest of the builder's code
     input_dtype: str | None = None            # int8 / fp16: "uint8" (reads the stored sample bytes)
     quantization: dict[str, Any] | None = None  # int8 / fp16: how it was made, its agreement with fp32
-    adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
+    adopted_from: dict[str, str] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
     output_layout: str | None = None          # detection: the layout its output comes in (`--output-layout`)
     inference_precision: str | None = None    # bf16: what the runtime computes in (OpenVINO's precision hint)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The file's content (format first); optional fields that do not apply are left out."""
         body = {k: v for k, v in dataclasses.asdict(self).items()
                 if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from",

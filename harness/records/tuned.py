@@ -83,7 +83,7 @@ class TunedRecord:
     chosen: dict[str, Choice]            # per scenario, among the eligible precisions
     by_precision: dict[str, dict[str, Choice]]  # per precision, per scenario: its best (`run --precision`)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
 

@@ -83,7 +83,7 @@ class RunOutcome:
     host_nms: dict[str, Any] | None = None  # the manifest's `host_postprocess` (detection benchmarks)
     not_submittable: str = ""  # why its precision fails the benchmark's accuracy rule ("": it passes)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["path"] = str(self.path)
         return d

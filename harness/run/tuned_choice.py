@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
@@ -44,7 +44,7 @@ class BackendChoice:
     max_wait_us: int | None
     server_bound: str | None = None  # the record knows no batch meets the Server bound: said before the run
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The manifest's `backend_choice` object (`server_bound` only where there is one)."""
         body = dataclasses.asdict(self)
         return body if self.server_bound is not None else {k: v for k, v in body.items() if k != "server_bound"}
