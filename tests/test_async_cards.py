@@ -20,7 +20,7 @@ from helpers import SAMPLES
 from harness.data import benchmarks
 from harness.records import store
 from harness.records.layout import Layout
-from harness.run.cards.base import AsyncCard, CardInfo, Synchronous, ZeroOutputs, as_async
+from harness.run.cards.base import AsyncCard, CardInfo, PageableHostBuffers, Synchronous, ZeroOutputs, as_async
 from harness.run.cards.simulated_card import Pipeline, PipelinedSimulatedCard, Profile, SimulatedCard
 from harness.run.qsl import SampleLibrary, plan_replicas
 from harness.run.sut import CardSlot, SystemUnderTest
@@ -170,7 +170,7 @@ def test_failing_pipelined_card_redispatches_and_counts_agree(data_dir, completi
     assert sut.stats().redispatched > 0 and sut.failure is None
 
 
-class _Gated:
+class _Gated(PageableHostBuffers):
     """A synchronous card that reports which thread ran it (completion must stay on the card thread)."""
 
     def __init__(self, index: int, cpus: tuple[int, ...]) -> None:
@@ -227,7 +227,7 @@ def test_server_prefers_an_idle_card_to_a_busy_one_with_room(data_dir, completio
     assert (slow.batches, fast.batches) == (1, 2)
 
 
-class DepthOneCard:
+class DepthOneCard(PageableHostBuffers):
     """An asynchronous card holding one batch at a time (OpenVINO with one infer request), done after
     `seconds` on a thread of its own, which then calls the ready callback. Notes which thread waits."""
 

@@ -32,7 +32,7 @@ from harness.hw.topology.cards import parse_card_spec
 from harness.records import engine_cache, store
 from harness.records.layout import Layout, read_model_record
 from harness.run.cards import cuda_runtime, make_card
-from harness.run.cards.base import CardInfo, FromReplica, ReplicaReader, Synchronous, as_async
+from harness.run.cards.base import CardInfo, FromReplica, PageableHostBuffers, ReplicaReader, Synchronous, as_async
 from harness.run.cards.cuda_runtime import CudaCopies, HostCopies
 from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
 from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
@@ -456,7 +456,7 @@ def test_a_model_that_reads_float32_is_always_staged(io_cards, monkeypatch):
 
 
 # the worker's seam: rows for a replica reader, staged batches for every other card ----------------------------
-class _Card:
+class _Card(PageableHostBuffers):
     """Answers each sample's first byte + 1 as its class and records how each batch came (staged or as rows)."""
 
     input_dtype = "uint8"

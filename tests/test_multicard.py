@@ -16,8 +16,9 @@ from helpers import SAMPLES, appliance
 from harness.data import benchmarks
 from harness.records import store
 from harness.records.layout import Layout
-from harness.run.cards.base import CardInfo
-from harness.run.qsl import ALIGN, SampleLibrary, plan_replicas
+from harness.run.buffers import ALIGN
+from harness.run.cards.base import CardInfo, PageableHostBuffers
+from harness.run.qsl import SampleLibrary, plan_replicas
 from harness.run.sut import CardSlot, SystemUnderTest
 
 BENCH = benchmarks.get("resnet50")
@@ -39,7 +40,7 @@ def _data(data_dir):
     return store.open_prepared(Layout(data_dir, BENCH).preprocessed, "prepare first")
 
 
-class FakeCard:
+class FakeCard(PageableHostBuffers):
     """Returns each sample's first staged byte as its 'class', so a response tells what was staged."""
 
     def __init__(self, index, cpus, fail_after=None, gate=None, seconds=0.0):

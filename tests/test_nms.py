@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.core.errors import DataError
-from harness.data import benchmarks, nms
+from harness.data import benchmarks, nms, nms_kernels
 from harness.records.benchmark import NMS_PARAM_SETS, DetectionSpec, OutputQuant, _variant
 
 RECORDS = {name: benchmarks.get(name) for name in benchmarks.NAMES}  # host NMS takes records, not names
@@ -262,7 +262,7 @@ def test_sort_keys_matches_numpy(n: int) -> None:
     for top in (1 << 8, 1 << 40, (1 << 63) - 1):
         keys = rng.integers(0, top, n, dtype=np.int64)
         keys[: n // 4] = keys[n // 2: n // 2 + n // 4]
-        np.testing.assert_array_equal(nms._sort_keys(keys.copy()), np.sort(keys))
+        np.testing.assert_array_equal(nms_kernels.sort_keys(keys.copy()), np.sort(keys))
 
 
 def test_raw_float_codes_exclude_negative_nan_and_keep_inf() -> None:
@@ -292,6 +292,21 @@ def test_postprocessor_keeps_one_plan_per_dtype() -> None:
         np.testing.assert_array_equal(out, ref)
         assert len(out) == 3 and (out[:, 0] == 3).all()
     assert len(pp._plans) == 2
+
+
+def test_kernel_records_are_plain_tuples_and_compile_once() -> None:
+    """The kernels' parameter records go to numba as plain tuples (it types a NamedTuple in Python, at a
+    microsecond and more a call) and the kernel is compiled once per form, not once per image."""
+    spec = nms.layout(RECORDS["ssd-mobilenet"])
+    q = nms.quantise(spec, _raw_arrays("ssd-mobilenet", False))
+    for qsl in range(3):
+        nms.postprocess(spec, q["boxes"], q["scores"], qsl_idx=qsl)
+    plan = nms._plan(spec, spec.params("reference"), "uint8", "uint8")
+    assert [type(r) for r in plan.records] == [tuple] * 3
+    before = len(nms_kernels.box_major.signatures)
+    for qsl in range(3):
+        nms.postprocess(spec, q["boxes"], q["scores"], qsl_idx=qsl)
+    assert len(nms_kernels.box_major.signatures) == before
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,14 @@ per-image cap), also timed per image; the detections of both are compared. Media
     python tools/bench_nms.py                                  # 1000 images per case, SSD models
     python tools/bench_nms.py --benchmark yolo --images 1000   # YOLO11l, typical and dense
     python tools/bench_nms.py --torch-venv /tmp/torchvenv      # with torch + torchvision beside
+    git show main:harness/data/nms.py > /tmp/nms_main.py        # another version of the module ...
+    python tools/bench_nms.py --baseline /tmp/nms_main.py       # ... timed against this one, same images
+
+With --baseline, each image also goes through that copy of harness/data/nms.py, back to back with this
+one (which of the two first alternating image by image, so both see the same load and the same caches),
+and each case prints the ratio of the medians (this / baseline) and how many images gave the very same
+rows: on a loaded machine repeat the run and read the ratios' spread, or give the baseline this module
+itself (`--baseline harness/data/nms.py`) to see the noise.
 
 torch is never a dependency of the appliance: make a throwaway venv for the comparison,
     python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch torchvision
@@ -31,6 +39,7 @@ the appliance's own numpy and numba stay the ones loaded.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -39,6 +48,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import NotRequired, TypedDict
 
 import numpy as np
@@ -210,18 +220,60 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 Image = dict[str, np.ndarray]  # one image's raw card outputs (and YOLO's original size)
 
 
+def _appliance(bench: str, module: ModuleType) -> Callable[[Image], np.ndarray]:
+    """The appliance's NMS of one image through `module` (harness.data.nms, or the --baseline copy)."""
+    if bench == "yolo":
+        post = module.bound(benchmarks.YOLO_DETECTION)
+        return lambda img: post.of([img["output"]], 0, (int(img["original"][0]), int(img["original"][1])))
+    return lambda img: module.postprocess(RECORDS[bench], img["boxes"], img["scores"])
+
+
 def _pipelines(bench: str) -> tuple[Callable[[int, np.random.Generator], Image], Callable[[Image], np.ndarray],
                                     Callable[[Image], np.ndarray] | None]:
     """(make an image, the appliance's NMS of it, the torch pipeline's or None) for one benchmark."""
     if bench == "yolo":
-        post = nms.bound(benchmarks.YOLO_DETECTION)
-        return (make_yolo_image,
-                lambda img: post.of([img["output"]], 0, (int(img["original"][0]), int(img["original"][1]))),
-                torch_yolo_pipeline())
+        return make_yolo_image, _appliance(bench, nms), torch_yolo_pipeline()
     torch_run = torch_pipeline(bench)
-    return (lambda n, rng: make_image(bench, n, rng),
-            lambda img: nms.postprocess(RECORDS[bench], img["boxes"], img["scores"]),
+    return (lambda n, rng: make_image(bench, n, rng), _appliance(bench, nms),
             None if torch_run is None else lambda img: torch_run(img["boxes"], img["scores"]))
+
+
+def load_baseline(path: Path) -> ModuleType:
+    """Another copy of harness/data/nms.py (e.g. main's), imported as its own module."""
+    name = path.stem if path.stem not in sys.modules else f"{path.stem}_baseline"  # numba's cache keys on it
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"error: cannot import {path} as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # numba's cache loads its functions' module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _timed(run: Callable[[Image], np.ndarray], img: Image) -> tuple[np.ndarray, int]:
+    t0 = time.perf_counter_ns()
+    out = run(img)
+    return out, time.perf_counter_ns() - t0
+
+
+def _stream(batch: list[Image], first: int, fast: Callable[[Image], np.ndarray],
+            base: Callable[[Image], np.ndarray] | None) -> tuple[list[np.ndarray], list[int], list[int], int]:
+    """One batch through the appliance, each image timed; with a baseline, each image through both back to
+    back (the baseline first on every other image). Returns the rows, both timings and the identical count."""
+    outs, fast_t, base_t, identical = [], [], [], 0
+    for j, img in enumerate(batch):
+        base_first = base is not None and (first + j) % 2 == 1
+        if base is not None and base_first:
+            ref, tb = _timed(base, img)
+        out, t = _timed(fast, img)
+        outs.append(out)
+        fast_t.append(t)
+        if base is not None:
+            if not base_first:
+                ref, tb = _timed(base, img)
+            base_t.append(tb)
+            identical += out.dtype == ref.dtype and out.shape == ref.shape and bool(np.array_equal(out, ref))
+    return outs, fast_t, base_t, identical
 
 
 class Case(TypedDict):
@@ -239,24 +291,27 @@ class Case(TypedDict):
     torchvision_median_s: NotRequired[float]
     speedup: NotRequired[float]
     same_detections_of_100: NotRequired[int]
+    baseline_median_s: NotRequired[float]
+    vs_baseline: NotRequired[float]             # median_s / baseline_median_s
+    identical_to_baseline: NotRequired[int]     # images whose rows are bit for bit the baseline's
 
 
-def bench_case(bench: str, density: str, images: int, seed: int) -> Case:
+def bench_case(bench: str, density: str, images: int, seed: int, baseline: ModuleType | None = None) -> Case:
     rng = np.random.default_rng(seed)
     candidates = DENSITY[bench][density]
     make, fast, torch_run = _pipelines(bench)
-    fast_t, torch_t, agree, counts = [], [], 0, []
+    base = None if baseline is None else _appliance(bench, baseline)
+    fast_t, torch_t, base_t, agree, identical, counts = [], [], [], 0, 0, []
     first = make(candidates, rng)
     per_batch = max(1, BATCH_BYTES // sum(a.nbytes for a in first.values()))
     done = 0
     while done < images:
         batch = [first] if done == 0 else []
         batch += [make(candidates, rng) for _ in range(min(per_batch, images - done) - len(batch))]
-        outs = []
-        for img in batch:
-            t0 = time.perf_counter_ns()
-            outs.append(fast(img))
-            fast_t.append(time.perf_counter_ns() - t0)
+        outs, batch_t, batch_base_t, batch_identical = _stream(batch, done, fast, base)
+        fast_t += batch_t
+        base_t += batch_base_t
+        identical += batch_identical
         counts += [len(o) for o in outs]
         if torch_run is not None:
             for j, img in enumerate(batch):
@@ -275,6 +330,9 @@ def bench_case(bench: str, density: str, images: int, seed: int) -> Case:
     if torch_t:
         tmed = statistics.median(torch_t) / 1e9
         row.update({"torchvision_median_s": tmed, "speedup": tmed / med, "same_detections_of_100": agree})
+    if base_t:
+        bmed = statistics.median(base_t) / 1e9
+        row.update({"baseline_median_s": bmed, "vs_baseline": med / bmed, "identical_to_baseline": identical})
     return row
 
 
@@ -290,6 +348,9 @@ def main() -> int:
                     help="repeatable, e.g. --benchmark yolo (default: ssd-mobilenet and ssd-resnet34)")
     ap.add_argument("--torch-venv", type=Path, default=None,
                     help="a throwaway venv holding torch + torchvision, e.g. --torch-venv /tmp/torchvenv")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another copy of harness/data/nms.py timed against this one on the same images, e.g. "
+                         "main's: git show main:harness/data/nms.py > /tmp/nms_main.py")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.torch_venv is not None:
@@ -302,25 +363,49 @@ def main() -> int:
     os.sched_setaffinity(0, {cpu})
     os.environ["OMP_NUM_THREADS"] = "1"
     chosen: list[str] = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]  # argparse gives Any: typed here
-    nms.warm_up(*(benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(RECORDS[b]) for b in chosen))
+    specs = [benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(RECORDS[b]) for b in chosen]
+    baseline = None if args.baseline is None else load_baseline(args.baseline)
+    for module in (nms,) if baseline is None else (nms, baseline):
+        module.warm_up(*specs)
     torch_desc = _torch_version()
-    rows = [bench_case(bench, density, args.images, seed=i)
+    rows = [bench_case(bench, density, args.images, seed=i, baseline=baseline)
             for i, (bench, density) in enumerate((b, d) for b in chosen for d in DENSITY[b])]
     if args.json:
-        print(json.dumps({"cpu": cpu, "machine": platform.processor() or platform.machine(),
-                          "torchvision": torch_desc, "rows": rows}, indent=2))
+        print(json.dumps({"cpu": cpu, "machine": platform.processor() or platform.machine(), "cpu_model": cpu_model(),
+                          "torchvision": torch_desc, "baseline": args.baseline and str(args.baseline), "rows": rows},
+                         indent=2))
         return 0
-    print(f"host NMS, one core (cpu {cpu}), median per image over {args.images} distinct images processed as a "
-          f"stream; torchvision: {torch_desc or 'not installed'}")
+    print(f"host NMS, one core (cpu {cpu}: {cpu_model()}), median per image over {args.images} distinct images "
+          f"processed as a stream; torchvision: {torch_desc or 'not installed'}"
+          + (f"; baseline: {args.baseline}" if baseline else ""))
+    _print_rows(rows, baseline is not None)
+    return 0
+
+
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it (else what platform knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _print_rows(rows: list[Case], baseline: bool) -> None:
+    extra = f" {'baseline':>10} {'ratio':>6} {'identical':>10}" if baseline else ""
     print(f"{'benchmark':14} {'density':8} {'cands':>6} {'median':>10} {'p90':>10} {'budget':>10} "
-          f"{'torchvision':>12} {'speedup':>8} {'same/100':>8}")
+          f"{'torchvision':>12} {'speedup':>8} {'same/100':>8}" + extra)
     for r in rows:
         tv = r.get("torchvision_median_s")
         speedup = f"{r['speedup']:.1f}x" if tv else "-"
+        if baseline:
+            extra = (f" {_fmt(r['baseline_median_s']):>10} {r['vs_baseline']:>6.3f} "
+                     f"{str(r['identical_to_baseline']) + '/' + str(r['images']):>10}")
         print(f"{r['benchmark']:14} {r['density']:8} {r['candidates']:>6} {_fmt(r['median_s']):>10} "
               f"{_fmt(r['p90_s']):>10} {_fmt(r['budget_s']):>10} {(_fmt(tv) if tv else '-'):>12} "
-              f"{speedup:>8} {r.get('same_detections_of_100', '-')!s:>8}")
-    return 0
+              f"{speedup:>8} {r.get('same_detections_of_100', '-')!s:>8}" + extra)
 
 
 if __name__ == "__main__":

@@ -50,3 +50,7 @@ _.params_for  # nms.py: tools/bench_nms.py, tests/test_nms.py
 _.postprocess  # nms.py: tools/bench_nms.py (timed per image), tests/test_nms.py (the kernels' entry point)
 _.lstopo_xml  # topology/hwloc_xml.py: tools/topology_vs_lstopo.py, tests/test_topology_hwloc.py
 _.differences  # topology/hwloc_xml.py: tools/topology_vs_lstopo.py, tests/test_topology_hwloc.py
+
+# Parameter-record fields the NMS kernels read by position (harness/data/nms_kernels.py: called with plain tuples)
+_.box_scale  # YoloParams: unpacked by _yolo_box
+_.box_zero_point  # YoloParams: unpacked by _yolo_box

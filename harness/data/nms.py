@@ -36,9 +36,10 @@ the longer side, pad centred; scale_boxes of Ultralytics 8.4), clipped to and no
 image. Its kernel visits candidates in the global (score, class, anchor) order and stops at the image
 cap, which gives the same detections as per-class NMS followed by the cap.
 
-Everything runs in one numba-compiled kernel per layout (`cache=True`: compiled once per machine). What
+Everything runs in one numba-compiled kernel per layout (harness/data/nms_kernels.py, `cache=True`: compiled
+once per machine), which takes the image's arrays and a few typed parameter records built here once. What
 keeps them inside the paper's budgets (tools/bench_nms.py): the scan over the raw codes is vectorised
-(`_scan`), each candidate is one int64 key (class, score, index) and the keys are radix-sorted, the IoU
+(`scan`), each candidate is one int64 key (class, score, index) and the keys are radix-sorted, the IoU
 test against a class's kept boxes is branch-free, uint8 box codes decode through a 256-entry table of
 the very same values, and Python does no per-image table work (`Postprocessor`). The kernels release
 the GIL, so NMS on a host thread runs beside the harness's other threads.
@@ -54,9 +55,10 @@ from itertools import product
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from harness.core.errors import DataError
+from harness.data import nms_kernels as kernels
+from harness.data.nms_kernels import BoxCoder, NMSLimits, ScoreCodes, TopkLevels, YoloParams
 from harness.records.benchmark import Benchmark, DetectionSpec, NMSParams, OutputQuant
 
 ROW = 7  # qsl_idx, ymin, xmin, ymax, xmax, score, class
@@ -136,9 +138,9 @@ def params_for(benchmark: Benchmark | DetectionSpec, which: str | NMSParams = "r
 # ------------------------------------------------------------------------------------------------
 # raw score codes
 
-_KIND_AFFINE, _KIND_F16, _KIND_F32 = 0, 1, 2
-_SCORE_SHIFT = 17  # candidate keys: class << class_shift | (hi - code) << 17 | candidate (< 2^17)
-_CODE_DTYPE = {"uint8": np.uint8, "float16": np.uint16, "float32": np.uint32}  # unsigned int views
+_CODE_KIND = {"uint8": kernels.CODE_AFFINE, "float16": kernels.CODE_F16, "float32": kernels.CODE_F32}
+# unsigned int views of the score forms
+_CODE_DTYPE: dict[str, type[np.integer[Any]]] = {"uint8": np.uint8, "float16": np.uint16, "float32": np.uint32}
 
 
 @cache
@@ -162,14 +164,32 @@ def _threshold_codes(dtype: str, threshold: float, scale: float, zero_point: int
 
 @dataclass(frozen=True)
 class _Plan:
-    """One (benchmark, parameters, score form, box form), worked out once: the layout's kernel, the int
-    view of the scores, and the kernel's arguments after the image's own (codes, boxes, qsl_idx[,
-    indices]), typed as the kernel takes them (lo and hi in the codes' own width, so that the scan
-    compares without widening)."""
+    """One (benchmark, parameters, score form, box form), worked out once: the layout's kernel, its
+    parameter records as plain tuples (harness.data.nms_kernels says why), and the int view of the scores
+    it reads."""
 
-    kernel: Any
-    code_dtype: Any         # None: the scores are read as they are (uint8)
-    args: tuple[Any, ...]
+    kernel: Any                             # a numba dispatcher: kernel(*image arrays, qsl_idx, *records)
+    records: tuple[tuple[Any, ...], ...]
+    code_dtype: type[np.integer] | None     # None: the scores are read as they are (uint8)
+
+
+def _score_codes(form: str, threshold: float, scale: float, zero_point: float) -> ScoreCodes:
+    """The codes above `threshold` in the codes' own width (uint8 / uint16 / uint32), and their reading."""
+    lo, hi = _threshold_codes(form, threshold, scale, int(zero_point))
+    if lo >= hi:  # no code is above the threshold: an empty range
+        lo, hi = 1, 1
+    width = _CODE_DTYPE[form]
+    return ScoreCodes(width(lo), width(hi - 1), _CODE_KIND[form], float(scale), float(zero_point))
+
+
+def _box_coder(lay: DetectionSpec, bquant: OutputQuant | None) -> BoxCoder:
+    table = _box_table(lay, bquant) if bquant else np.empty((0, 256))
+    variances = np.asarray(lay.variances, dtype=np.float64)
+    for arr in (table, variances):
+        arr.setflags(write=False)
+    bscale, bzp = (bquant.uniform_scale, bquant.zero_point) if bquant else (1.0, 0)
+    size = float(lay.image_size) if lay.kind == "topk" else 1.0  # the others' boxes are normalised already
+    return BoxCoder(float(bscale), float(bzp), table, lay.priors, variances, size)
 
 
 @cache
@@ -181,25 +201,15 @@ def _plan(lay: DetectionSpec, p: NMSParams, score_form: str, box_form: str) -> _
     if box_form == "uint8" and bquant is None:
         raise DataError("uint8 boxes need the benchmark's quantisation parameters")
     scale, zp = (quant.uniform_scale, quant.zero_point) if quant else (1.0, 0)
-    lo, hi = _threshold_codes(score_form, p.score_threshold, scale, zp)
-    if lo >= hi:  # no code is above the threshold: an empty range
-        lo, hi = 1, 1
-    code_dtype = _CODE_DTYPE[score_form]
-    score_kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[score_form]
-    class_shift = _SCORE_SHIFT + max(hi - 1 - lo, 1).bit_length()
-    bscale, bzp = (bquant.uniform_scale, bquant.zero_point) if bquant else (1.0, 0)
-    table = _box_table(lay, bquant) if bquant else np.empty((0, 256))
-    variances = np.asarray(lay.variances, dtype=np.float64)
-    for arr in (table, variances):
-        arr.setflags(write=False)
-    args: tuple[Any, ...] = (
-            code_dtype(lo), code_dtype(hi - 1), class_shift, score_kind, float(scale), float(zp), float(bscale),
-            float(bzp), table, lay.priors, variances, lay.class_ids, float(p.iou_threshold),
-            int(p.pre_nms_per_class), int(p.max_per_class), int(p.max_per_image), _fold_len(lay))
+    scores = _score_codes(score_form, p.score_threshold, scale, zp)
+    class_shift = kernels.SCORE_SHIFT + max(int(scores.hi) - int(scores.lo), 1).bit_length()
+    limits = NMSLimits(class_shift, float(p.iou_threshold), int(p.pre_nms_per_class), int(p.max_per_class),
+                       int(p.max_per_image), _fold_len(lay), lay.class_ids)
+    records: tuple[ScoreCodes | BoxCoder | NMSLimits | TopkLevels, ...] = (scores, _box_coder(lay, bquant), limits)
     if lay.kind == "topk":
-        args += (float(lay.image_size), _level_starts(lay), lay.topk_per_level, lay.num_classes)
-    kernel = {"box-major": _box_major, "class-major": _class_major, "topk": _topk}[lay.kind]
-    return _Plan(kernel, None if score_form == "uint8" else code_dtype, args)
+        records += (TopkLevels(_level_starts(lay), lay.topk_per_level, lay.num_classes),)
+    kernel = {"box-major": kernels.box_major, "class-major": kernels.class_major, "topk": kernels.topk}[lay.kind]
+    return _Plan(kernel, tuple(tuple(r) for r in records), None if score_form == "uint8" else _CODE_DTYPE[score_form])
 
 
 def _fold_len(lay: DetectionSpec) -> int:
@@ -219,7 +229,7 @@ def _level_starts(lay: DetectionSpec) -> np.ndarray:
 
 def _box_table(lay: DetectionSpec, q: OutputQuant) -> np.ndarray:
     """The SSD decode's per-coordinate terms for each uint8 box code (dequantised, divided or scaled by
-    the variance, exponentiated for the sizes), computed with the very operations `_decode` uses, so a
+    the variance, exponentiated for the sizes), computed with the very operations `nms_kernels.decode` uses, so a
     table lookup gives the same bits as decoding: quantised boxes then cost no exp per candidate."""
     var, scale = lay.variances, q.uniform_scale
     rows = []
@@ -233,316 +243,11 @@ def _box_table(lay: DetectionSpec, q: OutputQuant) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
-# numba kernels
-
-@njit(cache=True)
-def _score_value(code, kind, scale, zp):
-    """Dequantised score in float64, exactly as numpy would compute it."""
-    c = int(code)
-    if kind == 0:
-        return scale * (float(c) - zp)
-    if kind == 1:
-        e, m = (c >> 10) & 0x1F, c & 0x3FF
-        if e == 0:
-            return math.ldexp(float(m), -24)
-        if e == 31:
-            return math.inf
-        return math.ldexp(float(m | 0x400), e - 25)
-    e, m = (c >> 23) & 0xFF, c & 0x7FFFFF
-    if e == 0:
-        return math.ldexp(float(m), -149)
-    if e == 255:
-        return math.inf
-    return math.ldexp(float(m | 0x800000), e - 150)
-
-
-@njit(cache=True)
-def _clip01(v):
-    return min(max(v, 0.0), 1.0)
-
-
-@njit(cache=True)
-def _decode(kind, boxes, bscale, bzp, tab, priors, var, cand, anchor, size):
-    """Candidate `cand` (anchor `anchor`) decoded to (ymin, xmin, ymax, xmax), clipped, 0..1. With a
-    table (uint8 boxes only) the per-code terms are looked up instead of computed: the same values."""
-    if kind == 0 and tab.shape[0]:
-        yc = tab[0, int(boxes[cand, 0])] * priors[anchor, 2] + priors[anchor, 0]
-        xc = tab[1, int(boxes[cand, 1])] * priors[anchor, 3] + priors[anchor, 1]
-        h = tab[2, int(boxes[cand, 2])] * priors[anchor, 2]
-        w = tab[3, int(boxes[cand, 3])] * priors[anchor, 3]
-        return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
-    if kind == 1 and tab.shape[0]:
-        cx = tab[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
-        cy = tab[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
-        w = tab[2, int(boxes[2, cand])] * priors[anchor, 2]
-        h = tab[3, int(boxes[3, cand])] * priors[anchor, 3]
-        return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
-    if kind == 0:  # box-major TF coder: boxes [A, 4] = (ty, tx, th, tw); priors (yc, xc, h, w)
-        ty = bscale * (float(boxes[cand, 0]) - bzp)
-        tx = bscale * (float(boxes[cand, 1]) - bzp)
-        th = bscale * (float(boxes[cand, 2]) - bzp)
-        tw = bscale * (float(boxes[cand, 3]) - bzp)
-        yc = ty / var[0] * priors[anchor, 2] + priors[anchor, 0]
-        xc = tx / var[1] * priors[anchor, 3] + priors[anchor, 1]
-        h = math.exp(th / var[2]) * priors[anchor, 2]
-        w = math.exp(tw / var[3]) * priors[anchor, 3]
-        return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
-    if kind == 1:  # class-major SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
-        dx = bscale * (float(boxes[0, cand]) - bzp)
-        dy = bscale * (float(boxes[1, cand]) - bzp)
-        dw = bscale * (float(boxes[2, cand]) - bzp)
-        dh = bscale * (float(boxes[3, cand]) - bzp)
-        cx = dx * var[0] * priors[anchor, 2] + priors[anchor, 0]
-        cy = dy * var[0] * priors[anchor, 3] + priors[anchor, 1]
-        w = math.exp(dw * var[1]) * priors[anchor, 2]
-        h = math.exp(dh * var[1]) * priors[anchor, 3]
-        return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
-    # topk RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels
-    clip = math.log(1000.0 / 16)
-    dx = (bscale * (float(boxes[cand, 0]) - bzp)) / var[0]
-    dy = (bscale * (float(boxes[cand, 1]) - bzp)) / var[1]
-    dw = min((bscale * (float(boxes[cand, 2]) - bzp)) / var[2], clip)
-    dh = min((bscale * (float(boxes[cand, 3]) - bzp)) / var[3], clip)
-    aw = priors[anchor, 2] - priors[anchor, 0]
-    ah = priors[anchor, 3] - priors[anchor, 1]
-    cx = dx * aw + (priors[anchor, 0] + 0.5 * aw)
-    cy = dy * ah + (priors[anchor, 1] + 0.5 * ah)
-    w = math.exp(dw) * aw
-    h = math.exp(dh) * ah
-    return (min(max(cy - 0.5 * h, 0.0), size) / size, min(max(cx - 0.5 * w, 0.0), size) / size,
-            min(max(cy + 0.5 * h, 0.0), size) / size, min(max(cx + 0.5 * w, 0.0), size) / size)
-
-
-_FOLD = 8  # scan: codes folded onto one flag byte, one bit each
-# lowest set bit of a 64-bit word by a de Bruijn multiplication (numba has no count-trailing-zeros)
-_DE_BRUIJN = 0x03F79D71B4CB0A89
-_DE_BRUIJN_BIT = np.zeros(64, dtype=np.int64)
-for _bit in range(64):
-    _DE_BRUIJN_BIT[(((1 << _bit) * _DE_BRUIJN) & ((1 << 64) - 1)) >> 58] = _bit
-
-
-@njit(cache=True)
-def _scan(flat, start, stop, lo, hi, period, fold_len):
-    """Indices i in [start, stop) with lo <= flat[i] <= hi, skipping offsets i - start that are multiples
-    of `period` (the background column; 0: none), in no particular order.
-
-    Vectorised without per-block horizontal reductions (LLVM does not vectorise those at such short
-    lengths): each chunk of up to _FOLD * fold_len codes is folded onto fold_len flag bytes by
-    elementwise compares (bit k of byte i: code k * fold_len + i is a hit; one unsigned compare in the
-    codes' own width tests lo <= code <= hi), then the flag words are tested four at a time and the
-    set bits give the hits. fold_len is a multiple of 8 and of period."""
-    span = flat.dtype.type(hi - lo)
-    padded = (fold_len + 31) // 32 * 32
-    flags = np.zeros(padded, dtype=np.uint8)
-    words = flags.view(np.int64)
-    keep = np.full(padded, 0xFF, dtype=np.uint8)  # flag bytes of the background column cleared
-    if period:
-        for i in range(0, fold_len, period):
-            keep[i] = 0
-    keep_words = keep.view(np.int64)
-    hits = np.empty(_FOLD * fold_len, dtype=np.int64)
-    n = 0
-    o = start
-    while o < stop:
-        if hits.size - n < _FOLD * fold_len:  # room for a whole chunk's hits: no checks inside
-            grown = np.empty(2 * hits.size, dtype=np.int64)
-            grown[:n] = hits[:n]
-            hits = grown
-        folds = min(_FOLD, (stop - o) // fold_len)
-        if folds == 0:  # the tail, shorter than fold_len
-            for i in range(o, stop):
-                if flat.dtype.type(flat[i] - lo) <= span and (period == 0 or (i - start) % period != 0):
-                    hits[n] = i
-                    n += 1
-            break
-        flags[:fold_len] = 0
-        for k in range(folds):
-            x = flat[o + k * fold_len:o + (k + 1) * fold_len]
-            bit = np.uint8(1 << k)
-            for i in range(fold_len):
-                if flat.dtype.type(x[i] - lo) <= span:
-                    flags[i] |= bit
-        for g in range(0, padded // 8, 4):
-            if ((words[g] & keep_words[g]) | (words[g + 1] & keep_words[g + 1]) | (words[g + 2] & keep_words[g + 2])
-                    | (words[g + 3] & keep_words[g + 3])) == 0:
-                continue
-            for w in range(g, g + 4):
-                word = words[w] & keep_words[w]
-                while word:
-                    b = _DE_BRUIJN_BIT[(((word & -word) * _DE_BRUIJN) >> 58) & 63]  # byte b >> 3, fold b & 7
-                    hits[n] = o + (b & 7) * fold_len + 8 * w + (b >> 3)
-                    n += 1
-                    word &= word - 1
-        o += folds * fold_len
-    return hits[:n]
-
-
-_RADIX_BITS = 8
-_INSERTION_MAX = 64
-
-
-@njit(cache=True)
-def _sort_keys(keys):
-    """Non-negative int64 keys sorted ascending, in place or in a new array (the one returned): insertion
-    sort for a few dozen keys (SSD-MobileNet's), else LSD radix sort on 8-bit digits, digits that are
-    the same in every key skipped (SSD-ResNet34's thousands); both several times faster than np.sort."""
-    n = keys.size
-    if n <= _INSERTION_MAX:
-        for i in range(1, n):
-            v = keys[i]
-            j = i - 1
-            while j >= 0 and keys[j] > v:
-                keys[j + 1] = keys[j]
-                j -= 1
-            keys[j + 1] = v
-        return keys
-    top = keys.max()
-    counts = np.empty(1 << _RADIX_BITS, dtype=np.int64)
-    src, dst = keys, np.empty_like(keys)
-    shift = 0
-    while shift < 63 and (top >> shift) > 0:  # (a shift by 64 or more is undefined)
-        counts[:] = 0
-        for i in range(n):
-            counts[(src[i] >> shift) & ((1 << _RADIX_BITS) - 1)] += 1
-        if counts.max() < n:
-            total = 0
-            for d in range(1 << _RADIX_BITS):
-                c = counts[d]
-                counts[d] = total
-                total += c
-            for i in range(n):
-                d = (src[i] >> shift) & ((1 << _RADIX_BITS) - 1)
-                dst[counts[d]] = src[i]
-                counts[d] += 1
-            src, dst = dst, src
-        shift += _RADIX_BITS
-    return src
-
-
-_CAND_MASK = (1 << _SCORE_SHIFT) - 1
-
-
-@njit(cache=True, error_model="numpy")
-def _nms_sorted(keys, cshift, anchor_of, kind, hi, codes_kind, sscale, szp, boxes, bscale, bzp, tab, priors,
-                var, size, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx):
-    """Greedy per-class NMS over candidate keys sorted by (class, score desc, candidate); the anchor of
-    candidate i is anchor_of[i] (empty: i itself). Boxes are decoded only when a candidate's turn comes;
-    the IoU test against the class's kept boxes is branch-free (vectorised)."""
-    n = keys.size
-    kept_box = np.empty((n, 4), dtype=np.float64)
-    kept_cls = np.empty(n, dtype=np.int64)
-    kept_key = np.empty(n, dtype=np.int64)  # (hi - code) << 32 | kept index: score desc, class, rank
-    cap = max(class_cap, 0)
-    score_mask = (1 << (cshift - _SCORE_SHIFT)) - 1
-    y1s, x1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
-    y2s, x2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
-    areas = np.empty(cap, dtype=np.float64)
-    nk = 0
-    start = 0
-    while start < n:
-        c = keys[start] >> cshift
-        end = start + 1
-        while end < n and (keys[end] >> cshift) == c:
-            end += 1
-        stop = min(end, start + pre_cap) if pre_cap > 0 else end
-        nh = 0
-        for t in range(start, stop):
-            if nh >= cap:
-                break
-            k = keys[t]
-            cand = k & _CAND_MASK
-            anchor = anchor_of[cand] if anchor_of.size else cand
-            y1, x1, y2, x2 = _decode(kind, boxes, bscale, bzp, tab, priors, var, cand, anchor, size)
-            area = (y2 - y1) * (x2 - x1)
-            suppressed = False
-            for q in range(nh):  # IoU > threshold with a kept box (IoU 0 without positive overlap)
-                ih = min(y2, y2s[q]) - max(y1, y1s[q])
-                iw = min(x2, x2s[q]) - max(x1, x1s[q])
-                inter = ih * iw
-                union = area + areas[q] - inter
-                suppressed |= (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_thr)
-            if not suppressed:
-                y1s[nh], x1s[nh], y2s[nh], x2s[nh], areas[nh] = y1, x1, y2, x2, area
-                kept_box[nk, 0], kept_box[nk, 1], kept_box[nk, 2], kept_box[nk, 3] = y1, x1, y2, x2
-                kept_cls[nk] = c
-                kept_key[nk] = (((k >> _SCORE_SHIFT) & score_mask) << 32) | nk
-                nk += 1
-                nh += 1
-        start = end
-    m = min(nk, image_cap)
-    if m < nk:  # only the best image_cap are wanted: select them, then order those
-        sel = _sort_keys(np.partition(kept_key[:nk], m - 1)[:m]) if m > 0 else kept_key[:0]
-    else:
-        sel = _sort_keys(kept_key[:nk])
-    out = np.empty((m, 7), dtype=np.float32)
-    for r in range(m):
-        i = sel[r] & 0xFFFFFFFF
-        out[r, 0] = qsl_idx
-        out[r, 1] = kept_box[i, 0]
-        out[r, 2] = kept_box[i, 1]
-        out[r, 3] = kept_box[i, 2]
-        out[r, 4] = kept_box[i, 3]
-        out[r, 5] = _score_value(int(hi) - (sel[r] >> 32), codes_kind, sscale, szp)
-        out[r, 6] = class_ids[kept_cls[i]]
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _box_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
-               class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len):
-    """SSD-MobileNet: scores [A, C] box-outer, background column 0 skipped in the scan."""
-    a_n, c_n = codes.shape
-    flat = codes.reshape(a_n * c_n)
-    hits = _scan(flat, 0, flat.size, lo, hi, c_n, fold_len)
-    keys = np.empty(hits.size, dtype=np.int64)
-    for j in range(hits.size):
-        i = hits[j]
-        a, c = i // c_n, i % c_n
-        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << _SCORE_SHIFT) | a
-    return _nms_sorted(_sort_keys(keys), cshift, hits[:0], 0, hi, skind, sscale, szp, boxes, bscale, bzp, tab,
-                       priors, var, 1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
-
-
-@njit(cache=True, nogil=True)
-def _class_major(codes, boxes, qsl_idx, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
-                 class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len):
-    """SSD-ResNet34: scores [C, A] class-outer; the background row 0 is not scanned at all."""
-    c_n, a_n = codes.shape
-    flat = codes.reshape(a_n * c_n)
-    hits = _scan(flat, a_n, flat.size, lo, hi, 0, fold_len)
-    keys = np.empty(hits.size, dtype=np.int64)
-    for j in range(hits.size):
-        i = hits[j]
-        c, a = i // a_n, i % a_n
-        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << _SCORE_SHIFT) | a
-    return _nms_sorted(_sort_keys(keys), cshift, hits[:0], 1, hi, skind, sscale, szp, boxes, bscale, bzp, tab,
-                       priors, var, 1.0, class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
-
-
-@njit(cache=True, nogil=True)
-def _topk(codes, boxes, qsl_idx, indices, lo, hi, cshift, skind, sscale, szp, bscale, bzp, tab, priors, var,
-          class_ids, iou_thr, pre_cap, class_cap, image_cap, fold_len, size, level_start, per_level, num_classes):
-    """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""
-    k_n = codes.shape[0]
-    hits = _scan(codes, 0, k_n, lo, hi, 0, fold_len)
-    keys = np.empty(hits.size, dtype=np.int64)
-    anchor = np.empty(k_n, dtype=np.int64)
-    for j in range(hits.size):
-        p = hits[j]
-        flat = indices[p]
-        c = flat % num_classes
-        anchor[p] = level_start[p // per_level] + flat // num_classes
-        keys[j] = (c << cshift) | ((int(hi) - int(codes[p])) << _SCORE_SHIFT) | p
-    return _nms_sorted(_sort_keys(keys), cshift, anchor, 2, hi, skind, sscale, szp, boxes, bscale, bzp, tab,
-                       priors, var, float(size), class_ids, iou_thr, pre_cap, class_cap, image_cap, qsl_idx)
-
-
-# ------------------------------------------------------------------------------------------------
 # YOLO (Ultralytics' ONNX export): one output, 4 box rows (cx, cy, w, h in input pixels) + class scores
 
 YOLO_KINDS = ("attribute-major", "anchor-major")  # [4 + C, A] as exported, or its transpose [A, 4 + C]
-_SIGNED = {"uint8": np.uint8, "float16": np.int16, "float32": np.int32}  # views that order like the values
-_YOLO_BLOCK = 2048  # anchors per block of the attribute-major best-class pass: its running maxima stay in L1
+# views that order like the values
+_SIGNED: dict[str, type[np.integer[Any]]] = {"uint8": np.uint8, "float16": np.int16, "float32": np.int32}
 
 
 @cache
@@ -578,132 +283,11 @@ def _yolo_plan(lay: DetectionSpec, p: NMSParams, form: str) -> _Plan:
     hi -= 1
     if lo > hi:  # no code is above the threshold: an empty range
         lo, hi = 1, 0
-    kind = {"uint8": _KIND_AFFINE, "float16": _KIND_F16, "float32": _KIND_F32}[form]
-    score_shift = _SCORE_SHIFT + max(lay.num_classes - 1, 1).bit_length()  # key: score | class | anchor
-    args = (lo, hi, score_shift, lay.kind == "anchor-major", kind, sscale, szp, bscale, bzp, lay.class_ids,
-            float(p.iou_threshold), int(p.max_per_image), _YOLO_BLOCK)
-    return _Plan(_yolo, _SIGNED[form], args)
-
-
-@njit(cache=True)
-def _signed_value(code, kind, scale, zp):
-    """The value of one raw code read through a signed view (uint8 affine, int16 = fp16, int32 = fp32)."""
-    c = int(code)
-    if kind == 0:
-        return scale * (float(c) - zp)
-    v = _score_value(c & (0x7FFF if kind == 1 else 0x7FFFFFFF), kind, 1.0, 0.0)
-    return -v if c < 0 else v
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _yolo(codes, qsl_idx, geo, lo, hi, score_shift, anchor_major, kind, sscale, szp, bscale, bzp, class_ids,
-          iou_thr, image_cap, block):
-    """YOLO host NMS on the raw codes: best class per anchor (the loop order follows the layout), the
-    threshold on the best code, survivors keyed (score desc, class, anchor) and radix-sorted, then
-    greedy NMS in that global order with per-class kept lists, which equals class-aware NMS followed by
-    the per-image cap, and stops as soon as the cap is reached. Boxes are decoded only for candidates
-    whose turn comes; IoU is taken in input pixels, then the letterbox is undone and the box clipped to
-    and normalised by the original image."""
-    if anchor_major:
-        a_n, attrs = codes.shape
-    else:
-        attrs, a_n = codes.shape
-    c_n = attrs - 4
-    cls_shift = _SCORE_SHIFT
-    keys = np.empty(a_n, dtype=np.int64)
-    n = 0
-    if anchor_major:  # each anchor's scores are contiguous: a max reduction, the class only for survivors
-        flat = codes.reshape(a_n * attrs)
-        for a in range(a_n):
-            o = a * attrs + 4
-            best = np.int32(flat[o])
-            for c in range(1, c_n):
-                best = max(best, np.int32(flat[o + c]))
-            if best < lo or best > hi:
-                continue
-            c = 0
-            while np.int32(flat[o + c]) != best:
-                c += 1
-            keys[n] = ((hi - int(best)) << score_shift) | (c << cls_shift) | a
-            n += 1
-    else:
-        best_code = np.empty(block, dtype=np.int32)
-        bcls = np.empty(block, dtype=np.int32)
-        for start in range(0, a_n, block):
-            m = min(block, a_n - start)
-            first = codes[4, start:start + m]
-            for a in range(m):
-                best_code[a] = first[a]
-                bcls[a] = 0
-            for c in range(1, c_n):
-                row = codes[4 + c, start:start + m]
-                for a in range(m):
-                    v = np.int32(row[a])
-                    b = best_code[a]
-                    up = v > b
-                    best_code[a] = v if up else b
-                    bcls[a] = c if up else bcls[a]
-            for a in range(m):
-                b = best_code[a]
-                if lo <= b <= hi:
-                    keys[n] = ((hi - int(b)) << score_shift) | (int(bcls[a]) << cls_shift) | (start + a)
-                    n += 1
-    keys = _sort_keys(keys[:n])
-    cap = max(image_cap, 0)
-    x1s, y1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
-    x2s, y2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
-    areas = np.empty(cap, dtype=np.float64)
-    kept_key = np.empty(cap, dtype=np.int64)
-    per_class = np.empty((c_n, cap), dtype=np.int32)  # kept indices of each class
-    counts = np.zeros(c_n, dtype=np.int32)
-    nk = 0
-    for t in range(n):
-        if nk >= cap:
-            break
-        k = keys[t]
-        a = k & _CAND_MASK
-        c = (k >> cls_shift) & ((1 << (score_shift - cls_shift)) - 1)
-        if anchor_major:
-            cx = _signed_value(codes[a, 0], kind, bscale, bzp)
-            cy = _signed_value(codes[a, 1], kind, bscale, bzp)
-            w = _signed_value(codes[a, 2], kind, bscale, bzp)
-            h = _signed_value(codes[a, 3], kind, bscale, bzp)
-        else:
-            cx = _signed_value(codes[0, a], kind, bscale, bzp)
-            cy = _signed_value(codes[1, a], kind, bscale, bzp)
-            w = _signed_value(codes[2, a], kind, bscale, bzp)
-            h = _signed_value(codes[3, a], kind, bscale, bzp)
-        x1, y1 = cx - w / 2.0, cy - h / 2.0
-        x2, y2 = cx + w / 2.0, cy + h / 2.0
-        area = (x2 - x1) * (y2 - y1)
-        suppressed = False
-        for j in range(counts[c]):
-            q = per_class[c, j]
-            iw = min(x2, x2s[q]) - max(x1, x1s[q])
-            ih = min(y2, y2s[q]) - max(y1, y1s[q])
-            inter = ih * iw
-            union = area + areas[q] - inter
-            if (ih > 0.0) & (iw > 0.0) & (union > 0.0) & (inter / union > iou_thr):
-                suppressed = True
-                break
-        if not suppressed:
-            x1s[nk], y1s[nk], x2s[nk], y2s[nk], areas[nk] = x1, y1, x2, y2, area
-            kept_key[nk] = k
-            per_class[c, counts[c]] = nk
-            counts[c] += 1
-            nk += 1
-    gain_x, gain_y, pad_x, pad_y, width, height = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
-    out = np.empty((nk, 7), dtype=np.float32)
-    for r in range(nk):
-        k = kept_key[r]
-        out[r, 0] = qsl_idx
-        out[r, 1] = min(max((y1s[r] - pad_y) / gain_y, 0.0), height) / height
-        out[r, 2] = min(max((x1s[r] - pad_x) / gain_x, 0.0), width) / width
-        out[r, 3] = min(max((y2s[r] - pad_y) / gain_y, 0.0), height) / height
-        out[r, 4] = min(max((x2s[r] - pad_x) / gain_x, 0.0), width) / width
-        out[r, 5] = _signed_value(hi - (k >> score_shift), kind, sscale, szp)
-        out[r, 6] = class_ids[(k >> cls_shift) & ((1 << (score_shift - cls_shift)) - 1)]
-    return out
+    scores = ScoreCodes(lo, hi, _CODE_KIND[form], sscale, szp)
+    score_shift = kernels.SCORE_SHIFT + max(lay.num_classes - 1, 1).bit_length()  # key: score | class | anchor
+    params = YoloParams(score_shift, lay.kind == "anchor-major", bscale, bzp, lay.class_ids, float(p.iou_threshold),
+                        int(p.max_per_image), kernels.YOLO_BLOCK)
+    return _Plan(kernels.yolo, (tuple(scores), tuple(params)), _SIGNED[form])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -755,8 +339,9 @@ class Postprocessor:
             self._plans[(output.dtype, output.dtype)] = plan
         size = lay.image_size
         geometry = _letterbox(*(original or (size, size)), size)
-        codes = np.ascontiguousarray(output).view(plan.code_dtype)
-        return plan.kernel(codes, float(qsl_idx), geometry, *plan.args)  # type: ignore[no-any-return]
+        codes = np.ascontiguousarray(output).view(plan.code_dtype or output.dtype)
+        rows: np.ndarray = plan.kernel(codes, geometry, float(qsl_idx), *plan.records)
+        return rows
 
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray | None = None,
                  qsl_idx: int = 0) -> np.ndarray:
@@ -776,13 +361,13 @@ class Postprocessor:
         if plan.code_dtype is not None:
             codes = codes.view(plan.code_dtype)
         if lay.kind != "topk":
-            rows: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.args)
+            rows: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx), *plan.records)
             return rows
         if indices is None:
             raise DataError(f"{lay.benchmark} needs the card's candidate indices as well as boxes and scores")
         _check_shape(lay, "indices", indices)
-        topk: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), float(qsl_idx),
-                                       np.ascontiguousarray(indices, dtype=np.int64), *plan.args)
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        topk: np.ndarray = plan.kernel(codes, np.ascontiguousarray(boxes), indices, float(qsl_idx), *plan.records)
         return topk
 
 
@@ -834,9 +419,7 @@ class DetectionEncoder:
     image_sizes: np.ndarray | None = None
 
     def __call__(self, outputs: list[np.ndarray], qsl: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from harness.data import nms
-
-        post = nms.bound(self.spec, self.params)
+        post = bound(self.spec, self.params)
         sizes = self.image_sizes
         rows = [post.of([o[j] for o in outputs], int(i), None if sizes is None else (int(sizes[i, 0]),
                                                                                       int(sizes[i, 1])))

@@ -29,6 +29,7 @@ from harness.records import store
 from harness.records.benchmark import Benchmark
 from harness.records.layout import Layout, read_model_record
 from harness.records.model_record import ModelRecord, eligibility
+from harness.run import buffers
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
@@ -182,16 +183,15 @@ def resolve(opts: RunOptions) -> RunPlan:
 
 
 def buffer_bytes(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int) -> int:
-    """The memory the harness allocates for a batch size, all cards together: per card the staging buffers
-    (the batches in flight + 2, and openvino's padded copies of the batches in flight) and the outputs
-    of the batches in flight + 1 (harness.run.qsl, harness.run.sut). The backend's own working memory comes on top."""
+    """The memory the harness allocates for a batch size, all cards together: per card its staging buffers, the
+    padded copies of a backend that makes them and the outputs it holds (`buffers.card_bytes`: the depth rule is
+    there). The backend's own working memory comes on top."""
     in_dtype = (None if not backends.get(cards.backend).infers and cards.profile is None
                 else cards.profile.input_dtype if cards.profile is not None else model.input_dtype or "float32")
     sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
     sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
-    depth = cards.requests
-    padded = depth if backends.get(cards.backend).padded_copies else 0
-    return len(cards.slots) * batch * (sample_in * (depth + 2 + padded) + sample_out * (depth + 1))
+    return len(cards.slots) * buffers.card_bytes(batch, sample_in, sample_out, cards.requests,
+                                                 backends.get(cards.backend).padded_copies)
 
 
 def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int,

@@ -6,9 +6,10 @@ of its node (or card), so the kernel's first-touch policy puts its pages in that
 the pages really are is read back with move_pages(2) and recorded. Within a replica the loaded
 samples are contiguous in index order, so a batch of consecutive samples is one block.
 
-Staging writes a batch into a card's preallocated, 256-byte-aligned, batch-contiguous buffer: for an
+Staging writes a batch into one of a card's preallocated, 256-byte-aligned, batch-contiguous buffers: for an
 8-bit card (`uint8`) a plain copy (one copy for a contiguous batch, a row gather otherwise), for an
-FP32 model (`float32`) the mean subtraction fused with the copy.
+FP32 model (`float32`) the mean subtraction fused with the copy. How many buffers there are, their sizes and
+how long they live: harness.run.buffers, which makes them and the replicas.
 
 A card that copies its samples from the replica itself (a GPU card, by DMA from the replica it page-locked:
 harness/run/cards/gpu_iobinding.py) is not staged for: `rows` gives a batch as runs of consecutive rows of the
@@ -29,18 +30,9 @@ from harness import _copy
 from harness.core import syscalls
 from harness.records.benchmark import Benchmark
 from harness.records.store import PreparedData
+from harness.run import buffers
 
-ALIGN = 256
 REPLICATE = ("node", "card", "none")
-
-
-def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type | str, align: int = ALIGN) -> np.ndarray:
-    """An uninitialised C-contiguous array whose first byte is `align`-aligned (pages untouched)."""
-    dt = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dt.itemsize
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % align
-    return raw[offset:offset + nbytes].view(dt).reshape(shape)
 
 
 @dataclass(frozen=True)
@@ -143,7 +135,7 @@ class SampleLibrary:
             try:
                 if plan.cpus:
                     os.sched_setaffinity(0, plan.cpus)
-                buf = aligned_empty((len(order), *self.benchmark.input_shape), np.uint8)  # first touch below
+                buf = buffers.replica(len(order), self.benchmark.input_shape)  # first touch below
                 self.data.gather(order, buf)
                 made[r] = Replica(plan, buf, tuple(sorted(os.sched_getaffinity(0))), page_nodes(buf))
             except BaseException as exc:
@@ -188,10 +180,8 @@ class SampleLibrary:
             self._watches = [(r, w) for r, w in self._watches if w != watch]  # a bound method: equal, not the same
 
     def staging_buffer(self, batch: int, dtype: str | None) -> np.ndarray | None:
-        """A card's preallocated, aligned, batch-contiguous staging buffer (None: the card reads nothing)."""
-        if dtype is None:
-            return None
-        return aligned_empty((batch, *self.benchmark.input_shape), dtype)
+        """A staging buffer for this library's samples (None: the card reads nothing): harness.run.buffers."""
+        return buffers.staging_buffer(batch, self.benchmark.input_shape, dtype)
 
     def stage(self, indices: np.ndarray, out: np.ndarray, replica: int = 0) -> np.ndarray:
         """Write samples `indices` from `replica` into `out[:n]` (a copy for uint8, mean-subtracted for

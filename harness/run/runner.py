@@ -42,7 +42,7 @@ from harness.records import manifest as run_manifest
 from harness.records.benchmark import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
 from harness.records.model_record import ModelRecord
-from harness.run import calibration, keep_warm, launch_checks, rundirs
+from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import IO_BINDING_ENV, BackendSpec
@@ -499,9 +499,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                   for c, slot, w in zip(sut.cards, cards.slots, stats.cards, strict=True)],
         "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
         "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
-                           "staging": "per card: batches in flight + 2 preallocated batch-contiguous buffers, "
-                                      "256-byte aligned; a GPU IO-binding card copies from its page-locked "
-                                      "replica itself and stages only where it cannot (its io_binding.input_path)"},
+                           "staging": buffers.STAGING_RULE},
         "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
                      "server_max_wait_us": round(stats.batching.max_wait_s * 1e6, 1)
                      if stats.batching is not None and stats.batching.server else None,

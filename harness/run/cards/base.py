@@ -19,6 +19,11 @@ they are (a quantized accelerator; staging is a plain copy); None: the card read
 A `ReplicaReader` (the GPU IO-binding card) may instead copy its batches from the loaded replica itself: while
 it says so for the replica loaded now, the harness hands it each batch as rows of that replica
 (`harness.run.qsl.ReplicaRows`, `infer_rows`) and stages nothing for it.
+
+Host buffers: every card is handed the staging buffers the harness made for it (`register_host_buffers`, once,
+before its first batch; harness.run.buffers says how many and how big). A card that copies from host memory by
+DMA page-locks them there (the GPU IO-binding card); every other card inherits the no-op of
+`PageableHostBuffers`, and a card that wraps another (`Synchronous`) hands them on.
 """
 
 from __future__ import annotations
@@ -64,12 +69,26 @@ class ZeroOutputs:
         return out
 
 
+class PageableHostBuffers:
+    """The card contract's default `register_host_buffers`, for a card that reads the staging buffers as ordinary
+    (pageable) host memory, or reads none: nothing to do. Every card but the GPU IO-binding one inherits it."""
+
+    def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
+        """Nothing to page-lock: this card's copies from host memory are the CPU's own."""
+
+
 class Card(Protocol):
     @property
     def info(self) -> CardInfo: ...
 
     @property
     def input_dtype(self) -> str | None: ...
+
+    def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
+        """The staging buffers the harness made for this card (its `input_dtype`; none when it reads no input), on
+        the card's thread, once, before its first batch; they live as long as the card. A card that copies from
+        host memory by DMA page-locks them here (and lets go in `close`); most inherit `PageableHostBuffers`."""
+        ...
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         """Run one batch of `n` samples ([n, C, H, W] of `input_dtype`, or None when the card reads no
@@ -144,6 +163,10 @@ class AsyncCard(Protocol):
 
     def set_ready_callback(self, ready: Callable[[], None]) -> None: ...
 
+    def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
+        """As `Card.register_host_buffers` (once, on the card's thread, before the first `submit`)."""
+        ...
+
     def submit(self, batch: np.ndarray | None, n: int) -> None: ...
 
     def poll(self) -> Outputs | None: ...
@@ -167,6 +190,9 @@ class Synchronous:
 
     def set_ready_callback(self, ready: Callable[[], None]) -> None:
         pass  # every batch has finished when submit returns
+
+    def register_host_buffers(self, buffers: list[np.ndarray]) -> None:
+        self.card.register_host_buffers(buffers)  # the card it drives is the one that reads them
 
     def submit(self, batch: np.ndarray | None, n: int) -> None:
         self._done = self.card.infer(batch, n)

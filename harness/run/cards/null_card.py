@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.run.cards.base import CardInfo, ZeroOutputs
+from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
 
 
-class NullCard:
+class NullCard(PageableHostBuffers):
     """Returns outputs of the right shapes without computing anything or reading its input.
 
     It declares no input (`input_dtype = None`), so the harness stages nothing for it: a null run

@@ -37,7 +37,7 @@ from harness.core.outbound import unnamed_file
 from harness.hw import gpu
 from harness.records.benchmark import OutputQuant
 from harness.run.cards import backends, provider_options
-from harness.run.cards.base import CardInfo
+from harness.run.cards.base import CardInfo, PageableHostBuffers
 from harness.run.cards.spec import BackendSpec
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ _OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_
 _NATIVE_LOG = threading.Lock()
 
 
-class OnnxRuntimeCard:
+class OnnxRuntimeCard(PageableHostBuffers):
     """One inference session. On CPU its intra-op threads are the card's CPUs.
 
     Create it on the card's (already pinned) worker thread: onnxruntime starts its thread pool when

@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import ApplianceError, DataError
-from harness.run.cards.base import CardInfo
+from harness.run.cards.base import CardInfo, PageableHostBuffers
 from harness.run.cards.onnxruntime_card import THREADS_ENV
 
 
-class OpenVinoCard:
+class OpenVinoCard(PageableHostBuffers):
     """Compiled on the first batch, for that batch size (static shapes are faster than dynamic ones);
     a smaller batch later is padded to it, as a fixed-batch accelerator would do. An `AsyncCard` with
     `depth` = its infer requests, one stream each (OpenVINO's throughput mode)."""

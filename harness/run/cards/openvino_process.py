@@ -47,7 +47,7 @@ import numpy as np
 
 import harness
 from harness.core.errors import ApplianceError, DataError
-from harness.run.cards.base import CardInfo, Outputs
+from harness.run.cards.base import CardInfo, Outputs, PageableHostBuffers
 
 SEGMENT_PREFIX = "appliance-ov"  # /dev/shm/appliance-ov-<pid>-c<card>-<in|out><n>
 ERRORS: dict[str, type[Exception]] = {"DataError": DataError, "ApplianceError": ApplianceError}
@@ -77,7 +77,7 @@ def _segment_bytes(depth: int, n: int, shapes: list[tuple[tuple[int, ...], str]]
     return max(1, depth * n * sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in shapes))
 
 
-class OpenVinoProcessCard:
+class OpenVinoProcessCard(PageableHostBuffers):
     """An openvino card whose inference runs in a child process pinned to `cpus`; `depth` = the child's
     infer requests. Made, driven and closed on the card thread (the `AsyncCard` contract); a reader
     thread of its own (started there, so on the card's CPUs) turns the child's messages into ready calls."""

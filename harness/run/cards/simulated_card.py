@@ -29,7 +29,7 @@ import numpy as np
 
 from harness.core import inbound
 from harness.core.errors import ApplianceError
-from harness.run.cards.base import CardInfo, ZeroOutputs
+from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
 
 PROFILE_DIR: Traversable = resources.files("harness.run.cards") / "profiles"  # package data, also in a wheel
 
@@ -151,7 +151,7 @@ def _device(profile: Profile, index: int) -> _Device:
         return _DEVICES.setdefault((profile.path, index // profile.cards_per_device), _Device())
 
 
-class SimulatedCard:
+class SimulatedCard(PageableHostBuffers):
     """A modelled card: fixed latency per batch (a smaller batch takes as long, unless the profile's
     `fixed_ms` makes it grow with n), zero outputs; on a device of its own or shared (`cards_per_device`)."""
 
@@ -184,7 +184,7 @@ class SimulatedCard:
         pass
 
 
-class PipelinedSimulatedCard:
+class PipelinedSimulatedCard(PageableHostBuffers):
     """A modelled pipelined accelerator (an `AsyncCard`): each batch moves in over one DMA engine, computes
     on the first free of `activations` activations (a smaller batch takes as long), moves out over one
     DMA engine; the stages of different batches overlap. Up to `depth` batches in flight, finished in

@@ -18,11 +18,10 @@ Each card has up to three threads, all pinned to the card's CPUs before the card
 they start, such as onnxruntime's intra-op pool, inherit the affinity and the name):
 
     intake      takes LoadGen's samples from the native intake, cuts batches and dispatches them.
-                Owns: `_next`, `_overdue`. Writes under `_dispatch_lock`: `backlog` (appends),
-                `backlogged`, each worker's `dispatched` and `queue` (appends), `to_card` (puts).
+                Owns: `_next`, `_overdue`; under `_dispatch_lock`: `backlog` (appends), `backlogged`.
     c<i>.feed   takes a batch (own queue first, then the backlog) and stages it into one of the card's
-                `depth + 1` staging buffers while the card holds up to `depth` others; a batch
-                dispatched to an idle card skips it (the card thread stages that one into its own
+                staging buffers while the card holds up to `depth` others (how many: harness.run.buffers);
+                a batch dispatched to an idle card skips it (the card thread stages that one into its own
                 buffer: one wake-up instead of two). Owns: `stolen`, its buffer from `free` until it
                 puts the `Staged` message. A card that reads no input and takes one batch at a time
                 (null) has no feeder: its card thread takes batches itself. A card that copies its
@@ -46,18 +45,24 @@ they start, such as onnxruntime's intra-op pool, inherit the affinity and the na
                 the card page-locks the new replica and the watch writes the worker's `from_replica`,
                 which the feeder and card thread read when they next take a batch.
 
-Shared state and why it is safe:
-- `_dispatch_lock` guards dispatch decisions, `backlog` appends, `card_failures`, `failure`, each
-  worker's `alive` (written only by `card_failed`) and `dispatched`. Card threads take it only to
-  re-dispatch a failed card's batches or to report the failure.
-- A worker's `queue` is appended under `_dispatch_lock` and popped under the worker's `cv`; the
-  taking thread sets `waiting` before it looks, so a dispatcher appending after the look notifies.
-- Relies on the GIL: `backlog.popleft()` from any taking thread without `_dispatch_lock` (deque
-  operations are atomic); dispatch reading counters written by one card thread (`finished`,
-  `on_card`, `busy_until`, `service_s`) without a lock: each is one attribute store, a stale read
-  only makes one routing choice slightly worse, never loses a batch. `in_hand` (dispatched + stolen -
-  finished) may be read mid-update for the same reason. Every queue between threads is a
-  `queue.SimpleQueue` or a deque under a lock.
+How the threads meet
+--------------------
+Dispatch and a worker meet only in methods, each of which says in its docstring which thread calls it,
+under which lock, and what it reads and writes: the worker's `routing_load`, `idle`, `has_room`, `take`,
+`mark_dead`, `wake` (called by dispatch) and `load`, `loaded`, `call`, `post`, `stop`, `join`, `stats`
+(called by the SUT on the main thread); dispatch's `Dispatcher` methods (called by a worker's threads). No
+module but worker.py writes a worker's attributes (tests/test_worker_encapsulation.py). The rules those
+docstrings apply:
+- `_dispatch_lock` guards dispatch decisions, `backlog` appends, `card_failures`, `failure`, and what
+  `take` and `mark_dead` write (a worker's `dispatched`, `queue` appends, `to_card` puts, `alive`). Card
+  threads take it only to re-dispatch a failed card's batches or to report the failure.
+- A worker's `queue` is appended by `take` and popped under the worker's `cv`; the taking thread sets
+  `waiting` before it looks, so a `take` appending after the look wakes it.
+- Counters are written by one thread each (above) and read by others without a lock: one attribute
+  store, so a reader sees the old value or the new one. In routing a stale read only makes one choice
+  slightly worse, never loses a batch; `in_hand` (dispatched + stolen - finished) may be read mid-update
+  for the same reason. `backlog.popleft()` runs without the lock from any taking thread (a deque's
+  append and popleft are atomic). Every other queue between threads is a `queue.SimpleQueue`.
 - The batching policy is a frozen `Batching` handed to the intake thread as it starts; nothing
   writes it afterwards (an earlier bug set the deadline on a running SUT).
 

@@ -43,7 +43,7 @@ from harness.run.qsl import SampleLibrary
 from harness.run.sut.messages import QUEUE_DEPTH, Batch, Batching, CardSlot, SutStats
 from harness.run.sut.respond import complete_empty, responder
 from harness.run.sut.window import name_os_thread
-from harness.run.sut.worker import CardFactory, CardWorker, WarmUpCard
+from harness.run.sut.worker import CANNOT_TAKE, CardFactory, CardWorker, WarmUpCard
 
 INTAKE_CHUNK = 1 << 16  # samples the intake thread takes at a time outside Server (an Offline query: in chunks)
 BURST_PER_DEPTH = 4  # a timed burst keeps a card full for this many batches per batch it holds in flight
@@ -113,10 +113,8 @@ class SystemUnderTest:
             return
         self._loaded = True
         for w in self.workers:
-            w.card_thread.start()  # it starts the card's other threads once the card is loaded
-        for w in self.workers:
-            w.ready.wait()
-        errors = [w.startup_error for w in self.workers if w.startup_error is not None]
+            w.load()  # its card thread starts the card's other threads once the card is loaded
+        errors = [e for e in [w.loaded() for w in self.workers] if e is not None]
         if errors:
             self.stop()
             raise errors[0]
@@ -164,9 +162,7 @@ class SystemUnderTest:
         for w in self.workers:
             w.stop()
         for w in self.workers:
-            for t in w.threads:
-                if t.is_alive():
-                    t.join()
+            w.join()
 
     def stats(self) -> SutStats:
         """What dispatch and each card did, frozen (read after `stop()`)."""
@@ -277,37 +273,27 @@ class SystemUnderTest:
 
     def _card_with_room(self) -> bool:
         """A card with room for a batch on it (or no card left, so the batch goes out and completes empty)."""
-        alive = [w for w in self.workers if w.alive]
-        return not alive or any(w.in_hand < w.depth for w in alive)
+        return not any(w.alive for w in self.workers) or any(w.has_room() for w in self.workers)
 
     # dispatch (the intake thread, and card threads re-dispatching; all under _dispatch_lock) --------------
     def _dispatch(self, batch: Batch) -> None:
         """Round-robin from the card after the last one used, to the first idle card, else the one with the
         most room on it, else the one whose queue has room with the fewest batches in hand (Server: the
-        least work ahead); else the backlog. Never waits. Hold _dispatch_lock."""
+        least work ahead: `CardWorker.routing_load`); else the backlog. Never waits. Hold _dispatch_lock."""
         workers, n = self.workers, len(self.workers)
-        best, best_k, best_load = None, 0, float("inf")
-        server = self.server
+        best, best_k, best_load = None, 0, CANNOT_TAKE
         depth = self.queue_depth
-        now = time.perf_counter() if server else 0.0
+        now = time.perf_counter() if self.server else 0.0
         for k in range(n):
             w = workers[(self._next + k) % n]
-            if not w.alive or len(w.queue) >= depth:
-                continue
-            load = w.work_ahead(now) if server else w.in_hand - w.depth + 1
+            load = w.routing_load(now, depth)
             if load < best_load:
                 best, best_k, best_load = w, k, load
-                if w.in_hand <= 0:  # an idle card: none is better (a card with room may be computing)
+                if w.idle():  # an idle card: none is better (a card with room may be computing)
                     break
         if best is not None:
             self._next = (self._next + best_k + 1) % n
-            idle = best.in_hand <= 0
-            best.dispatched += 1
-            if idle and not best.direct:
-                best.to_card.put(batch)  # an idle card stages it on its own thread: one hop, not two
-            else:
-                best.queue.append(batch)
-                best.wake()
+            best.take(batch)
             return
         self._backlog_all([batch])
 
@@ -323,7 +309,7 @@ class SystemUnderTest:
             if w.alive:
                 w.wake()
 
-    # the Dispatcher interface the card workers see ----------------------------------------------------
+    # the Dispatcher interface the card workers see (which thread calls each: `Dispatcher`) -------------
     def take_backlog(self) -> Batch | None:
         try:
             return self.backlog.popleft()  # deque.popleft is atomic under the GIL: no lock needed
@@ -342,17 +328,15 @@ class SystemUnderTest:
             self._dispatch(batch)
 
     def card_failed(self, worker: CardWorker, why: str) -> None:
+        """The failing card's own thread, which wakes its taking thread next (`CardWorker._fail`)."""
         with self._dispatch_lock:
-            if not worker.alive:
+            if not worker.mark_dead():
                 return
-            worker.alive = False
             self.card_failures.append(why)
             if not any(w.alive for w in self.workers):
                 self.failure = f"every card failed (last: {why})"
                 while self.backlog:
                     complete_empty(self.backlog.popleft())
-        with worker.cv:
-            worker.cv.notify()
         self.card_has_room()  # an overdue batch waiting for this card goes elsewhere (or completes empty)
 
 

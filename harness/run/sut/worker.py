@@ -1,7 +1,9 @@
 """A card worker: the threads of one card (feeder, card thread, optional completer) and its counters.
 
-It knows dispatch only through `Dispatcher` (four calls), and dispatch knows it only through the
-attributes listed as "read by dispatch" below. Who writes what is in `harness/run/sut/__init__.py`.
+It knows dispatch only through `Dispatcher` (four calls), and dispatch knows it only through the methods under
+"called by dispatch" and "called by the SUT" below: each says which thread calls it and what it touches. Nothing
+outside this module writes a worker's attributes (tests/test_worker_encapsulation.py). Its staging buffers are
+made by harness.run.buffers (how many: `buffers.staging_count`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
+from harness.run import buffers
+from harness.run.buffers import OWN
 from harness.run.cards.base import AsyncCard, Card, CardInfo, FromReplica, Outputs, as_async
 from harness.run.qsl import ReplicaRows, SampleLibrary
 from harness.run.sut.messages import READY, STOP, Batch, Call, CardMessage, CardSlot, CardStats, Ready, Staged, Stop
@@ -27,25 +31,30 @@ from harness.run.sut.window import name_os_thread
 CardFactory = Callable[[int, tuple[int, ...]], Card | AsyncCard]
 Input = np.ndarray | ReplicaRows | None  # what a card is handed: a staged batch, its rows in the replica, nothing
 T = TypeVar("T")
-OWN = -1  # the card thread's own staging buffer (a batch that came straight to an idle card), never on `free`
+CANNOT_TAKE = float("inf")  # `routing_load` of a card that takes no batch now
 
 
 class Dispatcher(Protocol):
-    """What a card worker may ask of dispatch. Each call is thread-safe and never waits for a card."""
+    """What a card worker may ask of dispatch, from any of its threads. Each call is thread-safe and never waits
+    for a card."""
 
     stopped: threading.Event  # set once the SUT stops: a failed card's threads may end then
 
     def redispatch(self, batch: Batch) -> None:
-        """Run a batch this card cannot (it failed) on the other cards, or complete it empty."""
+        """A failed card's thread: run a batch this card cannot on the other cards, or complete it empty. Takes
+        dispatch's lock."""
 
     def card_failed(self, worker: CardWorker, why: str) -> None:
-        """Mark this card failed (once), recorded as `why`."""
+        """A failing card's thread: mark this card failed (once, `mark_dead`), recorded as `why`. Takes dispatch's
+        lock."""
 
     def card_has_room(self) -> None:
-        """This card can take a batch at once: an overdue partial Server batch may come."""
+        """The completing thread: this card can take a batch at once, an overdue partial Server batch may come.
+        Lock-free (a flag read, a poke of the native intake)."""
 
     def take_backlog(self) -> Batch | None:
-        """One batch from the shared backlog, or None."""
+        """The taking thread (feeder, or a direct card's thread), holding its own `cv`: one batch from the shared
+        backlog, or None. Lock-free (`deque.popleft`, atomic)."""
 
 
 @dataclass(slots=True)
@@ -111,12 +120,12 @@ class CardWorker:
         self.server = server
         self.respond = respond
         self.dispatch = dispatch
-        # read by dispatch (each written by one thread; see harness/run/sut/__init__.py)
-        self.queue: deque[Batch] = deque()  # appended by dispatch, taken under `cv`
-        self.alive = True
-        self.direct = False  # the card reads no input and takes one batch at a time: no feeder
-        self.depth = 1       # batches the card holds in flight, known once the card is made
-        self.dispatched = 0  # dispatch (under its lock): batches given to this card
+        # read by dispatch through the methods below (each written by one thread, named here)
+        self.queue: deque[Batch] = deque()  # appended by `take`, taken under `cv`
+        self.alive = True    # `mark_dead` (under dispatch's lock) makes it False, once
+        self.direct = False  # card thread, before `ready`: the card reads no input and takes one batch at a time
+        self.depth = 1       # card thread, before `ready`: batches the card holds in flight
+        self.dispatched = 0  # `take` (under dispatch's lock): batches given to this card
         self.stolen = 0      # the taking thread: batches it took from the backlog
         self.finished = 0    # card thread: batches back from the card (or handed back when it failed)
         self.on_card = 0     # card thread: batches in flight on the card now
@@ -130,7 +139,7 @@ class CardWorker:
         self.ready = threading.Event()
         self.info: CardInfo | None = None
         self.startup_error: BaseException | None = None
-        self.buffers: list[np.ndarray | None] = []
+        self.buffers: list[np.ndarray | None] = []  # card thread, before `ready`: harness.run.buffers.card_staging
         self.reader: FromReplica | None = None  # a card that can copy its batches from the replica itself
         self.from_replica = False  # it does, for the replica loaded now (written by the loading thread, nothing
         #                            in flight then: `_replica_loaded`)
@@ -147,16 +156,66 @@ class CardWorker:
         self.feeder: threading.Thread | None = None  # started by the card thread once it knows the card
         self.completer = None if self.to_done is None else self._thread(self._done_loop, "done")
 
-    # read by dispatch ---------------------------------------------------------------------------
+    # called by dispatch ------------------------------------------------------------------------
+    # The intake thread (and a card thread re-dispatching a failed card's batches) under dispatch's lock, except
+    # `has_room`. They read counters other threads write (`finished`, `on_card`, `busy_until`, `service_s`,
+    # `stolen`: one attribute store each, by one thread) without a lock: a stale read makes one routing choice
+    # slightly worse, never loses a batch. They write only `dispatched`, `queue`, `to_card` and `alive`.
     @property
     def in_hand(self) -> int:
+        """Batches given to or taken by this card and not yet back from it (any thread; a lock-free read)."""
         return self.dispatched + self.stolen - self.finished
+
+    def routing_load(self, now: float, queue_depth: int) -> float:
+        """Dispatch, under its lock: how loaded this card is for one more batch, lower first: at most 0 with room on
+        the card (less the more room), else Server's `work_ahead(now)` or Offline's batches in hand past the card's
+        room; `CANNOT_TAKE` for a failed card or one whose queue holds `queue_depth` batches. Reads only."""
+        if not self.alive or len(self.queue) >= queue_depth:
+            return CANNOT_TAKE
+        if self.server:
+            return self.work_ahead(now)
+        return self.dispatched + self.stolen - self.finished - self.depth + 1
+
+    def idle(self) -> bool:
+        """Dispatch, under its lock: nothing in hand (a card with room may still be computing). Reads only."""
+        return self.dispatched + self.stolen - self.finished <= 0
+
+    def has_room(self) -> bool:
+        """The intake thread, no lock (an overdue Server batch looking for a card): alive, with room for a batch on
+        the card. Reads only."""
+        return self.alive and self.in_hand < self.depth
+
+    def take(self, batch: Batch) -> None:
+        """Dispatch, under its lock: one more batch for this card, counted in `dispatched` (written only here). An
+        idle card with a feeder gets it on its card thread's queue (`to_card`: staged there, one hop, not two);
+        otherwise it goes on this card's `queue` and the taking thread is woken if it waits."""
+        idle = self.dispatched + self.stolen - self.finished <= 0
+        self.dispatched += 1
+        if idle and not self.direct:
+            self.to_card.put(batch)
+        else:
+            self.queue.append(batch)
+            self.wake()
+
+    def mark_dead(self) -> bool:
+        """Dispatch, under its lock (`card_failed`, on the failing card's own thread, which then wakes its taking
+        thread: `_fail`): this card takes no more batches. False if it was marked already. Writes `alive`."""
+        if not self.alive:
+            return False
+        self.alive = False
+        return True
+
+    def wake(self) -> None:
+        """Dispatch, under its lock (`take`, and a backlog to drain): wake the taking thread if it waits on `cv`."""
+        if self.waiting:
+            with self.cv:
+                self.cv.notify()
 
     def work_ahead(self, now: float) -> float:
         """Seconds until a batch queued here now would reach the card: the rest of the oldest batch on
         the card, then a batch time (divided among the card's `depth` slots) for each batch in hand not
         yet on it. At most 0 for a card with room for another batch (less the more room it has);
-        before the first batch time is known, busy cards compare by batches in hand."""
+        before the first batch time is known, busy cards compare by batches in hand. Reads only."""
         in_hand = self.in_hand
         if in_hand < self.depth:
             return float(in_hand - self.depth + 1)
@@ -164,21 +223,34 @@ class CardWorker:
         rest = max(self.busy_until - now, 1e-6) if on_card else 0.0  # an overdue batch: back any moment
         return rest + max(self.service_s, 1e-6) / self.depth * (in_hand - on_card)
 
+    # called by the SUT (the main thread) -------------------------------------------------------------
+    def load(self) -> None:
+        """The main thread, once: start the card thread, which makes the card and then starts the others."""
+        self.card_thread.start()
+
+    def loaded(self) -> BaseException | None:
+        """The main thread, after `load`: wait until the card is made; the error that stopped it, if one did."""
+        self.ready.wait()
+        return self.startup_error
+
     def stats(self) -> CardStats:
+        """The main thread, after `stop`: this card's share of the run, frozen."""
         return CardStats(self.slot.index, self.completed, self.batches, self.warmup_batches, self.depth)
 
     @property
     def threads(self) -> list[threading.Thread]:
+        """Any thread: this card's threads made so far (the feeder once the card is made). Reads only."""
         return [t for t in (self.card_thread, self.feeder, self.completer) if t is not None]
 
-    # called by the SUT --------------------------------------------------------------------------
-    def wake(self) -> None:
-        if self.waiting:
-            with self.cv:
-                self.cv.notify()
+    def join(self) -> None:
+        """The main thread, after `stop`: wait for this card's threads to end."""
+        for t in self.threads:
+            if t.is_alive():
+                t.join()
 
     def stop(self) -> None:
-        """Finish the batches in flight, drop what is still queued (LoadGen has stopped waiting), exit."""
+        """The main thread: finish the batches in flight, drop what is still queued (LoadGen has stopped waiting),
+        exit. Writes `stopping` and `queue` under `cv`."""
         with self.cv:
             self.stopping = True
             self.queue.clear()
@@ -186,13 +258,13 @@ class CardWorker:
         self.free.put(None)
 
     def call(self, fn: Callable[[WarmUpCard], T]) -> T:
-        """Run `fn(card)` on this card's own thread (cards are single-threaded) and return its result.
-        Only before intake starts (warm-up): nothing is in flight then."""
+        """The main thread: run `fn(card)` on this card's own thread (cards are single-threaded) and return its
+        result. Only before intake starts (warm-up): nothing is in flight then."""
         return cast(T, self.result(self.post(fn)))
 
     def post(self, fn: Callable[[WarmUpCard], T]) -> Call:
-        """Start `fn(card)` on this card's own thread and return at once; `result` waits for it (several
-        cards timed at the same time: `SystemUnderTest.time_under_load`)."""
+        """The main thread: start `fn(card)` on this card's own thread and return at once; `result` waits for it
+        (several cards timed at the same time: `SystemUnderTest.time_under_load`)."""
         task = Call(fn)
         if self.direct:
             with self.cv:
@@ -204,7 +276,7 @@ class CardWorker:
 
     @staticmethod
     def result(task: Call) -> object:
-        """What a posted call returned, once it has; its exception re-raised."""
+        """The main thread: what a posted call returned, once it has; its exception re-raised."""
         task.done.wait()
         if isinstance(task.box[0], BaseException):
             raise task.box[0]
@@ -314,13 +386,11 @@ class CardWorker:
             self.info = card.info
             self.depth = max(1, int(card.depth))
             self.direct = card.input_dtype is None and self.depth == 1
-            # depth + 1 for the feeder (the card holds `depth`, one more is being staged), and the card
-            # thread's own (OWN, the last) for a batch that comes straight to an idle card. A card that copies
-            # from the replica itself uses them only if it cannot (its pages are touched only then).
-            self.buffers = [self.qsl.staging_buffer(self.batch_size, card.input_dtype) for _ in range(self.depth + 2)]
-            register = getattr(getattr(card, "card", card), "register_host_buffers", None)
-            if register is not None:  # a GPU card page-locks them, so its copies are DMAs (cards/gpu_iobinding.py)
-                register([b for b in self.buffers if b is not None])
+            # The depth rule (harness.run.buffers): the feeder's, then the card thread's own (OWN). A card that
+            # copies from the replica itself uses them only if it cannot (their pages are touched only then).
+            self.buffers = buffers.card_staging(self.depth, self.batch_size, self.qsl.benchmark.input_shape,
+                                                card.input_dtype)
+            card.register_host_buffers([b for b in self.buffers if b is not None])  # a GPU card page-locks them
             if self.reader is not None:  # it page-locks each replica loaded (now too, if one is)
                 self.qsl.watch(self.qsl.replica_for(self.slot.index), self._replica_loaded)
         except BaseException as exc:  # reported by SystemUnderTest.start on the main thread
@@ -330,7 +400,7 @@ class CardWorker:
         if self.completer is not None:
             self.completer.start()
         if not self.direct:
-            for b in range(self.depth + 1):
+            for b in range(buffers.feeder_count(self.depth)):
                 self.free.put(b)
             self.feeder = self._thread(self._feed_loop, "feed")
             self.feeder.start()
