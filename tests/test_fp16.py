@@ -15,7 +15,7 @@ from helpers import appliance, linked_copy
 from harness.data import benchmarks
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.fp16 import convert, emulation
-from harness.records.model_record import eligibility
+from harness.records.model_record import eligibility, parse
 from harness.tune.search import CPU_BATCHES, GPU_BATCHES, Sweep
 
 
@@ -42,7 +42,7 @@ def test_prepare_prints_the_agreement_and_records_it(prepared):
     record = json.loads((d / "models" / "resnet50-fp16.json").read_text())
     assert record["precision"] == "fp16" and record["input_dtype"] == "uint8"
     assert record["quantization"]["agreement_top1_pct"] == pytest.approx(pct, abs=0.01)
-    assert eligibility(benchmarks.get("resnet50"), record)[0]
+    assert eligibility(benchmarks.get("resnet50"), parse(record, d / "models" / "resnet50-fp16.json"))[0]
     model = onnx.load(str(d / record["path"]))
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
     halves = [i for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16]

@@ -42,7 +42,7 @@ def test_precision_is_fp16_where_prepared_and_eligible(data_dir, tmp_path):
 
 def test_the_batch_by_scenario_and_memory(data_dir):
     model = read_model_record(Layout(data_dir, RESNET), "fp32")
-    per_sample = activation_bytes(onnx.load(model["path"]))
+    per_sample = activation_bytes(onnx.load(model.path))
     assert 50 << 20 < per_sample < 400 << 20  # ResNet50 fp32: about 150 MB of tensors per sample, no reuse
     offline, why = gpu_defaults.batch(RESNET, Scenario.OFFLINE, model, 1, H100_MIB)
     assert offline * per_sample <= 0.5 * (H100_MIB << 20) < 2 * offline * per_sample  # the largest that fits

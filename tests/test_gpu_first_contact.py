@@ -54,7 +54,7 @@ def _problem(bench, session) -> str | None:
 @pytest.mark.parametrize("name", [n for n in benchmarks.NAMES if n != "yolo-95"])
 def test_every_combination_binds_what_the_session_computes(name, data_dir):
     if name == "resnet50":
-        model = onnx.load(read_model_record(Layout(data_dir, RESNET), "fp32")["path"])
+        model = onnx.load(read_model_record(Layout(data_dir, RESNET), "fp32").path)
     else:
         model = benchmarks.get(name).build_model(0)
     seen = 0
@@ -65,7 +65,7 @@ def test_every_combination_binds_what_the_session_computes(name, data_dir):
 
 
 def test_a_buffer_the_graph_does_not_fit_is_named(data_dir):
-    session = _session(uint8_input(onnx.load(read_model_record(Layout(data_dir, RESNET), "fp32")["path"]), RESNET))
+    session = _session(uint8_input(onnx.load(read_model_record(Layout(data_dir, RESNET), "fp32").path), RESNET))
     wrong_type = replace(RESNET, output_specs=(((), "int64"), ((1001,), "float16")))
     assert "is tensor(float) in the model, and the card would bind float16" in _problem(wrong_type, session)
     wrong_shape = replace(RESNET, output_specs=(((), "int64"), ((1000,), "float32")))
@@ -78,7 +78,7 @@ def test_a_buffer_the_graph_does_not_fit_is_named(data_dir):
 
 @pytest.mark.parametrize("specs", [(((), "int64"), ((1001,), "float16")), (((), "int64"), ((1000,), "float32"))])
 def test_the_io_binding_card_refuses_such_a_buffer_at_load(data_dir, specs):
-    path = Path(read_model_record(Layout(data_dir, RESNET), "fp32")["path"])
+    path = Path(read_model_record(Layout(data_dir, RESNET), "fp32").path)
     spec = BackendSpec("onnxruntime", path, RESNET.input_name, RESNET.outputs, specs, benchmark="resnet50",
                        io_binding=True, warm_batch=2, buckets=(1, 2))
     with pytest.raises(ApplianceError) as info:
@@ -103,7 +103,7 @@ def test_the_replay_check_compares_the_bound_path_with_a_regular_run(data_dir):
     """At load the card runs its smallest bucket through its bound buffers (on a GPU: a graph replay) and compares
     it with the regular run before capture; on the CPU provider a difference is refused (on a GPU the card would
     drop its graphs instead: docs/developing.md lists that branch among what only a GPU can show)."""
-    path = Path(read_model_record(Layout(data_dir, RESNET), "fp32")["path"])
+    path = Path(read_model_record(Layout(data_dir, RESNET), "fp32").path)
     spec = BackendSpec("onnxruntime", path, RESNET.input_name, RESNET.outputs, RESNET.output_specs,
                        benchmark="resnet50", io_binding=True, warm_batch=2, buckets=(1, 2))
     card = make_card(spec, 0, (0,))

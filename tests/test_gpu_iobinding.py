@@ -132,7 +132,7 @@ def test_the_outputs_left_on_the_device_are_never_read_by_the_encoder():
 # the IO-binding card on the CPU provider ----------------------------------------------------------------------
 def _spec(data_dir: Path, **kw) -> BackendSpec:
     model = read_model_record(Layout(data_dir, BENCH), "fp32")
-    return BackendSpec("onnxruntime", Path(model["path"]), BENCH.input_name, BENCH.outputs, BENCH.output_specs,
+    return BackendSpec("onnxruntime", Path(model.path), BENCH.input_name, BENCH.outputs, BENCH.output_specs,
                        benchmark="resnet50", io_binding=True, **kw)
 
 

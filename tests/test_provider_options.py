@@ -122,13 +122,14 @@ def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_di
     opts = RunOptions("resnet50", Requested("Server", "performance"), data_dir, tmp_path, backend="auto", tuned=path)
     resolved, why = tuned_choice.resolve(opts)
     assert (resolved.provider_options, resolved.max_wait_us) == ("prefer_nhwc=1", 750)
-    assert (why["provider_options"], why["max_wait_us"]) == ("prefer_nhwc=1", 750) and "server_bound" not in why
+    assert (why.provider_options, why.max_wait_us) == ("prefer_nhwc=1", 750) and why.server_bound is None
+    assert "server_bound" not in why.to_json()
     given, why = tuned_choice.resolve(replace(opts, provider_options="", max_wait_us=100))
-    assert (given.provider_options, given.max_wait_us) == ("", 100) and "--provider-options given" in why["why"]
+    assert (given.provider_options, given.max_wait_us) == ("", 100) and "--provider-options given" in why.why
     # a record whose Server choice meets the bound with no batch: said before the run
     record["chosen"]["Server"] = {**choice, "server_qps": 0.0}
     path.write_text(json.dumps(record))
-    assert "Server cannot meet its latency bound" in tuned_choice.resolve(opts)[1]["server_bound"]
+    assert "Server cannot meet its latency bound" in str(tuned_choice.resolve(opts)[1].server_bound)
 
 
 def test_provider_options_on_a_cpu_backend_are_refused_in_one_line(data_dir, tmp_path, capsys):

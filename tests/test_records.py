@@ -24,8 +24,7 @@ TUNED = tuned.TunedRecord(
     benchmark="resnet50", layouts=["auto"], created_utc="2026-11-23T22:00:00+00:00",
     host={"cpu_model": "test", "available_cpus": [0, 1]}, method="test", user_conf="resnet50.user.conf",
     precisions={"fp32": tuned.Precision("ab" * 32, True, "the FP32 reference model")},
-    measured=[{"precision": "fp32", "backend": "onnxruntime", "batch_size": 2, "requests": 1,
-               "samples_per_second": 10.0}],
+    measured=[tuned.Measured("fp32", "onnxruntime", 2, 1, 10.0, 1.0, 2.0, 2.0)],
     chosen={"Offline": tuned.Choice("fp32", "onnxruntime", 2, 1, "fastest", "auto")},
     by_precision={"fp32": {"Offline": tuned.Choice("fp32", "onnxruntime", 2, 1, "fastest", "auto")}})
 
@@ -50,6 +49,9 @@ def test_model_record_without_format_is_read_as_format_1(tmp_path: Path) -> None
     ({"format": 7}, "format-7 model record; this appliance reads format 1"),
     ({"sha256": None}, "not a valid model record: 'sha256' is None"),
     ({"params": True}, "not a valid model record: 'params' is True"),
+    ({"precision": 16}, "not a valid model record: 'precision' is 16"),  # read as attributes: typed here
+    ({"quantization": [1]}, "not a valid model record: 'quantization' is \\[1\\]"),
+    ({"input_dtype": 8}, "not a valid model record: 'input_dtype' is 8"),
 ])
 def test_bad_model_records_are_one_line(tmp_path: Path, change: dict[str, object], message: str) -> None:
     path = tmp_path / "resnet50.json"
@@ -95,6 +97,9 @@ def test_tune_record_round_trips(tmp_path: Path) -> None:
     ({"precisions": {"fp32": {"eligible": True}}}, "malformed tune record"),
     ({"chosen": {"Offline": {"backend": "onnxruntime"}}}, "malformed tune record"),
     ({"measured": "fast"}, "malformed tune record"),
+    ({"measured": [{"precision": "fp32", "backend": "onnxruntime", "batch_size": 2}]}, "malformed tune record"),
+    ({"measured": [{**TUNED.to_json()["measured"][0], "samples_per_second": "fast"}]}, "malformed tune record"),
+    ({"measured": [{**TUNED.to_json()["measured"][0], "batch_size": 0}]}, "malformed tune record"),
 ])
 def test_bad_tune_records_are_one_line(tmp_path: Path, change: dict[str, object], message: str) -> None:
     path = tmp_path / "resnet50.json"

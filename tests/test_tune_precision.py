@@ -167,5 +167,8 @@ def test_unknown_precision_refused_in_one_line(data_dir, tmp_path, capsys):
 def test_eligibility_reads_the_recorded_agreement_against_the_benchmark_fraction(bench, quantization, verdict):
     """Detection records hold mAP against the FP32 golden detections; its target is the benchmark's own
     fraction (yolo-95: 95%)."""
-    assert eligibility(benchmarks.get(bench), {"precision": "int8", "quantization": quantization}) == verdict
-    assert eligibility(benchmarks.get(bench), {"precision": "fp32"}) == (True, "the FP32 reference model")
+    record = model_record.ModelRecord(bench, "m.onnx", "0" * 64, "0" * 32, True, 0, None, "int8", 1, 1, "",
+                                      quantization=quantization)
+    assert eligibility(benchmarks.get(bench), record) == verdict
+    fp32 = dataclasses.replace(record, precision="fp32", quantization=None)
+    assert eligibility(benchmarks.get(bench), fp32) == (True, "the FP32 reference model")

@@ -178,7 +178,7 @@ def main() -> int:
                 ["prepare", "--data-dir", str(args.data_dir), *samples, "--precision", p, "-q"]):
             return 2  # prepare said why in one line
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(args.data_dir))
-    models = {p: read_model_record(layout, p)["path"] for p in precisions}
+    models = {p: read_model_record(layout, p).path for p in precisions}
     cpu = f"{system.cpu_model()} [{' '.join(vector_extensions()) or 'no vector extensions listed'}]"
     rounds = []
     for i in range(args.runs):

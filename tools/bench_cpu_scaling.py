@@ -32,7 +32,8 @@ from harness.core.scenarios import Scenario
 from harness.data import benchmarks
 from harness.records import tuned
 from harness.records.layout import PRECISIONS, Layout
-from harness.tune.search import Measured, choose
+from harness.records.tuned import Measured
+from harness.tune.search import choose
 
 
 class OfflineFigures(TypedDict):
@@ -97,7 +98,7 @@ def main() -> int:
     if not run_steps(steps):
         return 1
     record = tuned.read(record_path)
-    rows = [Measured(**m) for m in record.measured if m["precision"] == args.precision]
+    rows = [m for m in record.measured if m.precision == args.precision]
     missing = [c for c in layouts if not any(m.layout == c for m in rows)]
     if missing:
         raise ApplianceError(f"{record_path} has no {args.precision} candidates on --cards {', '.join(missing)}; "

@@ -32,7 +32,6 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from bench_backends import vector_extensions
 from bench_harness import Tried, harness_run, retrying, server_max
@@ -121,16 +120,16 @@ def main() -> int:
         return harness_run(args.data_dir, scenario, qps, args.duration_ms, None, backend="auto",
                            precision=args.precision, tuned=record_path)
 
-    def ideal_qps(m: dict[str, Any]) -> float:  # what tune's ideal queue gave the row (harness.core.queueing)
-        return float(m.get("server_qps") or 0.0)
+    def ideal_qps(m: tuned.Measured) -> float:  # what tune's ideal queue gave the row (harness.core.queueing)
+        return float(m.server_qps or 0.0)
 
     if args.precision not in record.by_precision:
         raise ApplianceError(f"{record_path} has no {args.precision} candidates; rerun `appliance tune "
                              f"--precisions {args.precision}` or leave out --tuned")
     mine = record.by_precision[args.precision]  # what the runs use: --precision is given
-    rows = [m for m in record.measured if m["precision"] == args.precision]
+    rows = [m for m in record.measured if m.precision == args.precision]
     server = mine["Server"]
-    row = next(m for m in rows if (m["backend"], m["batch_size"], m["requests"], m["layout"]) ==
+    row = next(m for m in rows if (m.backend, m.batch_size, m.requests, m.layout) ==
                (server.backend, server.batch_size, server.requests, server.cards))
     ideal_chosen = ideal_qps(row)
     best_row = max(rows, key=ideal_qps)
@@ -148,8 +147,8 @@ def main() -> int:
                "median": round(statistics.median(ratios), 3), "cpu": cpu,
                "ideal_queue_over_offline": {"tuned_server_choice": round(ideal_chosen / offline, 3),
                                             "best_candidate": round(ideal_best / offline, 3),
-                                            "best": {k: best_row[k] for k in ("backend", "batch_size", "requests",
-                                                                              "layout")}},
+                                            "best": {"backend": best_row.backend, "batch_size": best_row.batch_size,
+                                                     "requests": best_row.requests, "layout": best_row.layout}},
                "ideal_queue_qps": {"tuned_server_choice": ideal_chosen, "best_candidate": ideal_best}}
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -160,8 +159,8 @@ def main() -> int:
     for (q, tried), r in zip(found, ratios, strict=True):
         print(f"Server max valid {q:.1f} QPS = {r:.3f} of Offline   tried {tried}")
     print(f"an ideal queue: {ideal_chosen / offline:.3f} of Offline with the tuned Server choice, "
-          f"{ideal_best / offline:.3f} with the best candidate measured ({best_row['backend']}, --cards "
-          f"{best_row['layout']}, batch {best_row['batch_size']}, {best_row['requests']} request(s))")
+          f"{ideal_best / offline:.3f} with the best candidate measured ({best_row.backend}, --cards "
+          f"{best_row.layout}, batch {best_row.batch_size}, {best_row.requests} request(s))")
     print(f"server / offline ({args.precision}): lowest {min(ratios):.3f}, median {statistics.median(ratios):.3f} "
           f"of {len(ratios)} search(es); CPU {cpu}")
     return 0

@@ -255,12 +255,12 @@ def main() -> int:
     threads = len(system.available_cpus())
     seconds = args.duration_ms / 1000 / 2
 
-    raw_before = raw_loop(model["path"], bench, data, args.batch_size, threads, seconds)
+    raw_before = raw_loop(model.path, bench, data, args.batch_size, threads, seconds)
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE,
                                                        duration_ms=args.duration_ms),
                                  args.data_dir, Path(results), batch_size=args.batch_size), echo=lambda m: None)
-    raw_after = raw_loop(model["path"], bench, data, args.batch_size, threads, seconds)
+    raw_after = raw_loop(model.path, bench, data, args.batch_size, threads, seconds)
     raw = (raw_before + raw_after) / 2
     ours = outcome.perf.metric if outcome.perf and outcome.perf.metric is not None else float("nan")
     figures = {"appliance_offline_sps": round(ours, 2), "raw_onnxruntime_sps": round(raw, 2),

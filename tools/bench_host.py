@@ -200,7 +200,7 @@ def main() -> int:
     bench = concrete.for_prepared(bench, data)
     model = read_model_record(layout)
     count = data.count
-    preds = _card_outputs(model["path"], bench, data)  # computed once, outside the timed runs
+    preds = _card_outputs(model.path, bench, data)  # computed once, outside the timed runs
     raw = data.source  # the recorded source, resolved against the data dir
     paths = [raw / n for n in bench.dataset.read(raw, count).names]
 

@@ -50,8 +50,8 @@ def card_alone(data_dir: Path, precision: str, cpus: tuple[int, ...], pauses_ms:
     layout = Layout(data_dir, bench)
     model = read_model_record(layout, precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
-    card = OpenVinoCard(0, Path(model["path"]), bench.input_name, bench.outputs, cpus,
-                        inference_precision=model.get("inference_precision") or "f32")
+    card = OpenVinoCard(0, Path(model.path), bench.input_name, bench.outputs, cpus,
+                        inference_precision=model.inference_precision or "f32")
     sample = np.empty((1, *bench.input_shape), np.uint8)
     data.gather(np.arange(1), sample)
     batch = sample if card.input_dtype == "uint8" else \

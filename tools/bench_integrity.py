@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--precision", default="fp32")
     args = ap.parse_args()
     layout = Layout(args.data_dir, benchmarks.get(args.benchmark))
-    model = Path(read_model_record(layout, args.precision)["path"])
+    model = Path(read_model_record(layout, args.precision).path)
     data = store.open_prepared(layout.preprocessed, "")
     total = model.stat().st_size + sum((data.root / e["file"]).stat().st_size
                                        for e in store.digested_files(data.manifest))

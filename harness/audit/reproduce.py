@@ -45,6 +45,7 @@ from harness.records import manifest as run_manifest
 from harness.records.benchmark_record import Benchmark
 from harness.records.detail_log import FALLBACK, METRICS, Detail
 from harness.records.layout import PRECISIONS, Layout, read_model_record
+from harness.records.model_record import ModelRecord
 from harness.records.readers import read_json_object, read_text
 from harness.run.loadgen_settings import Requested, loadgen_version
 from harness.run.runner import RunOptions, RunOutcome, latest_run, run
@@ -199,10 +200,10 @@ class Artefacts:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self._cache: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
+        self._cache: dict[str, tuple[ModelRecord, dict[str, Any], list[str]]] = {}
 
     def check(self, bench: Benchmark,
-              precision: str = "fp32") -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+              precision: str = "fp32") -> tuple[ModelRecord, dict[str, Any], list[str]]:
         """(model record of `precision`, dataset manifest, files whose bytes differ from their local record).
         Raises ApplianceError (with the command to prepare it) when the benchmark is not prepared here."""
         key = f"{bench.name}/{precision}"
@@ -215,14 +216,14 @@ class Artefacts:
         return self._cache[key]
 
 
-def _tree_mismatches(manifest: dict[str, Any], record: dict[str, Any], data_manifest: dict[str, Any],
+def _tree_mismatches(manifest: dict[str, Any], record: ModelRecord, data_manifest: dict[str, Any],
                      run_dir: Path) -> list[str]:
     """Where the tree's manifest names other artefacts than the local ones (FAIL), file by file."""
     bad = []
     tree_model = manifest.get("model")
     digest = tree_model.get("sha256") if isinstance(tree_model, dict) else None
-    if isinstance(digest, str) and digest != record["sha256"]:
-        bad.append(f"{record['path']}: sha256 {record['sha256'][:16]}… here, the tree's run used "
+    if isinstance(digest, str) and digest != record.sha256:
+        bad.append(f"{record.path}: sha256 {record.sha256[:16]}… here, the tree's run used "
                    f"{digest[:16]}…")
     dataset = manifest.get("dataset")
     shards = dataset.get("shards") if isinstance(dataset, dict) else None
@@ -241,13 +242,13 @@ def _tree_mismatches(manifest: dict[str, Any], record: dict[str, Any], data_mani
     return bad
 
 
-def _synthetic_reasons(manifest: dict[str, Any] | None, record: dict[str, Any],
+def _synthetic_reasons(manifest: dict[str, Any] | None, record: ModelRecord,
                        data_manifest: dict[str, Any]) -> list[str]:
     tree_syn = manifest.get("synthetic") if manifest and isinstance(manifest.get("synthetic"), dict) else None
     tree_weights = bool(tree_syn.get("weights")) if tree_syn is not None else False  # no manifest: real
     tree_data = bool(tree_syn.get("data")) if tree_syn is not None else False
     out = []
-    if record.get("synthetic") and not tree_weights:
+    if record.synthetic and not tree_weights:
         out.append("the local model has synthetic (seeded) weights, the tree's run used real ones")
     if data_manifest.get("synthetic") and not tree_data:
         out.append("the local dataset is synthetic, the tree's run used the real one")
@@ -373,7 +374,7 @@ def _bench_or_reason(row: Row, t: Target) -> Benchmark | None:
 
 
 def _prepared_or_reason(row: Row, bench: Benchmark, artefacts: Artefacts,
-                        precision: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+                        precision: str) -> tuple[ModelRecord, dict[str, Any]] | None:
     """Local model record (of the precision the tree's run used) and data manifest; None with the reason
     (and the command) when not prepared."""
     try:

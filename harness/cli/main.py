@@ -407,10 +407,10 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
                   tuple(dict.fromkeys(map(canonical, option_sets))) or None)
     path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
     if as_json:
-        click.echo(_json.dumps(record, indent=2, sort_keys=True))
+        click.echo(_json.dumps(record.to_json(), indent=2, sort_keys=True))
     else:
         click.echo(summary(record))
-        click.echo(f"wrote {path} and {path.parent / record['user_conf']}; use: appliance run --tuned {path}")
+        click.echo(f"wrote {path} and {path.parent / record.user_conf}; use: appliance run --tuned {path}")
 
 
 @cli.command()

@@ -56,7 +56,7 @@ class Refused(DataError):
         self.reason = reason
 
 
-def json_kind(data: Any) -> str:
+def json_kind(data: object) -> str:
     """What a parsed JSON / YAML value is, in JSON's words: `null`, an array, a string, a number, ..."""
     if data is None:
         return "null"

@@ -6,7 +6,6 @@ no one else rewrites a record."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -15,18 +14,19 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data import benchmarks
 from harness.records.benchmark_record import Benchmark
+from harness.records.model_record import ModelRecord
 from harness.records.store import PreparedData
 
 __all__ = ["for_prepared", "for_run", "image_sizes"]
 
 
 def for_run(name: str, card_outputs: str = "fp32", nms_params: str = "reference",
-            model: Mapping[str, Any] | None = None, data: PreparedData | None = None) -> Benchmark:
+            model: ModelRecord | None = None, data: PreparedData | None = None) -> Benchmark:
     """The record `name` as a run uses it: `card_outputs` (fp32 | quantised), host NMS with `nms_params`,
     reading `model`'s recorded output layout (prepare's --output-layout), with `data`'s original image sizes.
     Each part is checked here, in one line when it does not apply."""
     bench = benchmarks.get(name).with_card_outputs(card_outputs).with_nms_params(nms_params)
-    kind = None if model is None else model.get("output_layout")
+    kind = None if model is None else model.output_layout
     if kind is not None:
         bench = bench.with_output_layout(kind)
     return bench if data is None else for_prepared(bench, data)

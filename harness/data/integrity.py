@@ -43,9 +43,9 @@ def sha256_once(path: Path) -> str:
     return _HASHED[key]
 
 
-def verify_loaded(model: dict[str, Any], data: store.PreparedData) -> list[Mismatch]:
+def verify_loaded(model: model_record.ModelRecord, data: store.PreparedData) -> list[Mismatch]:
     """Check a read model record (`layout.read_model_record`) and opened prepared data against the files."""
-    return _verify(Path(model["path"]), model["sha256"], data.root, data.manifest)
+    return _verify(Path(model.path), model.sha256, data.root, data.manifest)
 
 
 def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> list[Mismatch]:

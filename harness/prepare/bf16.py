@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from harness.prepare.steps import Made, dataset_pass, reduced_model
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path
+from harness.records.model_record import ModelRecord
 
 Echo = Callable[[str], None]
 
@@ -62,26 +62,26 @@ def openvino_pass(model_path: Path, bench: Benchmark, data: store.PreparedData, 
     return dataset_pass(infer, raw, bench, data, batch, label)
 
 
-def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
-                 data: store.PreparedData, echo: Echo) -> dict[str, Any]:
+def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: ModelRecord,
+                 data: store.PreparedData, echo: Echo) -> ModelRecord:
     """The bf16 model record of `fp32` (its record), with the top-1 agreement (or golden mAP) of a bf16
     pass with the FP32 golden reference, measured on this CPU; skipped if up to date."""
     import openvino as ov
 
     require("--precision bf16")
-    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-        raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
-    key = {"fp32_sha256": fp32["sha256"], "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
+    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        raise DataError(f"no FP32 golden reference for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
+    key = {"fp32_sha256": fp32.sha256, "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
            "converter_sha256": sha256_file(Path(__file__)), "openvino": ov.get_version(),
            "cpu": system.cpu_model()}
 
     def make() -> Made:
-        source = inbound.load_onnx(fp32["path"])
+        source = inbound.load_onnx(fp32.path)
         u8 = uint8_input(source, bench)
         if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
-            path = Path(fp32["path"])
+            path = Path(fp32.path)
         else:
-            path = models_dir / f"{bench.name}-u8in-{fp32['sha256'][:12]}.onnx"
+            path = models_dir / f"{bench.name}-u8in-{fp32.sha256[:12]}.onnx"
             with scratch_dir(tmp_prefix("bf16"), models_dir) as tmp:
                 save_onnx(u8, tmp / "u8in.onnx")
                 move_into_place(tmp / "u8in.onnx", path)
@@ -92,7 +92,7 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                     quantization={"tool": f"OpenVINO {ov.get_version()} CPU plugin, INFERENCE_PRECISION_HINT {HINT}",
                                   "weights": "FP32 in the file, converted to bf16 by OpenVINO when it compiles",
                                   "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                                  "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                                  "fp32_model": stored_path(models_dir.parent, Path(fp32.path)),
                                   "measured_on": f"{system.cpu_model()} ({flags})", "key": key},
                     after_path=f" (FP32 weights, computed in bf16 by OpenVINO on {system.cpu_model()})")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from harness.prepare.steps import Made, reduced_model, reference_pass
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path
+from harness.records.model_record import ModelRecord
 
 if TYPE_CHECKING:
     import onnx
@@ -80,20 +81,20 @@ def emulation(fp32_u8: onnx.ModelProto, fp16: onnx.ModelProto) -> onnx.ModelProt
     return m
 
 
-def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
-                 data: store.PreparedData, echo: Echo) -> dict[str, Any]:
+def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: ModelRecord,
+                 data: store.PreparedData, echo: Echo) -> ModelRecord:
     """Convert the FP32 model of `fp32` (its record) and report its agreement with FP32; skip if up to date."""
 
-    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-        raise DataError(f"no FP32 golden reference for {fp32['path']}; run `{bench.prepare_hint(models_dir.parent)}`")
-    key = {"fp32_sha256": fp32["sha256"], "converter_sha256": sha256_file(Path(__file__)),
+    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        raise DataError(f"no FP32 golden reference for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
+    key = {"fp32_sha256": fp32.sha256, "converter_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
 
     def make() -> Made:
-        path = models_dir / f"{bench.name}-fp16-{fp32['sha256'][:12]}.onnx"
+        path = models_dir / f"{bench.name}-fp16-{fp32.sha256[:12]}.onnx"
         with scratch_dir(tmp_prefix("fp16"), models_dir) as tmp:
             with progress.spinner(f"converting {bench.title} to fp16 ({TOOL})"):
-                u8 = uint8_input(inbound.load_onnx(fp32["path"]), bench)
+                u8 = uint8_input(inbound.load_onnx(fp32.path), bench)
                 half = convert(u8)
                 save_onnx(half, tmp / "fp16.onnx")
                 emulated = tmp / "emulation.onnx"
@@ -107,7 +108,7 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                                   "format": "fp16 weights and activations; graph inputs and outputs keep their "
                                             "types; the converter's default FP32 ops stay FP32",
                                   "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the graph",
-                                  "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])), "key": key,
+                                  "fp32_model": stored_path(models_dir.parent, Path(fp32.path)), "key": key,
                                   "agreement_computed_on": "onnxruntime CPU, an FP32 emulation: the fp16 weights, "
                                                            "every fp16 activation rounded to fp16, FP32 inside each "
                                                            "op (harness.prepare.fp16)"},

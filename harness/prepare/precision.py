@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.prepare.steps import Echo
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
+from harness.records.model_record import ModelRecord
 
 
 @dataclass(frozen=True)
@@ -21,29 +21,29 @@ class Job:
     models_dir: Path
     record_path: Path
     bench: Benchmark
-    fp32: dict[str, Any]        # the FP32 model record
+    fp32: ModelRecord           # the FP32 model record
     data: store.PreparedData
     calibration_list: Path | None  # int8 only
     echo: Echo
 
 
-def _int8(job: Job) -> dict[str, Any]:
+def _int8(job: Job) -> ModelRecord:
     from harness.prepare.quantize import prepare_int8
 
     return prepare_int8(job.models_dir, job.record_path, job.bench, job.fp32, job.data, job.calibration_list,
                         job.echo)
 
 
-def _fp16(job: Job) -> dict[str, Any]:
+def _fp16(job: Job) -> ModelRecord:
     from harness.prepare.fp16 import prepare_fp16
 
     return prepare_fp16(job.models_dir, job.record_path, job.bench, job.fp32, job.data, job.echo)
 
 
-def _bf16(job: Job) -> dict[str, Any]:
+def _bf16(job: Job) -> ModelRecord:
     from harness.prepare.bf16 import prepare_bf16
 
     return prepare_bf16(job.models_dir, job.record_path, job.bench, job.fp32, job.data, job.echo)
 
 
-PREPARERS: dict[str, Callable[[Job], dict[str, Any]]] = {"int8": _int8, "fp16": _fp16, "bf16": _bf16}
+PREPARERS: dict[str, Callable[[Job], ModelRecord]] = {"int8": _int8, "fp16": _fp16, "bf16": _bf16}

@@ -28,6 +28,7 @@ from harness.prepare.steps import Made, reduced_model, reference_pass
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path
+from harness.records.model_record import ModelRecord
 
 if TYPE_CHECKING:
     pass
@@ -156,8 +157,8 @@ def agreement(passes: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], bench
     return "golden_map_pct", score.percent
 
 
-def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: dict[str, Any],
-                 data: store.PreparedData, cal_list: Path | None, echo: Echo) -> dict[str, Any]:
+def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: ModelRecord,
+                 data: store.PreparedData, cal_list: Path | None, echo: Echo) -> ModelRecord:
     """Quantise the FP32 model of `fp32` (its record) and report top-1 agreement with it; skip if up to date."""
 
     if not data.manifest.get("golden"):
@@ -168,18 +169,18 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
         if not cal_list.is_file():
             synthetic_calibration_list(cal_list, names)
     indices = read_calibration_list(cal_list, names)
-    key = {"fp32_sha256": fp32["sha256"], "calibration_sha256": sha256_file(cal_list), "method": METHOD,
+    key = {"fp32_sha256": fp32.sha256, "calibration_sha256": sha256_file(cal_list), "method": METHOD,
            "quantizer_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
 
     def make() -> Made:
-        if data.manifest["golden"].get("model_sha256") != fp32["sha256"]:
-            raise DataError(f"no FP32 golden labels for {fp32['path']}; "
+        if data.manifest["golden"].get("model_sha256") != fp32.sha256:
+            raise DataError(f"no FP32 golden labels for {fp32.path}; "
                             f"run `{bench.prepare_hint(models_dir.parent)}`")
-        path = models_dir / f"{bench.name}-int8-{fp32['sha256'][:12]}.onnx"
+        path = models_dir / f"{bench.name}-int8-{fp32.sha256[:12]}.onnx"
         with scratch_dir(tmp_prefix("int8"), models_dir) as tmp:
             u8in = tmp / "u8in.onnx"
-            save_onnx(uint8_input(inbound.load_onnx(fp32["path"]), bench), u8in)
+            save_onnx(uint8_input(inbound.load_onnx(fp32.path), bench), u8in)
             with progress.spinner(f"quantising {bench.title} (QDQ, per-channel int8 weights, {METHOD} calibration)"):
                 _quantize(u8in, tmp / "int8.onnx", bench, data, indices)
             move_into_place(tmp / "int8.onnx", path)
@@ -193,7 +194,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: di
                                                 "box decoding after the anchors' Concat (YOLO)",
                                   "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the "
                                                              "graph",
-                                  "fp32_model": stored_path(models_dir.parent, Path(fp32["path"])),
+                                  "fp32_model": stored_path(models_dir.parent, Path(fp32.path)),
                                   "calibration_list": stored_path(models_dir.parent, cal_list),
                                   "calibration_images": len(indices), "key": key},
                     after_path=f"\n  calibrated on {len(indices)} images of {cal_list}")

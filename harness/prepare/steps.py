@@ -19,7 +19,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -151,14 +151,14 @@ def load_onnx(path: Path, bench: Benchmark) -> Any:  # onnx.ModelProto
     return model
 
 
-def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
+def prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> model_record.ModelRecord:
     """Make (or adopt) the model, record its digests, print its size next to the published one. The model
     file and its record are written together: a full disk or a stop between them leaves neither."""
     with all_or_nothing():
         return _prepare_model(layout, model_file, fetch, echo)
 
 
-def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> dict[str, Any]:
+def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: Echo) -> model_record.ModelRecord:
     bench = layout.bench
     models_dir = layout.model_record.parent
     make_dirs(models_dir)
@@ -188,10 +188,10 @@ def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: E
         path = models_dir / f"{bench.name}-seeded-s{MODEL_SEED}.onnx"
         record = existing_record(layout.model_record)
         builder = _builder_digest(bench)  # written to the record below, so a changed builder rebuilds
-        if record and record.get("synthetic") and Path(record["path"]).resolve() == path.resolve() \
+        if record and record.synthetic and Path(record.path).resolve() == path.resolve() \
                 and path.is_file() \
-                and record.get("builder_sha256") == builder and sha256_file(path) == record["sha256"]:
-            echo(f"model: {path} (already built, {record['stats']})")
+                and record.builder_sha256 == builder and sha256_file(path) == record.sha256:
+            echo(f"model: {path} (already built, {record.stats})")
             return record
         with progress.spinner(f"building seeded {bench.title} model"):
             model = cast(Any, bench.build_model(MODEL_SEED))  # an onnx.ModelProto
@@ -214,7 +214,7 @@ def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: E
         adopted_from={"path": str(model_file.resolve()), "sha256": check.sha256}
         if model_file is not None and bench.adopt_model is not None else None)
     model_record.write(layout.model_record, made)
-    return {**made.to_json(), "path": str(path.absolute())}
+    return replace(made, path=str(path.absolute()))
 
 
 def _builder_digest(bench: Benchmark) -> str:
@@ -348,7 +348,7 @@ def dataset_pass(infer: Callable[[np.ndarray], list[np.ndarray]], raw: bool, ben
             bar.update(len(part))
 
 
-def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, echo: Echo) -> None:
+def prepare_golden(layout: Layout, model: model_record.ModelRecord, batch: int, echo: Echo) -> None:
     """The golden reference from a plain FP32 onnxruntime pass of the model, to prove the accuracy path.
 
     Synthetic weights have no real accuracy; matching this independent reference pass 100% (labels
@@ -357,16 +357,16 @@ def prepare_golden(layout: Layout, model_record: dict[str, Any], batch: int, ech
     """
     bench = layout.bench
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(layout.data_dir))
-    if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model_record["sha256"]:
+    if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model.sha256:
         echo("golden reference: up to date")
         return
     payloads: list[np.ndarray] = []
-    for part, payload, offsets in reference_pass(model_record["path"], bench, data, batch,
+    for part, payload, offsets in reference_pass(model.path, bench, data, batch,
                                                  "golden reference (FP32 pass)"):
         payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
     name, content, summary = bench.accuracy.golden(payloads, data)
     atomic_write_bytes(layout.preprocessed / name, content)
-    entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model_record["sha256"]}
+    entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model.sha256}
     _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
     echo(f"golden reference: {summary}")
 
@@ -386,28 +386,28 @@ class Made:
     inference_precision: str | None = None
 
 
-def reduced_model(precision: str, models_dir: Path, record_path: Path, fp32: dict[str, Any],
+def reduced_model(precision: str, models_dir: Path, record_path: Path, fp32: model_record.ModelRecord,
                   data: store.PreparedData, key: dict[str, Any], make: Callable[[], Made],
-                  echo: Echo) -> dict[str, Any]:
+                  echo: Echo) -> model_record.ModelRecord:
     """The model record of `fp32`'s model at `precision`: the one at `record_path` when it was made under `key`
     and its file is intact, else the one `make` makes (its record written)."""
     old = existing_record(record_path)
-    if old and (old.get("quantization") or {}).get("key") == key and Path(old["path"]).is_file() \
-            and sha256_file(Path(old["path"])) == old["sha256"]:
-        q = old["quantization"]
+    if old and (old.quantization or {}).get("key") == key and Path(old.path).is_file() \
+            and sha256_file(Path(old.path)) == old.sha256:
+        q = old.quantization or {}
         metric = next(k for k in model_record.AGREEMENT if k in q)
-        echo(f"{precision} model: {old['path']} (up to date; {model_record.AGREEMENT[metric]} {q[metric]:.2f}%)")
+        echo(f"{precision} model: {old.path} (up to date; {model_record.AGREEMENT[metric]} {q[metric]:.2f}%)")
         return old
     made = make()
     path = made.path
     md5, sha = registry.file_digests(path)
     record = model_record.ModelRecord(
-        **{k: fp32[k] for k in ("benchmark", "synthetic", "seed", "official_artefact", "params",
-                                "macs_per_sample", "stats")},
+        benchmark=fp32.benchmark, synthetic=fp32.synthetic, seed=fp32.seed, official_artefact=fp32.official_artefact,
+        params=fp32.params, macs_per_sample=fp32.macs_per_sample, stats=fp32.stats,
         path=stored_path(models_dir.parent, path), sha256=sha, md5=md5, precision=precision, input_dtype="uint8",
-        output_layout=fp32.get("output_layout"), inference_precision=made.inference_precision,
+        output_layout=fp32.output_layout, inference_precision=made.inference_precision,
         quantization={**made.quantization, made.metric: round(made.agree, 3), "agreement_samples": data.count})
     model_record.write(record_path, record)
     echo(f"{precision} model: {path}{made.after_path}\n  {model_record.AGREEMENT[made.metric]}: {made.agree:.2f}% over "
          f"{data.count} samples{made.after_agreement}")
-    return {**record.to_json(), "path": str(path.absolute())}
+    return replace(record, path=str(path.absolute()))

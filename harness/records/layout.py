@@ -15,13 +15,13 @@ copied, moved or mounted read-only anywhere and used from any working directory.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from harness.core.errors import DataError
 from harness.records import model_record
 from harness.records.benchmark_record import Benchmark
+from harness.records.model_record import ModelRecord
 
 __all__ = ["PRECISIONS", "Layout", "existing_record", "located", "read_model_record", "stored_path"]
 
@@ -81,9 +81,9 @@ def located(data_dir: Path, recorded: str, folder: str) -> Path:
 
 
 
-def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]:
-    """The model record (harness.records.model_record) as a dict, its `path` made absolute: located in this data
-    dir wherever the dir now lives."""
+def read_model_record(layout: Layout, precision: str = "fp32") -> ModelRecord:
+    """The model record (harness.records.model_record), its `path` made absolute: located in this data dir
+    wherever the dir now lives."""
     hint = layout.bench.prepare_hint(layout.data_dir) + ("" if precision == "fp32" else f" --precision {precision}")
     path = layout.record_for(precision)
     try:
@@ -96,13 +96,13 @@ def read_model_record(layout: Layout, precision: str = "fp32") -> dict[str, Any]
     model = located(layout.data_dir, record.path, "models")
     if not model.is_file():
         raise DataError(f"model {model} (named in {path}) is missing; rerun `{hint}`")
-    return {**record.to_json(), "path": str(model)}
+    return replace(record, path=str(model))
 
 
-def existing_record(path: Path) -> dict[str, Any] | None:
+def existing_record(path: Path) -> ModelRecord | None:
     """The model record at `path` (<data>/models/x.json) as `read_model_record` gives it, or None."""
     try:
         record = model_record.read(path)
     except (FileNotFoundError, DataError):
         return None
-    return {**record.to_json(), "path": str(located(path.parent.parent, record.path, "models"))}
+    return replace(record, path=str(located(path.parent.parent, record.path, "models")))

@@ -59,7 +59,7 @@ class RunManifest:
     precision_eligibility: dict[str, Any] | None = None
     native_log: dict[str, Any] | None = None  # onnxruntime / CUDA log lines kept in native.log (core.native_lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
 

@@ -8,7 +8,6 @@ the data dir when it lies inside it (harness.records.layout.stored_path), so the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,11 +38,11 @@ class ModelRecord:
     builder_sha256: str | None = None         # seeded fp32: digest of the builder's code
     input_dtype: str | None = None            # int8 / fp16: "uint8" (reads the stored sample bytes)
     quantization: dict[str, Any] | None = None  # int8 / fp16: how it was made, its agreement with fp32
-    adopted_from: dict[str, Any] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
+    adopted_from: dict[str, str] | None = None  # --model FILE rewritten for the appliance (YOLO's uint8 input)
     output_layout: str | None = None          # detection: the layout its output comes in (`--output-layout`)
     inference_precision: str | None = None    # bf16: what the runtime computes in (OpenVINO's precision hint)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The file's content (format first); optional fields that do not apply are left out."""
         body = {k: v for k, v in dataclasses.asdict(self).items()
                 if v is not None or k not in ("builder_sha256", "input_dtype", "quantization", "adopted_from",
@@ -56,6 +55,11 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "official_artefact": (str, type(None)), "params": int, "macs_per_sample": int, "stats": str,
 }
 
+_OPTIONAL: dict[str, type] = {  # absent (or null) allowed; `precision` absent: fp32 (records from before int8)
+    "precision": str, "builder_sha256": str, "input_dtype": str, "quantization": dict, "adopted_from": dict,
+    "output_layout": str, "inference_precision": str,
+}
+
 
 def parse(data: object, where: Path) -> ModelRecord:
     """A record from its JSON, or DataError (one line) naming what is wrong."""
@@ -63,11 +67,12 @@ def parse(data: object, where: Path) -> ModelRecord:
     for key, kind in _REQUIRED.items():
         if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
             raise DataError(f"{where} is not a valid model record: {key!r} is {data.get(key)!r}")
-    for key in ("output_layout", "inference_precision"):
-        if not isinstance(data.get(key) or "", str):
+    for key, kind in _OPTIONAL.items():
+        if not isinstance(data.get(key) or kind(), kind):
             raise DataError(f"{where} is not a valid model record: {key!r} is {data[key]!r}")
     fields = {f.name for f in dataclasses.fields(ModelRecord)}
-    return ModelRecord(**{"precision": "fp32", **{k: v for k, v in data.items() if k in fields}})
+    return ModelRecord(**{**{k: v for k, v in data.items() if k in fields},
+                          "precision": data.get("precision") or "fp32"})
 
 
 def read(path: Path) -> ModelRecord:
@@ -83,18 +88,18 @@ AGREEMENT = {  # what prepare records of an int8 / fp16 model's agreement with F
     "agreement_top1_pct": "top-1 agreement with FP32", "golden_map_pct": "mAP against the FP32 golden detections"}
 
 
-def eligibility(bench: Benchmark, model: Mapping[str, Any]) -> tuple[bool, str]:
+def eligibility(bench: Benchmark, model: ModelRecord) -> tuple[bool, str]:
     """Whether a prepared model may be submitted (and chosen by tune), and why: FP32 is the reference; a reduced
     precision only if the agreement with FP32 its prepare measured (top-1 agreement, or mAP against the FP32
     detections) reaches the benchmark's accuracy fraction (99% for resnet50 and yolo-99): the proxy prepare
     records for the closed division's target of that fraction of the FP32 accuracy."""
-    if model.get("precision", "fp32") == "fp32":
+    if model.precision == "fp32":
         return True, "the FP32 reference model"
-    q = model.get("quantization") or {}
+    q = model.quantization or {}
     metric = next((k for k in AGREEMENT if isinstance(q.get(k), int | float)), None)
     if metric is None:
         return False, (f"its model record holds no agreement with FP32: rerun `appliance prepare --precision "
-                       f"{model.get('precision')}`")
+                       f"{model.precision}`")
     target = 100 * bench.quality_fraction
     verdict = ">=" if q[metric] >= target else "<"
     return q[metric] >= target, (f"{AGREEMENT[metric]} {q[metric]:.2f}% {verdict} the {target:g}% "

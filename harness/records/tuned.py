@@ -18,7 +18,7 @@ from harness.core.fsutil import plain_name
 from harness.core.outbound import atomic_write_json
 from harness.records.base import load_json, required_fields, versioned
 
-__all__ = ["FALLBACK", "FORMAT", "Choice", "Precision", "TunedRecord", "read", "write"]
+__all__ = ["FALLBACK", "FORMAT", "Choice", "Measured", "Precision", "TunedRecord", "read", "write"]
 
 # 4: card layouts tuned (`layouts`; `layout` per candidate, `cards` per choice); 3 timed one layout,
 # 2 had one record per precision, 1 no `requests`: rerun `appliance tune`
@@ -43,6 +43,25 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """One candidate `appliance tune` timed (harness.tune.search): a row of the record's `measured`."""
+
+    precision: str                # which prepared model
+    backend: str
+    batch_size: int
+    requests: int                 # infer requests (batches in flight) per card
+    samples_per_second: float     # all cards together, each kept full
+    single_latency_ms: float      # one sample on one card
+    batch_latency_ms: float       # a full batch with the card's other requests in flight, on the slowest card
+    multistream_latency_ms: float
+    cards: int = 1                # how many cards the layout made
+    server_qps: float | None = None  # what an ideal queue sustains within the Server bound (harness.core.queueing)
+    layout: str = "auto"          # the --cards spec timed (auto | emulate:N | simulate:P:N | map.yaml)
+    provider_options: str = ""    # onnxruntime GPU: the provider options timed (harness.run.cards.provider_options)
+    max_wait_us: int | None = None  # Server: the batching deadline of `server_qps` (None: the harness's default rule)
+
+
+@dataclass(frozen=True)
 class Precision:
     """A precision tuned: the model measured, and whether it may be chosen (meets the accuracy target)."""
 
@@ -58,15 +77,15 @@ class TunedRecord:
     benchmark: str
     layouts: list[str]                   # the --cards specs timed
     created_utc: str
-    host: dict[str, Any]
+    host: dict[str, object]              # cpu_model, available_cpus: for a person
     method: str
     user_conf: str                       # file name, beside the record: the speeds of `chosen`
     precisions: dict[str, Precision]     # per precision tuned
-    measured: list[dict[str, Any]]       # tune's Measured, per layout x precision x backend x batch x requests
+    measured: list[Measured]             # per layout x precision x backend x batch x requests
     chosen: dict[str, Choice]            # per scenario, among the eligible precisions
     by_precision: dict[str, dict[str, Choice]]  # per precision, per scenario: its best (`run --precision`)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
 
@@ -80,6 +99,17 @@ def _choice(c: dict[str, Any]) -> Choice:
     return Choice(str(c["precision"]), str(c["backend"]), batch, requests, str(c["why"]), str(c["cards"]),
                   str(c.get("provider_options", "")), None if wait is None else int(wait),
                   None if ideal is None else float(ideal), None if confirmed is None else float(confirmed))
+
+
+def _measured(m: dict[str, Any]) -> Measured:
+    """A row of `measured` (tune writes every field; the defaults are the dataclass's)."""
+    wait, ideal = m.get("max_wait_us"), m.get("server_qps")
+    return Measured(str(m["precision"]), str(m["backend"]), _count(m.get("batch_size"), "measured batch_size"),
+                    _count(m.get("requests", 1), "measured requests"), float(m["samples_per_second"]),
+                    float(m["single_latency_ms"]), float(m["batch_latency_ms"]), float(m["multistream_latency_ms"]),
+                    _count(m.get("cards", 1), "measured cards"), None if ideal is None else float(ideal),
+                    str(m.get("layout", "auto")), str(m.get("provider_options", "")),
+                    None if wait is None else int(wait))
 
 
 def _count(value: object, key: str) -> int:
@@ -109,14 +139,12 @@ def read(path: Path) -> TunedRecord:
                       for p, e in data["precisions"].items()}
         if not isinstance(data["measured"], list) or not all(isinstance(m, dict) for m in data["measured"]):
             raise TypeError("measured is not a list of objects")
-        for m in data["measured"]:  # `run --tuned --backend B` takes a row's batch size and requests
-            _count(m.get("batch_size"), "measured batch_size")
-            _count(m.get("requests", 1), "measured requests")
+        measured = [_measured(m) for m in data["measured"]]  # `run --tuned --backend B` takes a row's batch
         plain_name(str(data["user_conf"]), f"{path}: user_conf")  # a file beside the record, nowhere else
         if not isinstance(data["layouts"], list) or not all(isinstance(c, str) for c in data["layouts"]):
             raise TypeError("layouts is not a list of --cards specs")
         return TunedRecord(**{**{k: data[k] for k in fields}, "chosen": chosen, "by_precision": by_precision,
-                              "precisions": precisions})
+                              "precisions": precisions, "measured": measured})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"{path} is a malformed tune record ({type(exc).__name__}: {exc}){fix}") from None
 

@@ -17,8 +17,6 @@ exactly that run. The rule:
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.core.scenarios import Scenario
 from harness.hw import gpu
 from harness.records import model_record
@@ -34,13 +32,13 @@ def precision(layout: Layout) -> tuple[str, str]:
         record = model_record.read(layout.record_for("fp16"))
     except FileNotFoundError:
         return "fp32", "GPU default: fp32 (no fp16 model prepared)"
-    eligible, why = model_record.eligibility(layout.bench, {"precision": "fp16", **record.to_json()})
+    eligible, why = model_record.eligibility(layout.bench, record)
     if eligible:
         return "fp16", f"GPU default: fp16 ({why})"
     return "fp32", f"GPU default: fp32, since fp16 is not eligible ({why})"
 
 
-def batch(bench: Benchmark, scenario: Scenario, model: dict[str, Any], cards_per_gpu: int,
+def batch(bench: Benchmark, scenario: Scenario, model: model_record.ModelRecord, cards_per_gpu: int,
           gpu_memory_mib: int | None) -> tuple[int, str]:
     """The batch of the rule above for `scenario`, and why."""
     if scenario == Scenario.SINGLE_STREAM:
@@ -52,7 +50,7 @@ def batch(bench: Benchmark, scenario: Scenario, model: dict[str, Any], cards_per
         from harness.core import inbound
         from harness.data.models.stats import activation_bytes
 
-        per_sample = activation_bytes(inbound.load_onnx(model["path"]))
+        per_sample = activation_bytes(inbound.load_onnx(model.path))
         room = MEMORY_SHARE * (gpu_memory_mib << 20) / max(1, cards_per_gpu)
         while offline > 1 and offline * per_sample > room:
             offline //= 2

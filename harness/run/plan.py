@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,13 +28,17 @@ from harness.hw.topology.model import Topology
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout, read_model_record
-from harness.records.model_record import eligibility
+from harness.records.model_record import ModelRecord, eligibility
 from harness.run import buffers
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
 from harness.run.qsl import REPLICATE
 from harness.run.sut import CardSlot
+
+if TYPE_CHECKING:  # imported where they are made (resolve, plan_cards)
+    from harness.run.cards.simulated_card import Profile
+    from harness.run.tuned_choice import BackendChoice
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class CardPlan:
 
     slots: tuple[CardSlot, ...]
     backend: str
-    profile: Any | None        # simulated_card.Profile for simulated cards
+    profile: Profile | None    # simulated cards' profile
     how: str                   # one line for the log and the manifest
     node_cpus: dict[int, frozenset[int]]
     allowed: frozenset[int]
@@ -97,9 +101,9 @@ class RunPlan:
     """Everything a run needs decided before it starts."""
 
     opts: RunOptions             # with the tuned record applied (precision and cards concrete)
-    choice: dict[str, Any]       # why this backend / batch (the manifest's `backend_choice`)
+    choice: BackendChoice        # why this backend / batch (the manifest's `backend_choice`)
     bench: Benchmark
-    model: dict[str, Any]        # the prepared model's record
+    model: ModelRecord           # the prepared model's record (its path absolute)
     data: store.PreparedData
     topology: Topology
     cards: CardPlan
@@ -117,7 +121,7 @@ class RunPlan:
         eligible, why = self.eligibility
         if eligible:
             return ""
-        return (f"{self.model.get('precision', 'fp32')} is not submittable for {self.bench.name}: {why} (the closed "
+        return (f"{self.model.precision} is not submittable for {self.bench.name}: {why} (the closed "
                 f"division's accuracy rule); run --precision fp32, or a precision whose prepare reached it")
 
     @property
@@ -159,7 +163,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     if opts.provider_options:  # refused in one line for a provider that takes none
         provider_options.build(str(backends.get(cards.backend).provider), opts.provider_options)
         cards = replace(cards, provider_options=opts.provider_options)
-    if model.get("inference_precision"):  # bf16: only where a backend and this CPU compute it
+    if model.inference_precision:  # bf16: only where a backend and this CPU compute it
         from harness.hw import bf16_support
         backends.check_computes(cards.backend, "bf16")
         bf16_support.require(f"--precision {opts.precision}")
@@ -169,7 +173,7 @@ def resolve(opts: RunOptions) -> RunPlan:
         per_gpu = max(sum(g.pci == ref.pci for g in cards.gpus) for ref in cards.gpus)
         batch, rule = gpu_defaults.batch(bench, opts.requested.scenario, model, per_gpu,
                                          gpu_defaults.gpu_memory_mib(sorted({g.pci for g in cards.gpus})))
-        choice = {**choice, "why": f"{choice['why']}; {rule}"}
+        choice = replace(choice, why=f"{choice.why}; {rule}")
     check_buffer_memory(bench, cards, model, batch)
     preflight(bench, opts.requested, data.count, len(cards.slots))
     root = ensure_writable_dir(opts.results_dir, "results folder").resolve()
@@ -178,19 +182,19 @@ def resolve(opts: RunOptions) -> RunPlan:
     return RunPlan(opts, choice, bench, model, data, topology, cards, batch, folder)
 
 
-def buffer_bytes(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int) -> int:
+def buffer_bytes(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int) -> int:
     """The memory the harness allocates for a batch size, all cards together: per card its staging buffers, the
     padded copies of a backend that makes them and the outputs it holds (`buffers.card_bytes`: the depth rule is
     there). The backend's own working memory comes on top."""
     in_dtype = (None if not backends.get(cards.backend).infers and cards.profile is None
-                else cards.profile.input_dtype if cards.profile is not None else model.get("input_dtype") or "float32")
+                else cards.profile.input_dtype if cards.profile is not None else model.input_dtype or "float32")
     sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
     sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
     return len(cards.slots) * buffers.card_bytes(batch, sample_in, sample_out, cards.requests,
                                                  backends.get(cards.backend).padded_copies)
 
 
-def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: dict[str, Any], batch: int,
+def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int,
                         option: str = "--batch-size") -> None:
     """Refuse a batch size (and requests per card) whose buffers the memory cannot hold, in one line,
     before anything is allocated (a batch of 100000 otherwise grows until the kernel kills the process)."""

@@ -41,6 +41,7 @@ from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark_record import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
+from harness.records.model_record import ModelRecord
 from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import backends, make_card
 from harness.run.cards.base import AsyncCard, Card
@@ -82,7 +83,7 @@ class RunOutcome:
     host_nms: dict[str, Any] | None = None  # the manifest's `host_postprocess` (detection benchmarks)
     not_submittable: str = ""  # why its precision fails the benchmark's accuracy rule ("": it passes)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
@@ -103,17 +104,17 @@ def latest_run(perf_dir: Path) -> Path | None:
     return max(runs, key=lambda p: int(p.name.split("_")[1]), default=None)
 
 
-def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model: dict[str, Any], batch: int,
+def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model: ModelRecord, batch: int,
              scenario: Scenario, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
     """The SUT of a run (sample buffers, cards, batching) of the prepared `model` (its record), not yet
     started: `run` and `tune` share it."""
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
-    spec = BackendSpec(cards.backend, Path(model["path"]), bench.input_name, bench.outputs, bench.output_specs,
+    spec = BackendSpec(cards.backend, Path(model.path), bench.input_name, bench.outputs, bench.output_specs,
                        cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
-                       inference_precision=model.get("inference_precision") or "f32", gpus=cards.gpus,
-                       warm_batch=batch, benchmark=bench.name, precision=model.get("precision", "fp32"),
+                       inference_precision=model.inference_precision or "f32", gpus=cards.gpus,
+                       warm_batch=batch, benchmark=bench.name, precision=model.precision,
                        io_binding=os.environ.get(IO_BINDING_ENV) == "1", buckets=run_buckets(scenario, batch),
                        provider_options=cards.provider_options)
 
@@ -290,9 +291,9 @@ def _announce(p: RunPlan, echo: Echo) -> None:
         print(f"warning: {why}", file=sys.stderr)
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
     per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
-    echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice['why']}")
-    if p.choice.get("server_bound"):  # the tuned record knows no batch meets the bound: said before, not after
-        print(f"appliance: warning: {p.choice['server_bound']}", file=sys.stderr)
+    echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice.why}")
+    if p.choice.server_bound:  # the tuned record knows no batch meets the bound: said before, not after
+        print(f"appliance: warning: {p.choice.server_bound}", file=sys.stderr)
     if p.cards.profile is not None:
         prof = p.cards.profile
         echo(f"SIMULATED cards: profile {prof.name} ({prof.model}), {prof.samples_per_second:g} samples/s at "
@@ -402,7 +403,7 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measure
     min_ms = int(detail.get("effective_min_duration_ms", 0))
     submission_length = min_ms >= SUBMISSION_MIN_DURATION_MS
     notes = _notes(p, sut, min_ms, submission_length)
-    synthetic = bool(p.model["synthetic"] or p.data.synthetic)
+    synthetic = bool(p.model.synthetic or p.data.synthetic)
     perf = accuracy_text = None
     result: dict[str, Any] = {}
     if req.mode == Mode.PERFORMANCE:
@@ -430,11 +431,11 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
     if not submission_length:
         notes.append(f"shortened run (min_duration {min_ms} ms < {SUBMISSION_MIN_DURATION_MS} ms): "
                      f"not submission-length")
-    if model["synthetic"]:
+    if model.synthetic:
         notes.append("synthetic model weights (seeded): accuracy is not the real model's")
-    if model.get("precision", "fp32") != "fp32":
-        notes.append(f"{model.get('precision')} model: {p.eligibility[1]} (at prepare)")
-    if not model["synthetic"] and not model["official_artefact"]:
+    if model.precision != "fp32":
+        notes.append(f"{model.precision} model: {p.eligibility[1]} (at prepare)")
+    if not model.synthetic and not model.official_artefact:
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
         notes.append("synthetic dataset")
@@ -482,11 +483,12 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
         "batch_size": sut.batch_size, "backend": opts.backend, "requests_per_card": cards.requests,
         "card_outputs": bench.card_outputs,
-        "backend_choice": p.choice,
-        "model": {k: model[k] for k in ("path", "sha256", "md5", "synthetic", "seed", "official_artefact",
-                                        "params", "macs_per_sample")},
-        "precision": model.get("precision", "fp32"), "quantization": model.get("quantization"),
-        "inference_precision": model.get("inference_precision") or "fp32",
+        "backend_choice": p.choice.to_json(),
+        "model": {"path": model.path, "sha256": model.sha256, "md5": model.md5, "synthetic": model.synthetic,
+                  "seed": model.seed, "official_artefact": model.official_artefact, "params": model.params,
+                  "macs_per_sample": model.macs_per_sample},
+        "precision": model.precision, "quantization": model.quantization,
+        "inference_precision": model.inference_precision or "fp32",
         "dataset": {"path": str(data.root), "count": data.count, "synthetic": data.synthetic,
                     "manifest_sha256": sha256_file(data.root / store.MANIFEST),
                     "shards": {e["file"]: e["sha256"] for e in data.manifest["shards"]}},
@@ -511,8 +513,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "loadgen": {"version": loadgen_version(),
                     "seeds": {k: detail.get(f"effective_{k}") for k in
                               ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}},
-        "synthetic": {"weights": bool(model["synthetic"]), "data": data.synthetic, "cards": _card_kind(sut, cards),
-                      "any": bool(model["synthetic"] or data.synthetic)},
+        "synthetic": {"weights": bool(model.synthetic), "data": data.synthetic, "cards": _card_kind(sut, cards),
+                      "any": bool(model.synthetic or data.synthetic)},
         "result": result, "notes": notes, "energy": measured.energy,
         **({"host_postprocess": measured.host_nms} if measured.host_nms is not None else {}),
     }

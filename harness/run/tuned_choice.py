@@ -4,8 +4,9 @@ is the record; this is what a run makes of it), and the manifest's `backend_choi
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
@@ -16,8 +17,40 @@ from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
 from harness.run import gpu_defaults
 from harness.run.cards.backends import GPU_BACKENDS
 
+if TYPE_CHECKING:
+    from harness.run.plan import RunOptions  # plan imports this module when it resolves
 
-def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> None:
+
+@dataclass(frozen=True)
+class TunedSource:
+    """The tuned record a run's choice came from."""
+
+    file: str
+    sha256: str
+    user_conf: str | None  # the record's user.conf the run takes (None: its own, or the choice is not the record's)
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend, precision and card layout a run takes, and why: the manifest's `backend_choice`."""
+
+    backend: str
+    precision: str
+    requests: int
+    cards: str
+    why: str
+    tuned: TunedSource | None  # None: no tuned record applied
+    provider_options: str
+    max_wait_us: int | None
+    server_bound: str | None = None  # the record knows no batch meets the Server bound: said before the run
+
+    def to_json(self) -> dict[str, object]:
+        """The manifest's `backend_choice` object (`server_bound` only where there is one)."""
+        body = dataclasses.asdict(self)
+        return body if self.server_bound is not None else {k: v for k, v in body.items() if k != "server_bound"}
+
+
+def _check_model(opts: RunOptions, record: TunedRecord, precision: str, path: Path) -> None:
     """The model `precision` was tuned with is still the one prepared, or DataError (one line)."""
     bench = benchmarks.get(opts.benchmark)
     prepare = f"`{bench.prepare_hint(opts.data_dir)}" + ("`" if precision == "fp32" else f" --precision {precision}`")
@@ -33,16 +66,16 @@ def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> 
 
 
 
-def _server_bound(scenario: str, pick: Choice, path: Path, bound_ms: float | None) -> dict[str, str]:
+def _server_bound(scenario: str, pick: Choice, path: Path, bound_ms: float | None) -> str | None:
     """Server with a choice no batch of which meets the bound in an ideal queue: said before the run starts."""
     if scenario != "Server" or pick.server_qps is None or pick.server_qps > 0:
-        return {}
-    return {"server_bound": f"Server cannot meet its latency bound with any candidate tune measured in {path} "
-                            f"(not even an ideal queue keeps p99 within {bound_ms} ms at batch {pick.batch_size}): "
-                            f"the run will be INVALID; tune smaller --batch-sizes or more cards"}
+        return None
+    return (f"Server cannot meet its latency bound with any candidate tune measured in {path} "
+            f"(not even an ideal queue keeps p99 within {bound_ms} ms at batch {pick.batch_size}): "
+            f"the run will be INVALID; tune smaller --batch-sizes or more cards")
 
 
-def _options_and_wait(opts: Any, pick: Choice | None, why: str) -> tuple[str, int | None, str]:
+def _options_and_wait(opts: RunOptions, pick: Choice | None, why: str) -> tuple[str, int | None, str]:
     """The provider options and Server batching deadline: given, else the record's choice (`pick`), else the
     defaults; and the why with what was given."""
     options = pick.provider_options if pick is not None else ""
@@ -52,7 +85,7 @@ def _options_and_wait(opts: Any, pick: Choice | None, why: str) -> tuple[str, in
     return options, wait if opts.max_wait_us is None else opts.max_wait_us, why
 
 
-def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
+def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     """RunOptions with backend "auto" or a --tuned record applied (precision always concrete), and the
     manifest's `backend_choice`.
 
@@ -78,9 +111,8 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         cards = opts.cards or "auto"
         options = opts.provider_options or ""
         return dataclasses.replace(opts, backend=backend, precision=precision, cards=cards,
-                                   provider_options=options), {
-            "backend": backend, "precision": precision, "requests": given, "cards": cards, "why": why, "tuned": None,
-            "provider_options": options, "max_wait_us": opts.max_wait_us}
+                                   provider_options=options), BackendChoice(
+            backend, precision, given, cards, why, None, options, opts.max_wait_us)
     record = read(path)
     if record.benchmark != benchmarks.get(opts.benchmark).name:
         raise DataError(f"{path} was tuned for {record.benchmark}, not {opts.benchmark}; rerun `appliance tune` "
@@ -98,17 +130,16 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         pick, why = at, (f"--precision {opts.precision} given (the record chose {chosen.precision}): its best "
                          f"{opts.precision} {req.scenario} candidate in {path}: {at.why}")
     _check_model(opts, record, pick.precision, path)
-    info: dict[str, str | None] = {"file": str(path.resolve()), "sha256": sha256_file(path)}
     batch: int | None
     if opts.backend == "auto":
         backend, batch, requests, cards = pick.backend, pick.batch_size, pick.requests, pick.cards
         user_conf: Path | None = path.parent / record.user_conf if pick == chosen else None
     else:
         backend, user_conf = opts.backend, None
-        rows = [m for m in record.measured if m.get("backend") == backend and m.get("precision") == pick.precision]
-        best = max(rows, key=lambda m: m["samples_per_second"]) if rows else {}
-        batch, requests = best.get("batch_size"), int(best.get("requests", 1))
-        cards = str(best.get("layout", "auto"))
+        rows = [m for m in record.measured if m.backend == backend and m.precision == pick.precision]
+        best = max(rows, key=lambda m: m.samples_per_second) if rows else None
+        batch, requests = (best.batch_size, best.requests) if best is not None else (None, 1)
+        cards = best.layout if best is not None else "auto"
         source = "--precision given" if opts.precision is not None else f"the record's {req.scenario} choice"
         why = (f"--backend {backend}; {pick.precision} ({source}), card layout, batch and requests from {path}"
                if rows else f"--backend {backend} at {pick.precision} ({source}): not measured in {path}, "
@@ -124,10 +155,9 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         why += f"; --cards {cards} from the record"
     if req.user_conf is not None:
         user_conf = None
-    info["user_conf"] = None if user_conf is None else str(user_conf)
+    info = TunedSource(str(path.resolve()), sha256_file(path), None if user_conf is None else str(user_conf))
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
     bound = _server_bound(req.scenario, pick, path, benchmarks.get(opts.benchmark).server_latency_ms)
     return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
                                 cards=cards, requested=new_req, provider_options=options, max_wait_us=wait),
-            {"backend": backend, "precision": pick.precision, "requests": requests, "cards": cards, "why": why,
-             "tuned": info, "provider_options": options, "max_wait_us": wait, **bound})
+            BackendChoice(backend, pick.precision, requests, cards, why, info, options, wait, bound))

@@ -25,7 +25,6 @@ import math
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from harness.core import progress, queueing
 from harness.core.errors import ApplianceError
@@ -38,7 +37,8 @@ from harness.hw.topology.model import Topology
 from harness.records import store, tuned
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
-from harness.records.model_record import eligibility
+from harness.records.model_record import ModelRecord, eligibility
+from harness.records.tuned import Measured
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
@@ -59,23 +59,6 @@ Candidate = tuple[str, str, str, int, int, str]  # card layout, precision, backe
 METHOD = ("warm-up as in a run (best of 2 single samples), then every card of the layout at once, a burst of 4 x "
           "requests batches each with `requests` in flight (the better of 2): all the cards' samples over the time "
           "from the first start to the last finish, median batch latency under that load")
-
-
-@dataclass(frozen=True)
-class Measured:
-    precision: str                # which prepared model
-    backend: str
-    batch_size: int
-    requests: int                 # infer requests (batches in flight) per card
-    samples_per_second: float     # all cards together, each kept full
-    single_latency_ms: float      # one sample on one card
-    batch_latency_ms: float       # a full batch with the card's other requests in flight, on the slowest card
-    multistream_latency_ms: float
-    cards: int = 1                # how many cards the layout made
-    server_qps: float | None = None  # what an ideal queue sustains within the Server bound (harness.core.queueing)
-    layout: str = "auto"          # the --cards spec timed (auto | emulate:N | simulate:P:N | map.yaml)
-    provider_options: str = ""    # onnxruntime GPU: the provider options timed (harness.run.cards.provider_options)
-    max_wait_us: int | None = None  # Server: the batching deadline of `server_qps` (None: the harness's default rule)
 
 
 def available_backends(default: bool = False) -> tuple[str, ...]:
@@ -149,7 +132,7 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
                       and (p != bf16_support.PRECISION or bf16_here)))
 
 
-def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], backend: str,
+def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, backend: str,
              batch: int, requests: int, layout: str, options: str) -> Measured:
     from harness.hw.topology import detect
 
@@ -164,7 +147,7 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], 
     rate = loaded.samples_per_second  # every card at once: cards sharing a device share its throughput
     latency_s = max(latency for _, latency in loaded.cards)
     qps, wait_us = server_choice(bench, batch, latency_s, len(loaded.cards) * requests, rate)
-    return Measured(model.get("precision", "fp32"), backend, batch, requests,
+    return Measured(model.precision, backend, batch, requests,
                     samples_per_second=round(rate, 3),
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
@@ -173,7 +156,7 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: dict[str, Any], 
                     max_wait_us=wait_us)
 
 
-def _check_memory(bench: Benchmark, models: dict[str, dict[str, Any]],
+def _check_memory(bench: Benchmark, models: dict[str, ModelRecord],
                   candidates: list[Candidate], topology: Topology) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
     for cards, precision, backend, batch, requests, _ in candidates:
@@ -275,7 +258,7 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
                         m.max_wait_us if server else None, m.server_qps if server else None)
 
 
-def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict[str, Any]],
+def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, ModelRecord],
               candidates: list[Candidate]) -> list[Measured]:
     """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
     rows: list[Measured] = []
@@ -318,7 +301,7 @@ def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> 
 
 
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
-         output: Path | None, server_search_runs: bool = False) -> tuple[Path, dict[str, Any]]:
+         output: Path | None, server_search_runs: bool = False) -> tuple[Path, tuned.TunedRecord]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
     path = output or Layout(data_dir, bench).tuned
@@ -343,7 +326,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
             plan_cards(cards, backend, bench.name, topology, requests)
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
-    if any(m.get("inference_precision") for m in models.values()):
+    if any(m.inference_precision for m in models.values()):
         bf16_support.require("--precisions bf16")
     eligible = {p: eligibility(bench, m) for p, m in models.items()}
     if not any(ok for ok, _ in eligible.values()):
@@ -373,33 +356,33 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         host={"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus())},
         method=METHOD, user_conf=conf.name,
-        precisions={p: tuned.Precision(models[p]["sha256"], ok, why) for p, (ok, why) in eligible.items()},
-        measured=[asdict(m) for m in rows],
+        precisions={p: tuned.Precision(models[p].sha256, ok, why) for p, (ok, why) in eligible.items()},
+        measured=rows,
         chosen={s: replace(_choice(m, why, s), confirmed_qps=confirmed if s == Scenario.SERVER else None)
                 for s, (m, why) in chosen.items()},
         by_precision={p: {s: _choice(m, why, s) for s, (m, why) in per.items()} for p, per in by_precision.items()})
     tuned.write(path, record)
-    return path, record.to_json()
+    return path, record
 
 
-def _extras(choice: dict[str, Any]) -> str:
+def _extras(choice: tuned.Choice) -> str:
     """A choice's provider options and Server deadline, where it has them."""
-    return "".join([f", --provider-options '{choice['provider_options']}'" if choice.get("provider_options") else "",
-                    f", --max-wait-us {choice['max_wait_us']}" if choice.get("max_wait_us") is not None else ""])
+    return "".join([f", --provider-options '{choice.provider_options}'" if choice.provider_options else "",
+                    f", --max-wait-us {choice.max_wait_us}" if choice.max_wait_us is not None else ""])
 
 
-def summary(record: dict[str, Any]) -> str:
+def summary(record: tuned.TunedRecord) -> str:
     lines = [f"{'backend':12s} {'batch':>5s} {'requests':>8s} {'precision':>9s} {'samples/s':>10s} {'batch ms':>9s} "
              f"{'single ms':>9s} {'ideal QPS':>9s} {'wait us':>7s} cards, provider options"]
-    lines += [f"{m['backend']:12s} {m['batch_size']:5d} {m['requests']:8d} {m['precision']:>9s} "
-              f"{m['samples_per_second']:10.2f} {m['batch_latency_ms']:9.2f} {m['single_latency_ms']:9.2f} "
-              f"{m['server_qps'] if m['server_qps'] is not None else '-':>9} "
-              f"{m.get('max_wait_us') if m.get('max_wait_us') is not None else '-':>7} {m['layout']} ({m['cards']})"
-              f"{', ' + m['provider_options'] if m.get('provider_options') else ''}"
-              for m in record["measured"]]
+    lines += [f"{m.backend:12s} {m.batch_size:5d} {m.requests:8d} {m.precision:>9s} "
+              f"{m.samples_per_second:10.2f} {m.batch_latency_ms:9.2f} {m.single_latency_ms:9.2f} "
+              f"{m.server_qps if m.server_qps is not None else '-':>9} "
+              f"{m.max_wait_us if m.max_wait_us is not None else '-':>7} {m.layout} ({m.cards})"
+              f"{', ' + m.provider_options if m.provider_options else ''}"
+              for m in record.measured]
     lines.append("")
-    lines += [f"{p:12s} {'eligible' if e['eligible'] else 'NOT ELIGIBLE'}: {e['why']}"
-              for p, e in record["precisions"].items()]
-    lines += [f"{s:12s} -> {c['precision']}, {c['backend']}, --cards {c['cards']}, batch {c['batch_size']}, "
-              f"requests {c['requests']}{_extras(c)}: {c['why']}" for s, c in record["chosen"].items()]
+    lines += [f"{p:12s} {'eligible' if e.eligible else 'NOT ELIGIBLE'}: {e.why}"
+              for p, e in record.precisions.items()]
+    lines += [f"{s:12s} -> {c.precision}, {c.backend}, --cards {c.cards}, batch {c.batch_size}, "
+              f"requests {c.requests}{_extras(c)}: {c.why}" for s, c in record.chosen.items()]
     return "\n".join(lines)

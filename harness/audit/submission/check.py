@@ -64,7 +64,7 @@ class Report:
     def ok(self) -> bool:
         return not self.problems
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
 
     def lines(self) -> list[str]:
