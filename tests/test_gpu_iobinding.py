@@ -604,7 +604,6 @@ def test_tune_grid_on_gpus_is_precision_x_batch_x_cards_per_gpu():
     assert {c for c, *_ in Sweep(("fp32",), ("onnxruntime",), None).candidates()} == {"auto"}
     assert {c for c, *_ in Sweep(("fp16",), ("onnxruntime-cuda",), (64,), layouts=("cuda:0x2",)).candidates()} \
         == {"cuda:0x2"}
-    assert gpu_plan.out_of_memory("card 0 (cuda:0 …): a batch of 1024 does not fit in the GPU's memory (x)")
 
 
 # energy -------------------------------------------------------------------------------------------------------

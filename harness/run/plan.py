@@ -30,7 +30,6 @@ from harness.records.benchmark import Benchmark
 from harness.records.layout import Layout, read_model_record
 from harness.records.model_record import eligibility
 from harness.run.cards import backends, provider_options
-from harness.run.cards.backends import BACKENDS
 from harness.run.loadgen_settings import Requested, preflight, read_user_conf
 from harness.run.qsl import REPLICATE
 from harness.run.sut import CardSlot
@@ -137,7 +136,7 @@ def resolve(opts: RunOptions) -> RunPlan:
         plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
     opts, choice = tuned_choice.resolve(opts)
     bench = benchmarks.get(opts.benchmark)
-    _check_choice("backend", opts.backend, BACKENDS)
+    backends.get(opts.backend)  # an unknown one: one line naming the backends
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
@@ -217,15 +216,12 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
     profile = None
     gpus: tuple[GpuRef, ...] = ()
     record = backends.get(backend)
-    if record.gpu:  # the libraries first: a missing one says more than "no GPU visible"
-        from harness.run.cards.onnxruntime_card import check_gpu_libraries
-
-        check_gpu_libraries(backend)
+    record.check_libraries()  # the libraries first: a missing one says more than "no GPU visible"
     if spec.kind == "simulate":
         from harness.run.cards.simulated_card import load_profile
 
         assert spec.profile is not None and spec.count is not None
-        if backend not in ("onnxruntime", "simulated"):  # onnxruntime: the option's default
+        if backend not in (backends.DEFAULT, "simulated"):  # the option's default
             raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
                                  f"--backend {backend}")
         profile = load_profile(spec.profile, benchmarks.get(benchmark).name)
@@ -257,9 +253,7 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
         raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
                              f"{backend} cards take no --requests: drop it or use --backend openvino")
     if gpus:
-        from harness.run.cards.onnxruntime_card import check_gpus_start
-
-        check_gpus_start(backend, [g.ordinal for g in gpus])
+        record.check_start([g.ordinal for g in gpus])
     return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests, gpus)
 
 

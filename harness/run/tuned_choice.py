@@ -14,7 +14,7 @@ from harness.records import model_record
 from harness.records.layout import Layout
 from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
 from harness.run import gpu_defaults
-from harness.run.cards.backends import GPU_BACKENDS
+from harness.run.cards import backends
 
 
 def _check_model(opts: Any, record: TunedRecord, precision: str, path: Path) -> None:
@@ -72,7 +72,7 @@ def resolve(opts: Any) -> tuple[Any, dict[str, Any]]:
         why = ("--backend (or its default)" if path is None else
                f"--backend auto: no tuned record at {path}, so {FALLBACK}")
         precision = opts.precision or "fp32"
-        if opts.precision is None and backend in GPU_BACKENDS:  # the GPU rule (harness.run.gpu_defaults)
+        if opts.precision is None and backends.on_gpu(backend):  # the GPU rule (harness.run.gpu_defaults)
             precision, rule = gpu_defaults.precision(Layout(opts.data_dir, benchmarks.get(opts.benchmark)))
             why += f"; {rule}"
         cards = opts.cards or "auto"

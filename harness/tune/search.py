@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import progress, queueing
-from harness.core.errors import ApplianceError
+from harness.core.errors import ApplianceError, BatchDoesNotFit
 from harness.core.outbound import atomic_write_text, check_target, ensure_writable_dir, head
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks, concrete, integrity
@@ -40,7 +40,6 @@ from harness.records.benchmark import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import eligibility
 from harness.run.cards import backends, provider_options
-from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
 from harness.run.plan import RunOptions, check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
@@ -75,21 +74,17 @@ class Measured:
 
 
 def available_backends(default: bool = False) -> tuple[str, ...]:
-    """The backends this installation can make cards of; `default`: those `tune` times unasked (a GPU
-    backend only where NVML sees a GPU)."""
-    have = tuple(b.name for b in backends.RECORDS.values()
-                 if b.tuned_unasked and b.package and importlib.util.find_spec(b.package) is not None)
-    if importlib.util.find_spec("onnxruntime") is None:
-        return have
-    import onnxruntime as ort
-
-    from harness.run.cards.onnxruntime_card import PROVIDERS
-
-    gpus = tuple(b for b in GPU_BACKENDS if PROVIDERS[b][0] in ort.get_available_providers())
-    if default:
+    """The backends `tune` can time here (their records say it may, and this installation makes their cards: the
+    record's `installed`), the CPU ones first; `default`: those it times unasked (a GPU backend only where NVML sees
+    a GPU)."""
+    records = sorted((b for b in backends.RECORDS.values() if b.tuned_unasked or (b.tunable and not default)),
+                     key=lambda b: b.gpu)
+    have = [b for b in records if b.installed()]
+    if default and any(b.gpu for b in have):
         facts = gpu.nvml()
-        gpus = gpus[:1] if not isinstance(facts, str) and facts.gpus else ()  # TensorRT only when asked for
-    return have + gpus
+        if isinstance(facts, str) or not facts.gpus:
+            have = [b for b in have if not b.gpu]
+    return tuple(b.name for b in have)
 
 
 @dataclass(frozen=True)
@@ -273,7 +268,8 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
 
 def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict[str, Any]],
               candidates: list[Candidate]) -> list[Measured]:
-    """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
+    """Every candidate timed; a batch its card says does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's
+    larger batches."""
     rows: list[Measured] = []
     too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
     with progress.bar(len(candidates), "tune", unit="config") as bar:
@@ -286,10 +282,8 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, dict
             try:
                 run_bench = concrete.for_run(bench.name, model=models[precision])
                 rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards, options))
-            except ApplianceError as exc:
-                if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
-                    raise
-                too_big[(cards, precision, backend)] = batch  # the GPU's memory bounds the batch: larger ones skipped
+            except BatchDoesNotFit:  # the card's own word (its device's memory): larger batches skipped
+                too_big[(cards, precision, backend)] = batch
             bar.update()  # the rows are printed once, in the summary table
     if not rows:
         raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")
