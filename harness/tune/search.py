@@ -97,7 +97,7 @@ class Sweep:
     batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
     requests: tuple[int, ...] = DEFAULT_REQUESTS
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
-    options: tuple[str, ...] | None = None  # provider option sets; None: GPU_GRID on onnxruntime GPU backends
+    options: tuple[str, ...] | None = None  # provider option sets; None: each backend record's `tune_options`
 
     def candidates(self) -> list[Candidate]:
         """Every combination, less the precisions meant for other backends (the backends' records)."""
@@ -109,10 +109,12 @@ class Sweep:
                 for o in self.option_sets(b)]
 
     def option_sets(self, backend: str) -> tuple[str, ...]:
-        """The provider option sets timed on `backend`: the grid on the CUDA provider, the defaults elsewhere."""
-        if backends.get(backend).provider not in provider_options.TUNABLE:
-            return ("",)
-        return self.options if self.options is not None else provider_options.GPU_GRID
+        """The provider option sets timed on `backend`: those given where its provider takes options, else its
+        record's (the grid on the CUDA provider, the defaults elsewhere)."""
+        record = backends.get(backend)
+        if self.options is not None and record.provider in provider_options.TUNABLE:
+            return self.options
+        return record.tune_options
 
     def check(self) -> None:
         """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes

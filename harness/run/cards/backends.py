@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ApplianceError
+from harness.run.cards import provider_options
 
 if TYPE_CHECKING:
     from harness.run.cards.base import AsyncCard, Card
@@ -50,6 +51,9 @@ class Backend:
     tuned_unasked: bool = False      # `appliance tune` times it without --backends where it is available (a GPU
                                      # backend: where NVML sees a GPU)
     tunable: bool = False            # `appliance tune --backends` may time it (tuned_unasked ones too)
+    # the provider option sets tune times on it unless --provider-options is given ("": the provider's defaults;
+    # harness.run.cards.provider_options says which providers take which)
+    tune_options: tuple[str, ...] = ("",)
     # its cards: (spec: BackendSpec, index, cpus) -> Card | AsyncCard, made on the card's pinned worker thread
     card: Ref = field(kw_only=True)
     # (backend name) -> None: one line when the libraries its cards need do not load; before any card or folder
@@ -99,7 +103,8 @@ _ORT = "harness.run.cards.onnxruntime_card"
 def _onnxruntime_gpu(name: str, provider: str, tuned_unasked: bool) -> Backend:
     """onnxruntime on NVIDIA GPUs: IO-binding cards, the provider's libraries and start checked before any card."""
     return Backend(name, "gpu", "onnxruntime", provider, ("fp32", "int8", "fp16"), tuned_unasked=tuned_unasked,
-                   tunable=True, card="harness.run.cards.gpu_iobinding:IoBindingCard",
+                   tunable=True, tune_options=provider_options.GPU_GRID if provider in provider_options.TUNABLE
+                   else ("",), card="harness.run.cards.gpu_iobinding:IoBindingCard",
                    libraries=f"{_ORT}:check_gpu_libraries", starts=f"{_ORT}:check_gpus_start",
                    available=f"{_ORT}:provider_available")
 
@@ -120,30 +125,6 @@ RECORDS: dict[str, Backend] = {b.name: b for b in (
     Backend("simulated", "simulated", None, card="harness.run.cards.simulated_card:from_spec"),
 )}
 DEFAULT = "onnxruntime"  # --backend's default
-
-
-class Names(Sequence[str]):
-    """The backends' names as they are when read (a record added later included), then `extra`: the CLI's
-    --backend choices."""
-
-    def __init__(self, *extra: str) -> None:
-        self.extra = extra
-
-    def _all(self) -> tuple[str, ...]:
-        return (*RECORDS, *self.extra)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[str]: ...
-    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
-        return self._all()[i]
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
 
 
 def on_gpu(name: str) -> bool:
