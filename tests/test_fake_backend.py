@@ -160,7 +160,14 @@ def _recipe(title: str) -> str:
 def _paths(section: str) -> set[str]:
     """The repository paths a recipe names in backticks (a file or folder, `<name>` placeholders included)."""
     return {p for p in re.findall(r"`([\w./<>*-]+)`", section)
-            if "/" in p and re.match(r"(harness|tests|tools|docs|ci|\.github)/", p)}
+            if "/" in p and re.match(r"(harness|tests|tools|docs|ci)/", p)}
+
+
+def _touched(section: str, label: str = "Files it touches") -> set[str]:
+    """The paths of a recipe's "**Files it touches**:" (or "**Only when**:") paragraph."""
+    match = re.search(rf"\*\*{label}\*\*:(.*?)(?=\*\*Only when\*\*|\n\n|$)", section, re.S)
+    assert match, f"no **{label}**: paragraph"
+    return _paths(match.group(1))
 
 
 @pytest.mark.parametrize("title", RECIPES)
@@ -193,7 +200,7 @@ def test_the_backend_recipe_names_every_file_a_backend_touches():
     compares a computing backend's name (null and simulated, which compute nothing, are read by the report and
     the audit from a manifest) or imports a runtime's card module."""
     section = _recipe("Adding a card backend")
-    harness_files = {p for p in _paths(section) if p.startswith("harness/")}
+    harness_files = {p for p in _touched(section) if p.startswith("harness/")}
     assert harness_files == {"harness/run/cards/backends.py", "harness/run/cards/<name>_card.py"}, harness_files
     names = {b.name for b in backends.RECORDS.values() if b.infers}
     lookups = [hit for path in sorted((ROOT / "harness").rglob("*.py"))
@@ -201,3 +208,24 @@ def test_the_backend_recipe_names_every_file_a_backend_touches():
                for hit in _backend_lookups(path, names)]
     assert not lookups, lookups
     assert all((ROOT / m).is_file() for m in RUNTIME_MODULES | STAND_IN_MODULES)
+
+
+def _precision_branches(path: Path, names: set[str]) -> bool:
+    return any(isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in names
+                                                     for side in (node.left, *node.comparators)
+                                                     for c in (side.elts if isinstance(side, ast.Tuple) else [side]))
+               for node in ast.walk(ast.parse(path.read_text(), str(path))))
+
+
+def test_the_precision_recipe_names_every_module_that_branches_on_a_precision():
+    """Every harness module that compares with a precision other than fp32 is in the recipe (always or "only
+    when"), and the backend records, where who computes it is said."""
+    from harness.records.layout import PRECISIONS
+
+    section = _recipe("Adding a precision")
+    named = _touched(section) | _touched(section, "Only when")
+    names = set(PRECISIONS) - {"fp32"}
+    branching = {str(p.relative_to(ROOT)) for p in (ROOT / "harness").rglob("*.py") if _precision_branches(p, names)}
+    assert branching, "the scan finds nothing: has it gone stale?"
+    assert branching <= named, sorted(branching - named)
+    assert {"harness/run/cards/backends.py", "harness/records/layout.py"} <= named
