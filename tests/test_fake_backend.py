@@ -100,6 +100,7 @@ def test_the_plan_places_the_fake_backend_on_the_gpu_through_its_record(fake_gpu
         plan_cards("emulate:1", FAKE, "resnet50", harness.hw.topology.detect())
 
 
+@pytest.mark.slow  # a short tune and LoadGen run
 def test_tune_and_run_go_through_the_fake_backend(fake_gpu, data_dir, tmp_path, capsys):
     assert FAKE in available_backends() and FAKE not in available_backends(default=True)  # asked for only
     record = tmp_path / "t" / "resnet50.json"
