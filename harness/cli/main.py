@@ -213,7 +213,7 @@ class _BackendChoice(click.Choice[str]):
                    "measured by short LoadGen probes before the test].")
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
-@click.option("--backend", type=_BackendChoice(), default="onnxruntime", show_default=True,
+@click.option("--backend", type=_BackendChoice(), default=backends.DEFAULT, show_default=True,
               envvar="APPLIANCE_BACKEND",
               help="Card backend: onnxruntime (CPU-emulated cards), openvino (CPU), onnxruntime-cuda / -tensorrt "
                    "(NVIDIA GPUs, by CUDA ordinal; never a CPU fallback) / -openvino (one device per card, when that "

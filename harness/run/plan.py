@@ -41,7 +41,7 @@ class RunOptions:
     requested: Requested
     data_dir: Path
     results_dir: Path
-    backend: str = "onnxruntime"
+    backend: str = backends.DEFAULT
     batch_size: int | None = None
     system_name: str | None = None
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N

@@ -50,7 +50,7 @@ class Backend:
     padded_copies: bool = False      # its cards copy each batch in flight into a full-size one (fixed-shape requests)
     tuned_unasked: bool = False      # `appliance tune` times it without --backends where it is available (a GPU
                                      # backend: where NVML sees a GPU)
-    tunable: bool = False            # `appliance tune --backends` may time it (tuned_unasked ones too)
+    tunable: bool = False            # `appliance tune --backends NAME` may time it (a tuned_unasked one may anyway)
     # the provider option sets tune times on it unless --provider-options is given ("": the provider's defaults;
     # harness.run.cards.provider_options says which providers take which)
     tune_options: tuple[str, ...] = ("",)
@@ -113,8 +113,7 @@ RECORDS: dict[str, Backend] = {b.name: b for b in (
     Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", emulated=True, tuned_unasked=True,
             card=f"{_ORT}:from_spec"),
     _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", tuned_unasked=True),
-    _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", tuned_unasked=False),  # its engines take
-    # minutes to build: timed only when asked for
+    _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", tuned_unasked=False),  # tune: when asked
     Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider",
             card=f"{_ORT}:OnnxRuntimeCard"),
     # bf16: OpenVINO's INFERENCE_PRECISION_HINT on CPUs with AVX512_BF16 or AMX (onnxruntime's CPU provider has no
