@@ -29,7 +29,7 @@ _.detect_cmd  # `appliance topology detect`
 _.show_cmd  # `appliance topology show`
 
 # Named by the backend records as "module:attribute" (harness/run/cards/backends.py), imported when first called
-_.from_spec  # null_card, simulated_card, openvino_card, onnxruntime_card: a record's `card`
+_.from_spec  # null_card, simulated_card, openvino_process, gpu_iobinding: a record's `card`
 _.check_gpu_libraries  # onnxruntime_card: the GPU records' `libraries`
 _.check_gpus_start  # onnxruntime_card: the GPU records' `starts`
 _.provider_available  # onnxruntime_card: the GPU records' `available`

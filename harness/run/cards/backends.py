@@ -111,7 +111,7 @@ def _onnxruntime_gpu(name: str, provider: str, tuned_unasked: bool) -> Backend:
 
 RECORDS: dict[str, Backend] = {b.name: b for b in (
     Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", emulated=True, tuned_unasked=True,
-            card=f"{_ORT}:from_spec"),
+            card="harness.run.cards.gpu_iobinding:from_spec"),
     _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", tuned_unasked=True),
     _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", tuned_unasked=False),  # tune: when asked
     Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider",
@@ -119,7 +119,7 @@ RECORDS: dict[str, Backend] = {b.name: b for b in (
     # bf16: OpenVINO's INFERENCE_PRECISION_HINT on CPUs with AVX512_BF16 or AMX (onnxruntime's CPU provider has no
     # bf16 path on x86: harness.prepare.bf16)
     Backend("openvino", "cpu", "openvino", None, ("fp32", "int8", "bf16"), emulated=True, requests=True,
-            padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_card:from_spec"),
+            padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_process:from_spec"),
     Backend("null", "none", None, emulated=True, card="harness.run.cards.null_card:from_spec"),
     Backend("simulated", "simulated", None, card="harness.run.cards.simulated_card:from_spec"),
 )}

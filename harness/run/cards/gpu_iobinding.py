@@ -153,6 +153,12 @@ def _no_graph() -> ort.RunOptions:
     return options
 
 
+def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OnnxRuntimeCard:
+    """The onnxruntime (CPU) backend's cards (its record's `card`): through IO binding on CPU OrtValues with
+    APPLIANCE_IO_BINDING=1, else the plain card."""
+    return IoBindingCard(spec, index, cpus) if spec.io_binding else OnnxRuntimeCard(spec, index, cpus)
+
+
 class IoBindingCard(OnnxRuntimeCard):
     """A card whose batches run through IO binding on device-resident buffers, one bucket per batch size."""
 

@@ -169,16 +169,6 @@ class OnnxRuntimeCard:
         del self.session
 
 
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OnnxRuntimeCard:
-    """The onnxruntime backend's cards (its record's `card`): through IO binding with APPLIANCE_IO_BINDING=1
-    (harness.run.cards.gpu_iobinding, on CPU OrtValues), else the plain card."""
-    if spec.io_binding:
-        from harness.run.cards.gpu_iobinding import IoBindingCard
-
-        return IoBindingCard(spec, index, cpus)
-    return OnnxRuntimeCard(spec, index, cpus)
-
-
 def batch_fault(label: str, batch: int, exc: Exception) -> ApplianceError:
     """A GPU card's warm-up batch that failed, in one line: `BatchDoesNotFit` where the GPU's memory ran out (tune
     then times no larger batch on that layout)."""

@@ -27,17 +27,13 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo
 from harness.run.cards.onnxruntime_card import THREADS_ENV
-
-if TYPE_CHECKING:
-    from harness.run.cards.openvino_process import OpenVinoProcessCard
-    from harness.run.cards.spec import BackendSpec
 
 
 class OpenVinoCard:
@@ -150,18 +146,3 @@ class OpenVinoCard:
         self._waits.put(None)
         self._waiter.join()
         self.requests = []
-
-
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OpenVinoCard | OpenVinoProcessCard:
-    """The openvino backend's cards (its record's `card`): each in a process of its own with `spec.processes` or
-    APPLIANCE_OPENVINO_PROCESS=1 (harness.run.cards.openvino_process), else in this one."""
-    from harness.run.cards.spec import PROCESS_ENV
-
-    assert spec.model_path is not None
-    if spec.processes or os.environ.get(PROCESS_ENV) == "1":
-        from harness.run.cards.openvino_process import OpenVinoProcessCard
-
-        return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
-                                   spec.requests, spec.inference_precision)
-    return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests,
-                        spec.inference_precision)
