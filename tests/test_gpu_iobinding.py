@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sysfs_fixtures import build, shared_trees
 from test_gpu_card import HAS_GPU, needs_gpu
 
-from harness.core.errors import ApplianceError
+from harness.core.errors import ApplianceError, BatchDoesNotFit
 from harness.data import benchmarks
 from harness.hw import gpu_energy, gpu_plan
 from harness.hw.gpu import GpuRef
@@ -35,7 +35,7 @@ from harness.run.cards import cuda_runtime, make_card
 from harness.run.cards.base import CardInfo, FromReplica, PageableHostBuffers, ReplicaReader, Synchronous, as_async
 from harness.run.cards.cuda_runtime import CudaCopies, HostCopies
 from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
-from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
+from harness.run.cards.onnxruntime_card import OnnxRuntimeCard, batch_fault
 from harness.run.cards.spec import BackendSpec
 from harness.run.plan import _per_gpu
 from harness.run.qsl import ReplicaRows, SampleLibrary, row_runs
@@ -604,7 +604,11 @@ def test_tune_grid_on_gpus_is_precision_x_batch_x_cards_per_gpu():
     assert {c for c, *_ in Sweep(("fp32",), ("onnxruntime",), None).candidates()} == {"auto"}
     assert {c for c, *_ in Sweep(("fp16",), ("onnxruntime-cuda",), (64,), layouts=("cuda:0x2",)).candidates()} \
         == {"cuda:0x2"}
-    assert gpu_plan.out_of_memory("card 0 (cuda:0 …): a batch of 1024 does not fit in the GPU's memory (x)")
+    # the card says a batch does not fit by its error's type, which tune catches (issue 37), not by words
+    oom = batch_fault("card 0 (cuda:0)", 1024, RuntimeError("CUDA failure 2: out of memory\n  at bfc_arena.cc"))
+    assert isinstance(oom, BatchDoesNotFit) and "does not fit in the GPU's memory" in str(oom) and "\n" not in str(oom)
+    other = batch_fault("card 0 (cuda:0)", 8, RuntimeError("Non-zero status code returned while running Conv node"))
+    assert not isinstance(other, BatchDoesNotFit) and isinstance(other, ApplianceError)
 
 
 # energy -------------------------------------------------------------------------------------------------------

@@ -106,7 +106,7 @@ def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_di
     from harness.records.layout import Layout
     from harness.run import tuned_choice
     from harness.run.loadgen_settings import Requested
-    from harness.run.plan import RunOptions
+    from harness.run.options import RunOptions
 
     sha = model_record.read(Layout(data_dir, benchmarks.get("resnet50")).record_for("fp32")).sha256
     choice = {"precision": "fp32", "backend": "onnxruntime-cuda", "batch_size": 64, "requests": 1,

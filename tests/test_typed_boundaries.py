@@ -74,7 +74,8 @@ ALLOW: dict[str, str] = {
     "harness.records.store.verify_digests": _PREPARED,
     "harness.prepare.steps.prepare_dataset": _PREPARED + " (what it wrote; the CLI ignores it)",
     "harness.records.benchmark_record.Listing.annotations": "COCO-format ground truth (pycocotools reads it as such)",
-    "harness.records.benchmark_record.Score.details": "an accuracy run's extra figures, written into the manifest's result",
+    "harness.records.benchmark_record.Score.details": "an accuracy run's extra figures, written into the manifest's "
+                                                      "result",
     "harness.records.detail_log.Detail.raw": _DETAIL,
     "harness.records.detail_log.Detail.values": _DETAIL,
     "harness.records.detail_log.perf_result": _DETAIL,

@@ -55,13 +55,13 @@ say "GPU, driver, CUDA, cuDNN, onnxruntime"
 import json, sys
 import onnxruntime as ort
 from harness.hw import gpu
-from harness.run.cards.backends import GPU_BACKENDS
-from harness.run.cards.onnxruntime_card import check_gpu_libraries, cuda_build
+from harness.run.cards import backends
+from harness.run.cards.onnxruntime_card import cuda_build
 facts = gpu.read_nvml()
 info = {"onnxruntime": ort.__version__, "onnxruntime_providers": ort.get_available_providers(),
         "onnxruntime_cuda_build": cuda_build(), "nvidia": gpu.host_facts()}
-if sys.argv[1] in GPU_BACKENDS:
-    check_gpu_libraries(sys.argv[1])  # preloads CUDA / cuDNN, or says in one line what is missing
+if backends.on_gpu(sys.argv[1]):
+    backends.get(sys.argv[1]).check_libraries()  # preloads CUDA / cuDNN, or says in one line what is missing
     info.update(gpu.libraries())
 print(json.dumps(info, indent=2))
 PY

@@ -28,6 +28,12 @@ _.readinto  # io.RawIOBase method of inbound._Capped: called by io.BufferedReade
 _.detect_cmd  # `appliance topology detect`
 _.show_cmd  # `appliance topology show`
 
+# Named by the backend records as "module:attribute" (harness/run/cards/backends.py), imported when first called
+_.from_spec  # null_card, simulated_card, openvino_process, gpu_iobinding: a record's `card`
+_.check_gpu_libraries  # onnxruntime_card: the GPU records' `libraries`
+_.check_gpus_start  # onnxruntime_card: the GPU records' `starts`
+_.provider_available  # onnxruntime_card: the GPU records' `available`
+
 # Record fields written to JSON through dataclasses.asdict (read by people, `reproduce`, `report`, the tree)
 _.created_utc  # manifest.Manifest and tuned.TunedRecord
 _.backend_choice  # manifest.Manifest: read by tests/test_tune.py, docs/tune.md documents it

@@ -33,7 +33,8 @@ from harness.records.detail_log import METRICS
 from harness.run.loadgen_settings import OFFLINE_TARGET_PER_RATE
 
 if TYPE_CHECKING:
-    from harness.run.plan import RunOptions, RunPlan
+    from harness.run.options import RunOptions
+    from harness.run.plan import RunPlan
     from harness.run.runner import RunOutcome
 
 TESTS = ("TEST01", "TEST04", "TEST05")

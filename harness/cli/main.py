@@ -22,7 +22,7 @@ from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
 from harness.records.benchmark_record import CARD_OUTPUTS, NMS_PARAM_SETS
 from harness.records.layout import PRECISIONS, Layout
-from harness.run.cards.backends import BACKENDS
+from harness.run.cards import backends
 from harness.run.cards.provider_options import canonical
 from harness.run.loadgen_settings import Requested
 
@@ -169,6 +169,21 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                                  calibration_list, click.echo))
 
 
+class _BackendChoice(click.Choice[str]):
+    """--backend: the backend records' names when the option is read (a record added after this module was
+    imported too: a plugin's, a test's), and auto."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return (*backends.RECORDS, "auto")
+
+    @choices.setter
+    def choices(self, _: object) -> None:
+        pass  # click's __init__ sets them; the records say
+
 @cli.command()
 @_benchmark_opt
 @click.option("--scenario", "-s", type=click.Choice(SCENARIOS), default="Offline", show_default=True,
@@ -191,7 +206,7 @@ def _prepare(layout: Layout, samples: int | None, source: Path | None, model_fil
                    "measured by short LoadGen probes before the test].")
 @click.option("--user-conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="A user.conf to start from; the options above are appended as overrides.")
-@click.option("--backend", type=click.Choice((*BACKENDS, "auto")), default="onnxruntime", show_default=True,
+@click.option("--backend", type=_BackendChoice(), default=backends.DEFAULT, show_default=True,
               envvar="APPLIANCE_BACKEND",
               help="Card backend: onnxruntime (CPU-emulated cards), openvino (CPU), onnxruntime-cuda / -tensorrt "
                    "(NVIDIA GPUs, by CUDA ordinal; never a CPU fallback) / -openvino (one device per card, when that "

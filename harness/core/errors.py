@@ -22,6 +22,11 @@ class DataError(ApplianceError):
     """Missing, corrupt or mismatching data, model or configuration."""
 
 
+class BatchDoesNotFit(ApplianceError):
+    """A card cannot take a batch this large (its device's memory): raised by the card, at load or on the batch.
+    `appliance tune` stops growing that layout's batches on it; a run says it in one line."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (`docker stop`, `kill`) or SIGHUP (the terminal closed): raised where Ctrl-C raises
     KeyboardInterrupt, so all three stop a command the same clean way; the exit code says which

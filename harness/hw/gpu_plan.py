@@ -134,8 +134,3 @@ def tune_layouts(layout: str, gpu_backend: bool) -> tuple[str, ...]:
     if gpu_backend and layout.strip().lower() == "auto":
         return tuple(f"cuda:allx{n}" for n in TUNE_PER_GPU)
     return (layout,)
-
-
-def out_of_memory(error: str) -> bool:
-    """Whether a GPU card's one-line refusal says the batch does not fit in the GPU's memory."""
-    return "does not fit in the GPU's memory" in error

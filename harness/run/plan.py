@@ -31,41 +31,14 @@ from harness.records.layout import Layout, read_model_record
 from harness.records.model_record import ModelRecord, eligibility
 from harness.run import buffers
 from harness.run.cards import backends, provider_options
-from harness.run.cards.backends import BACKENDS
-from harness.run.loadgen_settings import Requested, preflight, read_user_conf
+from harness.run.loadgen_settings import preflight, read_user_conf
+from harness.run.options import RunOptions
 from harness.run.qsl import REPLICATE
 from harness.run.sut import CardSlot
 
 if TYPE_CHECKING:  # imported where they are made (resolve, plan_cards)
     from harness.run.cards.simulated_card import Profile
     from harness.run.tuned_choice import BackendChoice
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    benchmark: str
-    requested: Requested
-    data_dir: Path
-    results_dir: Path
-    backend: str = "onnxruntime"
-    batch_size: int | None = None
-    system_name: str | None = None
-    output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
-    audit_config: str | None = None   # compliance test: LoadGen reads it as ./audit.config
-    test05: bool = False              # TEST05: LoadGen's alternate seeds
-    cards: str | None = None          # auto | emulate:N | simulate:PROFILE:N | cuda:all | cuda:0,1 | <map.yaml>;
-                                      # None: the tuned record's layout with --tuned / --backend auto, else
-                                      # auto (tuned_choice.resolve)
-    replicate: str = "node"           # sample buffer replicas: node | card | none
-    max_wait_us: int | None = None    # Server batch deadline; None: default_max_wait_s (batch, target QPS)
-    card_outputs: str = "fp32"        # fp32 | quantised: the precision the cards return their outputs in
-    nms_params: str = "reference"     # detection: the record's NMS parameter set (reference | krai)
-    precision: str | None = None      # which prepared model: fp32 | int8 (harness.prepare.quantize); None: the tuned
-                                      # record's with --tuned / --backend auto, else fp32 (tuned_choice.resolve)
-    tuned: Path | None = None         # `appliance tune` record to take backend / batch / user.conf from
-    requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
-    provider_options: str | None = None  # onnxruntime GPU: e.g. "prefer_nhwc=1"; None: the tuned record's, else ""
-    keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.run.keep_warm)
 
 
 @dataclass(frozen=True)
@@ -142,7 +115,7 @@ def resolve(opts: RunOptions) -> RunPlan:
         plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
     opts, choice = tuned_choice.resolve(opts)
     bench = benchmarks.get(opts.benchmark)
-    _check_choice("backend", opts.backend, BACKENDS)
+    backends.get(opts.backend)  # an unknown one: one line naming the backends
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
@@ -221,15 +194,12 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
     profile = None
     gpus: tuple[GpuRef, ...] = ()
     record = backends.get(backend)
-    if record.gpu:  # the libraries first: a missing one says more than "no GPU visible"
-        from harness.run.cards.onnxruntime_card import check_gpu_libraries
-
-        check_gpu_libraries(backend)
+    record.check_libraries()  # the libraries first: a missing one says more than "no GPU visible"
     if spec.kind == "simulate":
         from harness.run.cards.simulated_card import load_profile
 
         assert spec.profile is not None and spec.count is not None
-        if backend not in ("onnxruntime", "simulated"):  # onnxruntime: the option's default
+        if backend not in (backends.DEFAULT, "simulated"):  # the option's default
             raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
                                  f"--backend {backend}")
         profile = load_profile(spec.profile, benchmarks.get(benchmark).name)
@@ -261,9 +231,7 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
         raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
                              f"{backend} cards take no --requests: drop it or use --backend openvino")
     if gpus:
-        from harness.run.cards.onnxruntime_card import check_gpus_start
-
-        check_gpus_start(backend, [g.ordinal for g in gpus])
+        record.check_start([g.ordinal for g in gpus])
     return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests, gpus)
 
 

@@ -59,7 +59,8 @@ from harness.run.loadgen_settings import (
     test_settings,
 )
 from harness.run.neighbours import Neighbours
-from harness.run.plan import CardPlan, RunOptions, RunPlan, resolve
+from harness.run.options import RunOptions
+from harness.run.plan import CardPlan, RunPlan, resolve
 from harness.run.qsl import SampleLibrary, plan_replicas
 from harness.run.sut import SystemUnderTest, loadgen_window
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
@@ -15,10 +14,8 @@ from harness.records import model_record
 from harness.records.layout import Layout
 from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
 from harness.run import gpu_defaults
-from harness.run.cards.backends import GPU_BACKENDS
-
-if TYPE_CHECKING:
-    from harness.run.plan import RunOptions  # plan imports this module when it resolves
+from harness.run.cards import backends
+from harness.run.options import RunOptions
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
         why = ("--backend (or its default)" if path is None else
                f"--backend auto: no tuned record at {path}, so {FALLBACK}")
         precision = opts.precision or "fp32"
-        if opts.precision is None and backend in GPU_BACKENDS:  # the GPU rule (harness.run.gpu_defaults)
+        if opts.precision is None and backends.on_gpu(backend):  # the GPU rule (harness.run.gpu_defaults)
             precision, rule = gpu_defaults.precision(Layout(opts.data_dir, benchmarks.get(opts.benchmark)))
             why += f"; {rule}"
         cards = opts.cards or "auto"

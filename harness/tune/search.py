@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.core import progress, queueing
-from harness.core.errors import ApplianceError
+from harness.core.errors import ApplianceError, BatchDoesNotFit
 from harness.core.outbound import atomic_write_text, check_target, ensure_writable_dir, head
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks, concrete, integrity
@@ -40,9 +40,9 @@ from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import ModelRecord, eligibility
 from harness.records.tuned import Measured
 from harness.run.cards import backends, provider_options
-from harness.run.cards.backends import GPU_BACKENDS
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
-from harness.run.plan import RunOptions, check_buffer_memory, plan_cards
+from harness.run.options import RunOptions
+from harness.run.plan import check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
 from harness.tune import server_search
 
@@ -62,21 +62,17 @@ METHOD = ("warm-up as in a run (best of 2 single samples), then every card of th
 
 
 def available_backends(default: bool = False) -> tuple[str, ...]:
-    """The backends this installation can make cards of; `default`: those `tune` times unasked (a GPU
-    backend only where NVML sees a GPU)."""
-    have = tuple(b.name for b in backends.RECORDS.values()
-                 if b.tuned_unasked and b.package and importlib.util.find_spec(b.package) is not None)
-    if importlib.util.find_spec("onnxruntime") is None:
-        return have
-    import onnxruntime as ort
-
-    from harness.run.cards.onnxruntime_card import PROVIDERS
-
-    gpus = tuple(b for b in GPU_BACKENDS if PROVIDERS[b][0] in ort.get_available_providers())
-    if default:
+    """The backends `tune` can time here (their records say it may, and this installation makes their cards: the
+    record's `installed`), the CPU ones first; `default`: those it times unasked (a GPU backend only where NVML sees
+    a GPU)."""
+    records = sorted((b for b in backends.RECORDS.values() if b.tuned_unasked or (b.tunable and not default)),
+                     key=lambda b: b.gpu)
+    have = [b for b in records if b.installed()]
+    if default and any(b.gpu for b in have):
         facts = gpu.nvml()
-        gpus = gpus[:1] if not isinstance(facts, str) and facts.gpus else ()  # TensorRT only when asked for
-    return have + gpus
+        if isinstance(facts, str) or not facts.gpus:
+            have = [b for b in have if not b.gpu]
+    return tuple(b.name for b in have)
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ class Sweep:
     batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
     requests: tuple[int, ...] = DEFAULT_REQUESTS
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
-    options: tuple[str, ...] | None = None  # provider option sets; None: GPU_GRID on onnxruntime GPU backends
+    options: tuple[str, ...] | None = None  # provider option sets; None: each backend record's `tune_options`
 
     def candidates(self) -> list[Candidate]:
         """Every combination, less the precisions meant for other backends (the backends' records)."""
@@ -101,10 +97,12 @@ class Sweep:
                 for o in self.option_sets(b)]
 
     def option_sets(self, backend: str) -> tuple[str, ...]:
-        """The provider option sets timed on `backend`: the grid on the CUDA provider, the defaults elsewhere."""
-        if backends.get(backend).provider not in provider_options.TUNABLE:
-            return ("",)
-        return self.options if self.options is not None else provider_options.GPU_GRID
+        """The provider option sets timed on `backend`: those given where its provider takes options, else its
+        record's (the grid on the CUDA provider, the defaults elsewhere)."""
+        record = backends.get(backend)
+        if self.options is not None and record.provider in provider_options.TUNABLE:
+            return self.options
+        return record.tune_options
 
     def check(self) -> None:
         """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
@@ -260,7 +258,8 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
 
 def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, ModelRecord],
               candidates: list[Candidate]) -> list[Measured]:
-    """Every candidate timed; on a GPU, a batch that does not fit in its memory ends that layout's larger batches."""
+    """Every candidate timed; a batch its card says does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's
+    larger batches."""
     rows: list[Measured] = []
     too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
     with progress.bar(len(candidates), "tune", unit="config") as bar:
@@ -273,10 +272,8 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, Mode
             try:
                 run_bench = concrete.for_run(bench.name, model=models[precision])
                 rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards, options))
-            except ApplianceError as exc:
-                if backend not in GPU_BACKENDS or not gpu_plan.out_of_memory(str(exc)):
-                    raise
-                too_big[(cards, precision, backend)] = batch  # the GPU's memory bounds the batch: larger ones skipped
+            except BatchDoesNotFit:  # the card's own word (its device's memory): larger batches skipped
+                too_big[(cards, precision, backend)] = batch
             bar.update()  # the rows are printed once, in the summary table
     if not rows:
         raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")

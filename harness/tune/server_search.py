@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.core.outbound import scratch_dir
 from harness.core.scenarios import Mode, Scenario
 from harness.run.loadgen_settings import Requested
-from harness.run.plan import RunOptions
+from harness.run.options import RunOptions
 from harness.run.runner import run
 
 STEPS = 3           # bisection steps after the first run: to within 1/16 of the first's range

@@ -1,16 +1,43 @@
 """One record per card backend, as benchmarks are records: what computes (the CPU, an NVIDIA GPU, nothing, a
 simulation), the package and onnxruntime provider its cards need, the precisions they compute, whether they take
-several infer requests, and whether `tune` times them unasked. Plan, tune, runner and the system name read these
-fields; only `make_card` (harness.run.cards) picks a module by name. A new backend is one record here and one
-branch there."""
+several infer requests, whether `tune` times them, and the functions that make its cards and check its libraries,
+its start on a GPU and its presence here. Plan, tune, runner, `make_card` and the system name read these fields and
+call these functions; nothing outside the card modules branches on a backend's name. A new backend is one record
+here and its card module (docs/developing.md, "Adding a card backend"); a plugin or a test adds its record to
+`RECORDS`.
+
+A card says a batch is too large for its device by raising `harness.core.errors.BatchDoesNotFit` (at load, where it
+runs a batch of the run's size, or on the batch): `appliance tune` stops growing that layout's batches there."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ApplianceError
+from harness.run.cards import provider_options
 
-__all__ = ["BACKENDS", "GPU_BACKENDS", "RECORDS", "Backend", "check_computes", "computing", "get"]
+if TYPE_CHECKING:
+    from harness.run.cards.base import AsyncCard, Card
+    from harness.run.cards.spec import BackendSpec
+
+# "package.module:attribute", imported when first called (so onnxruntime, openvino and CUDA load only for the backend
+# that needs them), or the callable itself (a test's fake backend)
+Ref = str | Callable[..., Any]
+
+
+def resolve(ref: Ref) -> Callable[..., Any]:
+    """The callable a record names."""
+    if callable(ref):
+        return ref
+    module, _, attr = ref.partition(":")
+    found: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    return found
+
+__all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -23,7 +50,20 @@ class Backend:
     emulated: bool = False           # CPU cards standing in for accelerator cards: the system name says cpu-emulated
     requests: bool = False           # several infer requests (batches in flight) per card: `--requests`
     padded_copies: bool = False      # its cards copy each batch in flight into a full-size one (fixed-shape requests)
-    tuned_unasked: bool = False      # `appliance tune` times it without --backends, where its package is installed
+    tuned_unasked: bool = False      # `appliance tune` times it without --backends where it is available (a GPU
+                                     # backend: where NVML sees a GPU)
+    tunable: bool = False            # `appliance tune --backends NAME` may time it (a tuned_unasked one may anyway)
+    # the provider option sets tune times on it unless --provider-options is given ("": the provider's defaults;
+    # harness.run.cards.provider_options says which providers take which)
+    tune_options: tuple[str, ...] = ("",)
+    # its cards: (spec: BackendSpec, index, cpus) -> Card | AsyncCard, made on the card's pinned worker thread
+    card: Ref = field(kw_only=True)
+    # (backend name) -> None: one line when the libraries its cards need do not load; before any card or folder
+    libraries: Ref | None = field(default=None, kw_only=True)
+    # (backend name, CUDA ordinals) -> None: one line when it does not start on one of the GPUs planned
+    starts: Ref | None = field(default=None, kw_only=True)
+    # (backend name) -> bool: whether this installation can make its cards, beyond its package importing (tune)
+    available: Ref | None = field(default=None, kw_only=True)
 
     @property
     def gpu(self) -> bool:
@@ -37,28 +77,68 @@ class Backend:
     def computes(self, precision: str) -> bool:
         return precision in self.precisions
 
+    def make(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
+        made: Card | AsyncCard = resolve(self.card)(spec, index, cpus)
+        return made
+
+    def check_libraries(self) -> None:
+        """One line (ApplianceError) when the libraries its cards need do not load; nothing for a backend
+        without such a check."""
+        if self.libraries is not None:
+            resolve(self.libraries)(self.name)
+
+    def check_start(self, ordinals: Sequence[int]) -> None:
+        """One line (ApplianceError) when it does not start on one of the GPUs `ordinals`."""
+        if self.starts is not None:
+            resolve(self.starts)(self.name, list(ordinals))
+
+    def installed(self) -> bool:
+        """Whether this installation can make its cards: its package imports and its own check says so."""
+        if self.package is not None and importlib.util.find_spec(self.package) is None:
+            return False
+        return self.available is None or bool(resolve(self.available)(self.name))
+
+
+_ORT = "harness.run.cards.onnxruntime_card"
+
+
+def _onnxruntime_gpu(name: str, provider: str, tuned_unasked: bool) -> Backend:
+    """onnxruntime on NVIDIA GPUs: IO-binding cards, the provider's libraries and start checked before any card."""
+    return Backend(name, "gpu", "onnxruntime", provider, ("fp32", "int8", "fp16"), tuned_unasked=tuned_unasked,
+                   tunable=True, tune_options=provider_options.GPU_GRID if provider in provider_options.TUNABLE
+                   else ("",), card="harness.run.cards.gpu_iobinding:IoBindingCard",
+                   libraries=f"{_ORT}:check_gpu_libraries", starts=f"{_ORT}:check_gpus_start",
+                   available=f"{_ORT}:provider_available")
+
 
 RECORDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", emulated=True, tuned_unasked=True),
-    Backend("onnxruntime-cuda", "gpu", "onnxruntime", "CUDAExecutionProvider", ("fp32", "int8", "fp16")),
-    Backend("onnxruntime-tensorrt", "gpu", "onnxruntime", "TensorrtExecutionProvider", ("fp32", "int8", "fp16")),
-    Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider"),
+    Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", emulated=True, tuned_unasked=True,
+            card="harness.run.cards.gpu_iobinding:from_spec"),
+    _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", tuned_unasked=True),
+    _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", tuned_unasked=False),  # tune: when asked
+    Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider",
+            card=f"{_ORT}:OnnxRuntimeCard"),
     # bf16: OpenVINO's INFERENCE_PRECISION_HINT on CPUs with AVX512_BF16 or AMX (onnxruntime's CPU provider has no
     # bf16 path on x86: harness.prepare.bf16)
     Backend("openvino", "cpu", "openvino", None, ("fp32", "int8", "bf16"), emulated=True, requests=True,
-            padded_copies=True, tuned_unasked=True),
-    Backend("null", "none", None, emulated=True),
-    Backend("simulated", "simulated", None),
+            padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_process:from_spec"),
+    Backend("null", "none", None, emulated=True, card="harness.run.cards.null_card:from_spec"),
+    Backend("simulated", "simulated", None, card="harness.run.cards.simulated_card:from_spec"),
 )}
-BACKENDS = tuple(RECORDS)
-GPU_BACKENDS = tuple(b.name for b in RECORDS.values() if b.gpu)
+DEFAULT = "onnxruntime"  # --backend's default
+
+
+def on_gpu(name: str) -> bool:
+    """Whether `name` is a GPU backend (False for a name that is no backend: "auto", a typo refused later)."""
+    record = RECORDS.get(name)
+    return record is not None and record.gpu
 
 
 def get(name: str) -> Backend:
     try:
         return RECORDS[name]
     except KeyError:
-        raise ApplianceError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}") from None
+        raise ApplianceError(f"unknown backend {name!r}; choose one of: {', '.join(RECORDS)}") from None
 
 
 def computing(precision: str) -> tuple[str, ...]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
+
+if TYPE_CHECKING:
+    from harness.run.cards.spec import BackendSpec
 
 
 class NullCard(PageableHostBuffers):
@@ -28,3 +33,8 @@ class NullCard(PageableHostBuffers):
 
     def close(self) -> None:
         pass
+
+
+def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> NullCard:
+    """The null backend's cards (its record's `card`)."""
+    return NullCard(index, spec.output_specs, cpus)

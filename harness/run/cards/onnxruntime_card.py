@@ -32,7 +32,7 @@ import numpy as np
 import onnxruntime as ort
 
 from harness.core import inbound
-from harness.core.errors import ApplianceError, DataError
+from harness.core.errors import ApplianceError, BatchDoesNotFit, DataError
 from harness.core.outbound import unnamed_file
 from harness.hw import gpu
 from harness.records.benchmark_record import OutputQuant
@@ -106,7 +106,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
             first = one_line(str(exc))
             if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
-                raise ApplianceError(_gpu_load_error(label, provider, model_path, first, log)) from None
+                raise _gpu_load_error(label, provider, model_path, first, log) from None
             raise DataError(f"onnxruntime cannot load {model_path}: {first}; "
                             f"rerun `appliance prepare` or pass a valid --model") from None
         in_session = self.session.get_providers()
@@ -156,11 +156,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         try:
             self.session.run(self.outputs, {self.input_name: zeros})
         except Exception as exc:
-            first = one_line(str(exc))
-            if _OOM.search(str(exc)):
-                raise ApplianceError(f"{self.label}: a batch of {batch} does not fit in the GPU's memory ({first}); "
-                                     f"use a smaller --batch-size") from None
-            raise ApplianceError(f"{self.label}: a warm-up batch of {batch} failed: {first}") from None
+            raise batch_fault(self.label, batch, exc) from None
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         try:
@@ -171,6 +167,16 @@ class OnnxRuntimeCard(PageableHostBuffers):
 
     def close(self) -> None:
         del self.session
+
+
+def batch_fault(label: str, batch: int, exc: Exception) -> ApplianceError:
+    """A GPU card's warm-up batch that failed, in one line: `BatchDoesNotFit` where the GPU's memory ran out (tune
+    then times no larger batch on that layout)."""
+    first = one_line(str(exc))
+    if _OOM.search(str(exc)):
+        return BatchDoesNotFit(f"{label}: a batch of {batch} does not fit in the GPU's memory ({first}); "
+                               f"use a smaller --batch-size")
+    return ApplianceError(f"{label}: a warm-up batch of {batch} failed: {first}")
 
 
 def session_options(threads: int, spin: bool, on_gpu: bool) -> ort.SessionOptions:
@@ -191,6 +197,11 @@ def session_options(threads: int, spin: bool, on_gpu: bool) -> ort.SessionOption
 
 def _gpu_words(ref: gpu.GpuRef | None) -> str:
     return "" if ref is None else f" {ref.model} {ref.pci}"
+
+
+def provider_available(backend: str) -> bool:
+    """Whether this onnxruntime build has the backend's provider (a GPU backend's record's `available`)."""
+    return PROVIDERS[backend][0] in ort.get_available_providers()
 
 
 def require_provider(backend: str) -> None:
@@ -324,14 +335,14 @@ def one_line(error: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log: list[str]) -> str:
-    if _OOM.search(first) or any(_OOM.search(line) for line in log):
-        return f"{label}: the model does not fit in the GPU's memory ({_reason(log, first)})"
+def _gpu_load_error(label: str, provider: str, model_path: Path, first: str, log: list[str]) -> ApplianceError:
+    if _OOM.search(first) or any(_OOM.search(line) for line in log):  # the other cards' batches on the GPU took it
+        return BatchDoesNotFit(f"{label}: the model does not fit in the GPU's memory ({_reason(log, first)})")
     if _provider_failed(log):
-        return f"{label}: {provider} failed to start: {_reason(log, first)}; {gpu.driver_line()}"
-    return (f"{label}: {provider} has no kernel for some nodes of {model_path.name}, and onnxruntime would run them "
-            f"on the CPU, which a GPU card refuses ({NO_CPU_FALLBACK}); use a model the provider runs whole "
-            f"(e.g. `prepare --precision fp16` or fp32)")
+        return ApplianceError(f"{label}: {provider} failed to start: {_reason(log, first)}; {gpu.driver_line()}")
+    return ApplianceError(f"{label}: {provider} has no kernel for some nodes of {model_path.name}, and onnxruntime "
+                          f"would run them on the CPU, which a GPU card refuses ({NO_CPU_FALLBACK}); use a model the "
+                          f"provider runs whole (e.g. `prepare --precision fp16` or fp32)")
 
 
 def with_output_casts(model_path: Path, outputs: tuple[str, ...], casts: tuple[OutputQuant | None, ...]) -> bytes:

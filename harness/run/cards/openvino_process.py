@@ -41,13 +41,18 @@ from collections import deque
 from collections.abc import Callable
 from multiprocessing import shared_memory
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 import harness
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, Outputs, PageableHostBuffers
+from harness.run.cards.spec import PROCESS_ENV
+
+if TYPE_CHECKING:
+    from harness.run.cards.openvino_card import OpenVinoCard
+    from harness.run.cards.spec import BackendSpec
 
 SEGMENT_PREFIX = "appliance-ov"  # /dev/shm/appliance-ov-<pid>-c<card>-<in|out><n>
 ERRORS: dict[str, type[Exception]] = {"DataError": DataError, "ApplianceError": ApplianceError}
@@ -320,6 +325,19 @@ def child_main(argv: list[str]) -> int:
         return 1
     return 0
 
+
+
+def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OpenVinoCard | OpenVinoProcessCard:
+    """The openvino backend's cards (its record's `card`): each in a worker process of its own with
+    `spec.processes` (several cards) or APPLIANCE_OPENVINO_PROCESS=1, else in this process."""
+    assert spec.model_path is not None
+    if spec.processes or os.environ.get(PROCESS_ENV) == "1":
+        return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
+                                   spec.requests, spec.inference_precision)
+    from harness.run.cards.openvino_card import OpenVinoCard
+
+    return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests,
+                        spec.inference_precision)
 
 if __name__ == "__main__":
     sys.exit(child_main(sys.argv[1:]))

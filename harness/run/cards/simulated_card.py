@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks
 from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
+
+if TYPE_CHECKING:
+    from harness.run.cards.spec import BackendSpec
 
 PROFILE_DIR: Traversable = resources.files("harness.run.cards") / "profiles"  # package data, also in a wheel
 
@@ -272,3 +276,11 @@ class PipelinedSimulatedCard(PageableHostBuffers):
         with self._cv:
             self._closed = True
             self._cv.notify()
+
+
+def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> SimulatedCard | PipelinedSimulatedCard:
+    """The simulated backend's cards (its record's `card`): pipelined where the profile says so."""
+    assert isinstance(spec.profile, Profile)
+    if spec.profile.pipeline is not None:
+        return PipelinedSimulatedCard(index, spec.profile, spec.output_specs, cpus)
+    return SimulatedCard(index, spec.profile, spec.output_specs, cpus)
