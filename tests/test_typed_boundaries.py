@@ -41,6 +41,8 @@ ALLOW: dict[str, str] = {
     "harness.records.benchmark_record.Benchmark.adopt_model": _ONNX + " (ModelProto -> ModelProto)",
     "harness.core.syscalls.call": "ctypes arguments of a raw syscall (ints, pointers, buffers)",
     "harness.hw.bf16_support.check_compiled": "an OpenVINO CompiledModel: openvino ships no types",
+    "harness.run.cards.backends.resolve": "a record's reference to one of its runtime's functions (card factory, "
+                                          "checks), each typed where the record's methods call it",
     "harness.run.sut.messages.Call.fn": "work for whichever card type the worker thread holds (worker.WarmUpCard)",
     "harness.records.manifest.RunManifest.appliance": _MANIFEST,
     "harness.records.manifest.RunManifest.backend_choice": _MANIFEST + " (made by tuned_choice.BackendChoice)",
