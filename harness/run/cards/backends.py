@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from harness.run.cards.base import AsyncCard, Card
     from harness.run.cards.spec import BackendSpec
 
+__all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve"]
+
 # "package.module:attribute", imported when first called (so onnxruntime, openvino and CUDA load only for the backend
 # that needs them), or the callable itself (a test's fake backend)
 Ref = str | Callable[..., Any]
@@ -36,8 +38,6 @@ def resolve(ref: Ref) -> Callable[..., Any]:
     module, _, attr = ref.partition(":")
     found: Callable[..., Any] = getattr(importlib.import_module(module), attr)
     return found
-
-__all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve"]
 
 
 @dataclass(frozen=True)
