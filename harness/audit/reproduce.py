@@ -45,6 +45,7 @@ from harness.records import manifest as run_manifest
 from harness.records.benchmark_record import Benchmark
 from harness.records.detail_log import FALLBACK, METRICS, Detail
 from harness.records.layout import PRECISIONS, Layout, read_model_record
+from harness.records.manifest import RunManifest
 from harness.records.model_record import ModelRecord
 from harness.records.readers import read_json_object, read_text
 from harness.run.loadgen_settings import Requested, loadgen_version
@@ -135,7 +136,7 @@ def find_user_conf(target: Target, run_dir: Path | None) -> tuple[Path | None, s
     return None, "none in the tree: the re-run used the appliance's defaults"
 
 
-def hardware_differences(target: Target, manifest: dict[str, Any] | None) -> list[str]:
+def hardware_differences(target: Target, manifest: RunManifest | None) -> list[str]:
     """How the tree's hardware differs from this host: its systems/<system>.json, else its run manifest."""
     here_cpu = system.cpu_model()
     out: list[str] = []
@@ -164,12 +165,10 @@ def hardware_differences(target: Target, manifest: dict[str, Any] | None) -> lis
             out.append(f"accelerators: the tree's {count} x {accel}; here the cards are this host's "
                        f"(or CPU-emulated)")
     elif manifest is not None:
-        recorded_host = manifest.get("host")
-        cpu = recorded_host.get("cpu_model") if isinstance(recorded_host, dict) else None
-        if isinstance(cpu, str) and not _same_cpu(cpu, here_cpu):
+        cpu, cpus = manifest.host.cpu_model, manifest.host.available_cpus
+        if cpu is not None and not _same_cpu(cpu, here_cpu):
             out.append(f"CPU: the tree's {cpu!r}, here {here_cpu!r}")
-        cpus = recorded_host.get("available_cpus") if isinstance(recorded_host, dict) else None
-        if isinstance(cpus, list) and len(cpus) != len(system.available_cpus()):
+        if cpus and len(cpus) != len(system.available_cpus()):
             out.append(f"CPU count: the tree's {len(cpus)}, here {len(system.available_cpus())}")
     else:
         out.append("the tree has neither systems/<system>.json nor a run manifest: its hardware is unknown")
@@ -179,10 +178,6 @@ def hardware_differences(target: Target, manifest: dict[str, Any] | None) -> lis
 def _same_cpu(a: str, b: str) -> bool:
     norm = [re.sub(r"\s+", " ", s).strip().lower() for s in (a, b)]
     return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
-
-
-def _text(v: Any, default: str) -> str:
-    return v if isinstance(v, str) and v else default
 
 
 def _as_int(v: Any) -> int | None:
@@ -216,37 +211,35 @@ class Artefacts:
         return self._cache[key]
 
 
-def _tree_mismatches(manifest: dict[str, Any], record: ModelRecord, data_manifest: dict[str, Any],
+def _tree_mismatches(manifest: RunManifest, record: ModelRecord, data_manifest: dict[str, Any],
                      run_dir: Path) -> list[str]:
     """Where the tree's manifest names other artefacts than the local ones (FAIL), file by file."""
     bad = []
-    tree_model = manifest.get("model")
-    digest = tree_model.get("sha256") if isinstance(tree_model, dict) else None
-    if isinstance(digest, str) and digest != record.sha256:
+    digest = manifest.model.sha256
+    if digest != record.sha256:
         bad.append(f"{record.path}: sha256 {record.sha256[:16]}… here, the tree's run used "
                    f"{digest[:16]}…")
-    dataset = manifest.get("dataset")
-    shards = dataset.get("shards") if isinstance(dataset, dict) else None
+    shards = manifest.dataset.shards
     local = {e["file"]: e["sha256"] for e in data_manifest["shards"]}
-    if isinstance(shards, dict):
+    if shards is not None:
         for name in sorted(set(shards) | set(local)):
             if shards.get(name) != local.get(name):
                 bad.append(f"dataset shard {name}: " + ("not in the tree's run" if name not in shards else
                                                         "absent here" if name not in local else
                                                         "its sha256 differs from the tree's run"))
-    configs = manifest.get("configs")
-    for name, digest in (configs.items() if isinstance(configs, dict) else []):
+    for name, digest in manifest.configs.items():
+        if name not in ("user.conf", "mlperf.conf"):
+            continue  # a digest of another name is not a file of the run to check
         path = run_dir / name
         if path.is_file() and sha256_file(path) != digest:
             bad.append(f"{path}: does not match the digest in its manifest")
     return bad
 
 
-def _synthetic_reasons(manifest: dict[str, Any] | None, record: ModelRecord,
+def _synthetic_reasons(manifest: RunManifest | None, record: ModelRecord,
                        data_manifest: dict[str, Any]) -> list[str]:
-    tree_syn = manifest.get("synthetic") if manifest and isinstance(manifest.get("synthetic"), dict) else None
-    tree_weights = bool(tree_syn.get("weights")) if tree_syn is not None else False  # no manifest: real
-    tree_data = bool(tree_syn.get("data")) if tree_syn is not None else False
+    tree_weights = manifest.synthetic.weights if manifest is not None else False  # no manifest: real
+    tree_data = manifest.synthetic.data if manifest is not None else False
     out = []
     if record.synthetic and not tree_weights:
         out.append("the local model has synthetic (seeded) weights, the tree's run used real ones")
@@ -255,25 +248,22 @@ def _synthetic_reasons(manifest: dict[str, Any] | None, record: ModelRecord,
     return out
 
 
-def _host_notes(manifest: dict[str, Any]) -> list[str]:
-    notes = []
-    recorded_pkgs, local_pkgs = manifest.get("packages"), system.package_versions()
-    if isinstance(recorded_pkgs, dict):
-        notes += [f"{k} {v} recorded, {local_pkgs.get(k)} here" for k, v in recorded_pkgs.items()
-                  if local_pkgs.get(k) != v]
-    lg = manifest.get("loadgen")
-    if isinstance(lg, dict) and lg.get("version") not in (None, loadgen_version()):
-        notes.append(f"LoadGen {lg['version']} recorded, {loadgen_version()} here")
+def _host_notes(manifest: RunManifest) -> list[str]:
+    local_pkgs = system.package_versions()
+    notes = [f"{k} {v} recorded, {local_pkgs.get(k)} here" for k, v in manifest.packages.items()
+             if local_pkgs.get(k) != v]
+    version = manifest.loadgen.version
+    if version not in (None, loadgen_version()):
+        notes.append(f"LoadGen {version} recorded, {loadgen_version()} here")
     return notes
 
 
-def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+def _recorded_placement(manifest: RunManifest, notes: list[str]) -> dict[str, Any]:
     """The recorded --cards, --replicate, --card-outputs, --requests and --keep-warm, adapted to this host where
     the recorded map file is absent."""
-    card_map = manifest.get("card_map")
-    spec = card_map.get("spec") if isinstance(card_map, dict) else None
+    spec = manifest.card_map.spec
     out: dict[str, Any] = {}
-    if isinstance(spec, str) and spec:
+    if spec:
         parts = spec.split(":")
         simulate = parts[0] == "simulate" and len(parts) == 3
         path = parts[1] if simulate else spec
@@ -283,24 +273,21 @@ def _recorded_placement(manifest: dict[str, Any], notes: list[str]) -> dict[str,
             notes.append(f"recorded card map {path} is not on this host: cards detected here instead (auto)")
             spec = "auto"
         out["cards"] = spec
-    buffers = manifest.get("sample_buffers")
-    if isinstance(buffers, dict) and isinstance(buffers.get("replicate"), str):
-        out["replicate"] = buffers["replicate"]
-    if isinstance(manifest.get("card_outputs"), str):
-        out["card_outputs"] = manifest["card_outputs"]
-    if isinstance(manifest.get("requests_per_card"), int) and manifest["requests_per_card"] > 1:
-        out["requests"] = manifest["requests_per_card"]
-    dispatch = manifest.get("dispatch")
-    if isinstance(dispatch, dict) and dispatch.get("keep_warm") is True:
+    replicate = manifest.sample_buffers.get("replicate")
+    if isinstance(replicate, str) and replicate in ("node", "card", "none"):  # `run --replicate`'s choices
+        out["replicate"] = replicate
+    out["card_outputs"] = manifest.card_outputs
+    if manifest.requests_per_card is not None and manifest.requests_per_card > 1:
+        out["requests"] = manifest.requests_per_card
+    if manifest.dispatch.keep_warm:
         out["keep_warm"] = True
     return out
 
 
-def _card_map_differences(manifest: dict[str, Any], new_run: Path) -> list[str]:
-    new = run_manifest.read_lenient(new_run) or {}
-    old_cards, new_cards = manifest.get("cards"), new.get("cards")
-    old_map = [c.get("cpus") for c in old_cards if isinstance(c, dict)] if isinstance(old_cards, list) else []
-    new_map = [c.get("cpus") for c in new_cards if isinstance(c, dict)] if isinstance(new_cards, list) else []
+def _card_map_differences(manifest: RunManifest, new_run: Path) -> list[str]:
+    new = run_manifest.read(new_run)  # the appliance's own run, just written
+    old_map = [list(c.cpus) for c in manifest.cards]
+    new_map = [list(c.cpus) for c in new.cards]
     return [] if old_map == new_map else [f"card-to-core map differs: recorded {old_map}, here {new_map}"]
 
 
@@ -395,7 +382,7 @@ class Recorded:
     names the same artefacts as the local ones."""
 
     bench: Benchmark
-    manifest: dict[str, Any] | None
+    manifest: RunManifest | None
     backend: str
     batch: int | None
     placement: dict[str, Any]   # the recorded --precision / --cards / --replicate / --card-outputs / --requests /
@@ -424,16 +411,17 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     bench = _bench_or_reason(row, t)
     if bench is None:
         return None
-    manifest = run_manifest.read_lenient(run_dir)
+    sink: list[str] = []
+    manifest = run_manifest.read_lenient(run_dir, sink.append)
     if manifest is None and (run_dir / "manifest.json").exists():
-        sink: list[str] = []
-        read_json_object(run_dir / "manifest.json", str(run_dir / "manifest.json"), sink.append)
         row.reasons.append(f"the tree's run manifest is damaged ({'; '.join(sink) or 'unreadable'}): what the run "
                            f"used (cards, backend, batch) is unknown, so it is not re-run")
         return None
     simulated = _simulated_cards(manifest, run_dir)
-    precision = manifest.get("precision") if manifest is not None else None
-    precision = precision if precision in PRECISIONS else "fp32"  # older manifests: fp32, the only one then
+    precision = manifest.precision if manifest is not None else "fp32"
+    if precision not in PRECISIONS:
+        row.reasons.append(f"the tree's run used precision {precision!r}, which this appliance does not prepare")
+        return None
     prepared = _prepared_or_reason(row, bench, artefacts, precision)
     if prepared is None:
         return None
@@ -447,8 +435,8 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
             row.verdict = FAIL
             row.reasons += mismatch
             return None
-        backend = _text(manifest.get("backend"), backend)
-        batch = manifest.get("batch_size") if isinstance(manifest.get("batch_size"), int) else None
+        backend = manifest.backend or backend
+        batch = manifest.batch_size or None
         placement = {**placement, **_recorded_placement(manifest, row.notes)}
         row.notes += _host_notes(manifest)
     if simulated is not None and not str(placement.get("cards", "")).startswith("simulate:") and backend != "null":
@@ -459,35 +447,31 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
                     _caveat(simulated, manifest))
 
 
-def _simulated_cards(manifest: dict[str, Any] | None, run_dir: Path) -> str | None:
+def _simulated_cards(manifest: RunManifest | None, run_dir: Path) -> str | None:
     """How the tree's run names its cards when they did no inference ("SIMULATED (cloud-ai-100)", "null (no
     inference)"), from its manifest, else its SIMULATED.txt or user.conf header; None for real cards."""
     if manifest is not None:
-        syn = manifest.get("synthetic")
-        cards = syn.get("cards") if isinstance(syn, dict) else None
-        if isinstance(cards, str) and cards.startswith(("SIMULATED", "null")):
+        cards = manifest.synthetic.cards
+        if cards is not None and cards.startswith(("SIMULATED", "null")):
             return cards
-        if manifest.get("backend") in ("simulated", "null"):
-            return f"{manifest['backend']} (no inference)"
+        if manifest.backend in ("simulated", "null"):
+            return f"{manifest.backend} (no inference)"
     conf = run_dir / "user.conf"
     header = (read_text(conf, str(conf), lambda _: None, limit=200) or "") if conf.is_file() else ""
     return "SIMULATED" if (run_dir / "SIMULATED.txt").is_file() or header.startswith("# SIMULATED") else None
 
 
-def _profile_missing(manifest: dict[str, Any] | None) -> str:
+def _profile_missing(manifest: RunManifest | None) -> str:
     if manifest is None:
         return "the tree has no manifest naming their profile"
-    card_map = manifest.get("card_map")
-    spec = card_map.get("spec") if isinstance(card_map, dict) else None
-    return f"its recorded cards ({spec!r}) are not a simulated profile found here"
+    return f"its recorded cards ({manifest.card_map.spec!r}) are not a simulated profile found here"
 
 
-def _caveat(simulated: str | None, manifest: dict[str, Any] | None) -> str:
+def _caveat(simulated: str | None, manifest: RunManifest | None) -> str:
     """What a pass of this row does not show, for its verdict: "" when the tree's run was real."""
-    syn = manifest.get("synthetic") if manifest is not None else None
-    syn = syn if isinstance(syn, dict) else {}
+    syn = manifest.synthetic if manifest is not None else None
     parts = [f"{simulated} cards"] if simulated else []
-    synthetic = [k for k in ("weights", "data") if syn.get(k)]
+    synthetic = [k for k, on in (("weights", syn and syn.weights), ("data", syn and syn.data)) if on]
     if synthetic:
         parts.append(f"synthetic {' and '.join(synthetic)}")
     if not parts:

@@ -6,6 +6,8 @@ metric read from it (`perf_result`)."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,7 +151,7 @@ def read(path: Path, where: str, problem: Problem, within: Path | None = None) -
                     continue
                 try:
                     rec = json.loads(raw[len(b":::MLLOG"):].decode("utf-8", errors="replace"))
-                except (json.JSONDecodeError, RecursionError):
+                except (ValueError, RecursionError):  # JSONDecodeError, and an integer past Python's digit limit
                     # the official checker's parser (strict) refuses such a log: a cut or edited record
                     if not detail.garbled:
                         problem(f"{where}: line {number} is not a whole LoadGen record (a truncated or edited log)")
@@ -170,13 +172,39 @@ def read(path: Path, where: str, problem: Problem, within: Path | None = None) -
     return detail
 
 
+# The kinds of the keys the appliance reads from a run's own log (`values`): a value of another kind is one line.
+_NUMBER = re.compile(r"(result|early_stopping)_.*(_ns|_per_sec|_per_second|_latency_ss|_latency_ms)|effective_("
+                     r"target_latency_ns|target_latency_percentile|min_duration_ms|max_duration_ms|target_qps|"
+                     r".*_count|samples_per_query|.*_rng_seed)")
+_FLAG = re.compile(r"(result|early_stopping)_.*_met")
+_VERDICTS = ("VALID", "INVALID")
+
+
+def _checked(values: dict[str, Any], where: Path) -> None:
+    """Each value the appliance reads is of its kind (a finite number >= 0, true/false, VALID/INVALID), or
+    DataError naming the log and the key."""
+    for key, v in values.items():
+        if _FLAG.fullmatch(key):
+            ok, what = isinstance(v, bool), "true or false"
+        elif _NUMBER.fullmatch(key):
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 2**64
+            what = "a number"
+        elif key == "result_validity":
+            ok, what = v in _VERDICTS, "VALID or INVALID"
+        else:
+            continue
+        if not ok:
+            raise DataError(f"{where}: {key} is {_show(v)}, not {what}: not a log LoadGen wrote; run it again")
+
+
 def values(path: Path) -> dict[str, Any]:
     """A run's own detail log: the last value of every key, LoadGen's error records under `_errors`. A partial
     last line (a run cut short by Ctrl-C) is skipped as `read` skips it; a missing file raises as `open` does,
-    one too large to be a log is DataError."""
+    one too large to be a log, or a value the appliance reads of the wrong kind, is DataError."""
     path.stat()
     problems: list[str] = []
     detail = read(path, str(path), problems.append)
     if detail is None:
         raise DataError(problems[0])
+    _checked(detail.values, path)
     return {**detail.values, "_errors": detail.errors}

@@ -19,6 +19,7 @@ from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.records import detail_log
 from harness.records import manifest as run_manifest
+from harness.records.manifest import RunManifest
 
 COMPLIANCE_DIR = re.compile(r"TEST0[0-9](_[0-9]+)?")
 
@@ -42,31 +43,31 @@ class Setup:
 @dataclass(frozen=True)
 class Run:
     path: Path
-    manifest: dict[str, Any]
+    manifest: RunManifest
     detail: dict[str, Any]
 
     @property
     def benchmark(self) -> str:
-        return str(self.manifest["benchmark"])
+        return self.manifest.benchmark
 
     @property
     def scenario(self) -> str:
-        return str(self.manifest["scenario"])
+        return self.manifest.scenario
 
     @property
     def mode(self) -> str:
-        return str(self.manifest["mode"])
+        return self.manifest.mode
 
     @property
     def cards(self) -> int:
-        return len(self.manifest.get("cards", []))
+        return len(self.manifest.cards)
 
     @property
     def setup(self) -> Setup:
-        first = (self.manifest.get("cards") or [{}])[0]
-        return Setup(str(first.get("device", "?")), str(first.get("backend", self.manifest.get("backend", "?"))),
-                     str(self.manifest.get("precision", "fp32")), str(self.manifest.get("card_outputs", "fp32")),
-                     int(self.manifest.get("batch_size", 0)))
+        m = self.manifest
+        first = m.cards[0] if m.cards else None
+        return Setup(first.device if first else "?", first.backend if first else m.backend, m.precision,
+                     m.card_outputs, m.batch_size)
 
     @property
     def test(self) -> str | None:
@@ -75,7 +76,7 @@ class Run:
 
     @property
     def created(self) -> str:
-        return str(self.manifest.get("created_utc", ""))
+        return self.manifest.created_utc
 
     @property
     def label(self) -> str:
@@ -151,12 +152,10 @@ def collect(results: Path) -> Collected:
             continue
         try:
             detail = detail_log.values(folder / "mlperf_log_detail.txt")
-            run = Run(folder, manifest, detail)
-            _ = (run.benchmark, run.scenario, run.mode, run.setup)
-        except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
-            left_out.append(f"{rel}: unreadable detail log or manifest entry ({type(exc).__name__}: {exc})")
+        except OSError as exc:
+            left_out.append(f"{rel}: unreadable detail log ({exc.strerror or exc})")
             continue
-        runs.append(run)
+        runs.append(Run(folder, manifest, detail))
     if not runs:
         raise ApplianceError(f"no finished runs under {results}: " + ("; ".join(left_out[:3]) + (
             f"; and {len(left_out) - 3} more" if len(left_out) > 3 else "") if left_out else

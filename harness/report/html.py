@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_text, check_target, head, need_space
-from harness.records import manifest as run_manifest
 from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
 from harness.report.measured import energy_text, nms_text
@@ -100,12 +99,12 @@ def per_card_plot(runs: list[Run]) -> bytes | None:
     if not offline:
         return None
     run = offline[-1]
-    counts = [c.get("samples_completed") or 0 for c in run.manifest["cards"]]
+    counts = [c.samples_completed or 0 for c in run.manifest.cards]
     metric = perf_result(run.detail, "Offline").metric
     if not metric or not sum(counts):
         return None
     fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(counts) + 2), 3.2))
-    ax.bar([str(c["index"]) for c in run.manifest["cards"]], [metric * n / sum(counts) for n in counts])
+    ax.bar([str(c.index) for c in run.manifest.cards], [metric * n / sum(counts) for n in counts])
     ax.set_xlabel("card")
     ax.set_ylabel("samples/s")
     ax.set_title(f"Throughput per card: {run.benchmark} Offline, {run.label}", fontsize=8)
@@ -119,21 +118,22 @@ def card_map_plot(run: Run) -> bytes | None:
     from matplotlib import colormaps
     from matplotlib.patches import Rectangle
 
-    cards = run.manifest.get("cards", [])
+    cards = run.manifest.cards
     if not cards:
         return None
-    cpus = sorted({c for card in cards for c in card.get("cpus", [])})
+    cpus = sorted({c for card in cards for c in card.cpus})
     if not cpus:
         return None
     col = {c: i for i, c in enumerate(cpus)}
     fig, ax = plt.subplots(figsize=(min(12, 2 + 0.12 * len(cpus)), 0.5 + 0.35 * len(cards)))
     for row, card in enumerate(cards):
-        for c in card.get("cpus", []):
+        for c in card.cpus:
             ax.add_patch(Rectangle((col[c], row), 0.9, 0.8, color=colormaps["tab20"](row % 20)))
     ax.set_xlim(0, len(cpus))
     ax.set_ylim(len(cards), 0)
     ax.set_yticks([i + 0.4 for i in range(len(cards))],
-                  labels=[f"card {c['index']} (node {c.get('numa_node', '?')})" for c in cards], fontsize=7)
+                  labels=[f"card {c.index} (node {'?' if c.numa_node is None else c.numa_node})" for c in cards],
+                  fontsize=7)
     step = max(1, len(cpus) // 16)
     shown = range(0, len(cpus), step)
     ax.set_xticks([i + 0.45 for i in shown], labels=[str(cpus[i]) for i in shown], fontsize=7)
@@ -146,18 +146,18 @@ def card_map_plot(run: Run) -> bytes | None:
 def _flags(runs: list[Run]) -> list[str]:
     flags = set()
     for r in runs:
-        syn = r.manifest.get("synthetic", {})
-        if syn.get("weights"):
+        syn = r.manifest.synthetic
+        if syn.weights:
             flags.add("model weights are synthetic (seeded): accuracy is not the real model's")
-        if syn.get("data"):
+        if syn.data:
             flags.add("datasets are synthetic")
-        if syn.get("cards") == "simulated" or any(c.get("simulated") for c in r.manifest.get("cards", [])):
+        if syn.cards == "simulated" or any(c.simulated for c in r.manifest.cards):
             flags.add("some cards are SIMULATED (modelled latency, no hardware)")
-        elif syn.get("cards") == "cpu-emulated":
+        elif syn.cards == "cpu-emulated":
             flags.add("cards are CPU-emulated")
-        flags.update(n for n in r.manifest.get("notes", []) if "not submission-length" in n)
-        if (why := run_manifest.not_submittable(r.manifest)) is not None:
-            flags.add(f"{r.benchmark} at {r.manifest.get('precision', '?')} is NOT SUBMITTABLE: {why}")
+        flags.update(n for n in r.manifest.notes if "not submission-length" in n)
+        if (why := r.manifest.not_submittable) is not None:
+            flags.add(f"{r.benchmark} at {r.manifest.precision} is NOT SUBMITTABLE: {why}")
     return sorted(flags)
 
 
@@ -172,7 +172,6 @@ SUMMARY_HEAD = ("card setup", "cards", "mode", "result", "status", "constraint",
 
 def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
     m = run.manifest
-    res = m.get("result", {})
     if run.mode == "performance":
         p = perf_result(run.detail, run.scenario)
         status = "VALID" if p.valid else "INVALID" + (f" ({'; '.join(p.reasons)})" if p.reasons else "")
@@ -181,12 +180,12 @@ def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
         constraint = f"p{run.detail.get('effective_target_latency_percentile', '')} ≤ {bound / 1e6:g} ms" \
             if run.scenario == "Server" and bound else "-"
     else:
-        metric = next((f"{label} {res[key]:.3f}%" for key, label in (("top1", "top-1"), ("mAP", "mAP"))
-                       if key in res), json.dumps(res)[:60])
+        score = m.result.score()
+        metric = f"{score[0]} {score[1]:.3f}%" if score else "no score recorded"
         status, constraint = "scored", "-"
-    if run_manifest.not_submittable(m) is not None:
+    if m.not_submittable is not None:
         status += ", NOT SUBMITTABLE"
-    beside = [t for t in (energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess"))) if t]
+    beside = [t for t in (energy_text(m.energy, each_card=True), nms_text(m.host_postprocess)) if t]
     return [run.setup.text(), str(run.cards), run.mode, metric, status, constraint, _compliance(run, collected),
             "; ".join(beside) or "-", str(run.path.relative_to(results))]
 
@@ -254,12 +253,12 @@ def render(results: Path, out: Path) -> Path:
     extra = [("per-card", per_card_plot(runs)), ("card-map", card_map_plot(widest))]
     scaling += [_figure(name, png, out, pngs) for name, png in extra if png is not None]
     flags = _flags(runs)
-    energy_note = "" if any(energy_text(r.manifest.get("energy")) for r in runs) else \
+    energy_note = "" if any(energy_text(r.manifest.energy) for r in runs) else \
         "<p class=note>Energy: not measured (no readable RAPL counters or NVML on the machine that ran these).</p>"
     last = runs[-1].manifest
-    brief = {k: last.get(k) for k in ("benchmark", "scenario", "backend", "batch_size", "created_utc")}
-    brief.update(model_sha256=last.get("model", {}).get("sha256"), loadgen=last.get("loadgen", {}).get("version"),
-                 host=last.get("host", {}).get("cpu_model"), packages=last.get("packages"))
+    brief = {"benchmark": last.benchmark, "scenario": last.scenario, "backend": last.backend,
+             "batch_size": last.batch_size, "created_utc": last.created_utc, "model_sha256": last.model.sha256,
+             "loadgen": last.loadgen.version, "host": last.host.cpu_model, "packages": last.packages}
     omitted = "".join(f"<li>{html.escape(line)}</li>" for line in left_out) or "<li>nothing</li>"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><meta name="generator" content="{GENERATOR}">
 <title>MLPerf appliance report</title>

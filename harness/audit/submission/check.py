@@ -23,7 +23,6 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.audit.submission import rounds
 from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
@@ -35,6 +34,7 @@ from harness.data import benchmarks as appliance_benchmarks
 from harness.records import detail_log
 from harness.records import manifest as run_manifest
 from harness.records.detail_log import Detail
+from harness.records.manifest import RunManifest
 from harness.records.readers import MAX_LOG_BYTES, read_json_object, read_text
 
 __all__ = ["ACCURACY_FILES", "OPTIONAL_FILES", "PERF_FILES", "SHOW", "TEST01_ACC_FILES", "TEST01_ACC_FILES_FAILED",
@@ -338,17 +338,19 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
         rep.problem(f"{_rel(rep, bench)}: system_type {sys_type} needs scenarios {', '.join(missing)} too")
 
 
-def _manifest(run: Path) -> dict[str, Any]:
-    """The appliance's own run manifest, when there is one (absent in other tools' trees)."""
-    return run_manifest.read_lenient(run) or {}
+def _manifest(rep: Report, run: Path) -> RunManifest | None:
+    """The appliance's own run manifest, when there is one (absent in other tools' trees); a damaged one is a
+    problem line naming the file and the field."""
+    return run_manifest.read_lenient(run, rep.problem, _rel(rep, run / run_manifest.NAME))
 
 
-def _synthetic(manifest: dict[str, Any], what: str) -> bool:
-    syn = manifest.get("synthetic")
-    return isinstance(syn, dict) and bool(syn.get(what))
+def _synthetic(manifest: RunManifest | None, what: str) -> bool:
+    if manifest is None:
+        return False
+    return manifest.synthetic.weights if what == "weights" else manifest.synthetic.data
 
 
-def _synthetic_or_problem(rep: Report, manifest: dict[str, Any], what: str, text: str) -> None:
+def _synthetic_or_problem(rep: Report, manifest: RunManifest | None, what: str, text: str) -> None:
     """Report `text` as synthetic when the manifest says the `what` ("weights" / "data") was synthetic."""
     if _synthetic(manifest, what):
         rep.synthetic.append(f"{text} (synthetic {what}, per the run manifest)")
@@ -373,7 +375,7 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
                 rep.problem(f"{_rel(rep, f)}: empty")
         _check_measurements(measure, ctx, results.name)
     run1 = results / "performance" / "run_1"
-    perf_m = _manifest(run1)
+    perf_m = _manifest(rep, run1)
     if _files_present(run1, PERF_FILES, rep, extras=separate, optional=("mlperf_log_accuracy.json",)):
         _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, perf_m)
     _check_eligibility(rep, run1, perf_m)
@@ -381,7 +383,7 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     if not (acc / "accuracy.txt").is_file():
         rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
     elif _files_present(acc, ACCURACY_FILES, rep, extras=separate):
-        acc_m = _manifest(acc)
+        acc_m = _manifest(rep, acc)
         _check_accuracy(acc, scenario, ctx, acc_m)
         _check_eligibility(rep, acc, acc_m)
     if ctx.division != "open":
@@ -389,12 +391,12 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
             _check_compliance(compliance / test, test, scenario, ctx, perf_m)
 
 
-def _check_eligibility(rep: Report, run: Path, manifest: dict[str, Any]) -> None:
+def _check_eligibility(rep: Report, run: Path, manifest: RunManifest | None) -> None:
     """A run whose manifest says its precision fails the benchmark's accuracy rule is not submittable (the
     appliance's own runs; other tools' trees have no such manifest)."""
-    why = run_manifest.not_submittable(manifest)
-    if why is not None:
-        rep.problem(f"{_rel(rep, run)}: ran at {manifest.get('precision', '?')}, which is not submittable: "
+    why = manifest.not_submittable if manifest is not None else None
+    if manifest is not None and why is not None:
+        rep.problem(f"{_rel(rep, run)}: ran at {manifest.precision}, which is not submittable: "
                     f"{why} (the closed division's accuracy rule)")
 
 
@@ -440,7 +442,7 @@ def _seeds_for(path: Path, rnd: Round) -> dict[str, int]:
     return dict(rnd.test05_seeds) if "TEST05" in path.parts and rnd.test05_seeds else dict(rnd.seeds)
 
 
-def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
+def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: RunManifest | None) -> None:
     """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately)."""
     rep, rnd, rules = ctx.rep, ctx.rnd, ctx.rules
     where = _rel(rep, path)
@@ -467,9 +469,8 @@ def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, An
     psc = d.integer("effective_performance_sample_count")
     if psc is not None and psc < rules.performance_sample_count:
         text = f"{where}: performance_sample_count {psc} < {rules.performance_sample_count}"
-        dataset = manifest.get("dataset")
-        count = dataset.get("count") if isinstance(dataset, dict) else None
-        if isinstance(count, int) and count < rules.performance_sample_count and psc >= count:
+        count = manifest.dataset.count if manifest is not None else None
+        if count is not None and count < rules.performance_sample_count and psc >= count:
             _synthetic_or_problem(rep, manifest, "data", text + f" (the dataset has only {count} samples)")
         else:
             rep.problem(text)
@@ -523,7 +524,7 @@ def _check_seeds(d: Detail, seeds: dict[str, int], rnd: Round, rep: Report) -> N
             rep.problem(f"{d.where}: {k} is {v}, {rnd.version} needs {seeds[k]}")
 
 
-def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
+def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: RunManifest | None) -> None:
     rep, rules = ctx.rep, ctx.rules
     txt = acc / "accuracy.txt"
     where = _rel(rep, txt)
@@ -558,8 +559,8 @@ def _check_accuracy(acc: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str,
         rep.problem(f"{_rel(rep, log)}: {size} bytes, not truncated (limit {MAX_ACCURACY_LOG_BYTES}; "
                     f"`appliance submission build` truncates it)")
     if digest is not None and size is not None:
-        recorded = manifest.get("result", {}).get("hash") if isinstance(manifest.get("result"), dict) else None
-        if isinstance(recorded, str) and recorded and recorded != digest:
+        recorded = manifest.result.hash if manifest is not None else None
+        if recorded and recorded != digest:
             rep.problem(f"{where}: hash {digest[:12]}… differs from the run manifest's {recorded[:12]}…")
         elif size <= MAX_ACCURACY_LOG_BYTES:
             data = _read_small(log)
@@ -609,7 +610,7 @@ def _passed(path: Path, rep: Report) -> bool | None:
     return "TEST PASS" in text
 
 
-def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_manifest: dict[str, Any]) -> None:
+def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_manifest: RunManifest | None) -> None:
     rep = ctx.rep
     if not t.is_dir():
         rep.problem(f"{_rel(rep, t)}: missing compliance test {test} "
@@ -619,7 +620,7 @@ def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_man
         rep.problem(f"{_rel(rep, t / 'verify_performance.txt')}: no TEST PASS line")
     run1 = t / "performance" / "run_1"
     if _files_present(run1, PERF_FILES, rep, extras=True, optional=("mlperf_log_accuracy.json",)):
-        manifest = _manifest(t / "appliance") or perf_manifest
+        manifest = _manifest(rep, t / "appliance") or perf_manifest
         _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, manifest)
     if test != "TEST01":
         return

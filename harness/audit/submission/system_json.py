@@ -19,6 +19,7 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.scenarios import Scenario
 from harness.hw import system
+from harness.records.manifest import Card, RunManifest
 
 STATUSES = ("available", "preview", "rdi")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
@@ -53,14 +54,15 @@ def default_system_type(scenarios: Sequence[str]) -> str:
     return "datacenter,edge" if Scenario.SERVER in scenarios else "edge"
 
 
-def build(division: str, submitter: str, system_name: str, manifests: Sequence[Mapping[str, Any]],
+def build(division: str, submitter: str, system_name: str, manifests: Sequence[RunManifest],
           scenarios: Sequence[str], overrides: Mapping[str, Any], root: str = "/") -> dict[str, Any]:
     """All 35 keys (plus any extra override keys), overrides winning over detection."""
     host = detect_host(root)
-    first = manifests[0] if manifests else {}
-    cards: list[Any] = max((m.get("cards", []) for m in manifests), key=len, default=[])
-    packages = first.get("packages") or system.package_versions()
-    cpu = (first.get("host") or {}).get("cpu_model") or system.cpu_model()
+    first = manifests[0] if manifests else None
+    cards: tuple[Card, ...] = max((m.cards for m in manifests), key=len, default=())
+    packages = {k: v for k, v in first.packages.items() if v is not None} if first and first.packages else \
+        system.package_versions()
+    cpu = (first.host.cpu_model if first else None) or system.cpu_model()
     values: dict[str, Any] = {
         "division": division, "submitter": submitter, "system_name": system_name,
         "status": "available", "system_type": default_system_type(scenarios),
@@ -99,7 +101,13 @@ def _is_zero(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v == 0
 
 
-def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _gpu(card: Card) -> dict[str, object]:
+    """A GPU card's NVML facts (harness.hw.gpu.card_facts), {} for any other card."""
+    found = card.details.get("gpu")
+    return found if isinstance(found, dict) else {}
+
+
+def _accelerator_keys(cards: Sequence[Card]) -> dict[str, Any]:
     if not cards:
         return {"accelerators_per_node": 0, "accelerator_model_name": "N/A (no cards in the runs' manifests)",
                 **{k: "N/A" for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
@@ -107,7 +115,7 @@ def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                       "accelerator_interconnect_topology", "accelerator_frequency",
                                       "accelerator_on-chip_memories")}}
     card = cards[0]
-    backend, device = card.get("backend", "unknown"), card.get("device", "unknown")
+    backend, device = card.backend, card.device
     what = _no_inference(card)
     if what is not None:  # simulated or null cards: emulated too, but nothing ran on the host's cores either
         return {"accelerators_per_node": len(cards), "accelerator_model_name": f"{what} card: no inference was done",
@@ -115,7 +123,7 @@ def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                                 "accelerator_host_interconnect", "accelerator_interconnect",
                                                 "accelerator_interconnect_topology", "accelerator_frequency",
                                                 "accelerator_on-chip_memories")}}
-    if card.get("emulated", True):
+    if card.emulated:
         return {
             "accelerators_per_node": len(cards),
             "accelerator_model_name": f"CPU-emulated card ({backend}: {device}) on pinned host cores",
@@ -127,37 +135,38 @@ def _accelerator_keys(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "accelerator_frequency": "host CPU frequency (emulated card)",
             "accelerator_on-chip_memories": "host CPU caches (emulated card)",
         }
-    found = card.get("gpu") or {}
+    found = _gpu(card)
     values = {"accelerators_per_node": len(cards),
-              "accelerator_model_name": found.get("name") or found.get("model") or f"{device} ({backend})",
+              "accelerator_model_name": str(found.get("name") or found.get("model") or f"{device} ({backend})"),
               **{k: NOT_SPECIFIED for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
                                             "accelerator_host_interconnect", "accelerator_interconnect",
                                             "accelerator_interconnect_topology", "accelerator_frequency",
                                             "accelerator_on-chip_memories")}}
-    if found.get("memory_mib"):  # NVML's figure (harness.hw.gpu.card_facts)
-        values["accelerator_memory_capacity"] = f"{found['memory_mib'] / 1024:.0f} GB"
+    mib = found.get("memory_mib")  # NVML's figure (harness.hw.gpu.card_facts)
+    if isinstance(mib, int | float) and not isinstance(mib, bool) and 0 < mib < 2**40:
+        values["accelerator_memory_capacity"] = f"{mib / 1024:.0f} GB"
     return values
 
 
-def _hw_notes(cards: Sequence[Mapping[str, Any]]) -> str:
+def _hw_notes(cards: Sequence[Card]) -> str:
     if not cards:
         return "N/A"
-    maps = "; ".join(f"card {c.get('index')}: cpus {_cpulist(c.get('cpus', []))}" for c in cards)
+    maps = "; ".join(f"card {c.index}: cpus {_cpulist(c.cpus)}" for c in cards)
     what = next((w for c in cards if (w := _no_inference(c)) is not None), None)
     emulated = f" Cards are {what}: no inference was done; not accelerators." if what else \
-        " Cards are CPU-emulated, not accelerators." if any(c.get("emulated", True) for c in cards) else ""
+        " Cards are CPU-emulated, not accelerators." if any(c.emulated for c in cards) else ""
     return f"Card-to-core map: {maps}.{emulated}"
 
 
-def _no_inference(card: Mapping[str, Any]) -> str | None:
+def _no_inference(card: Card) -> str | None:
     """What a manifest's card was when it inferred nothing ("SIMULATED (profile cloud-ai-100)", "null"),
     else None."""
-    if card.get("simulated"):
-        return f"SIMULATED (profile {card.get('profile', 'unknown')})"
-    return "null" if card.get("backend") == "null" else None
+    if card.simulated:
+        return f"SIMULATED (profile {card.details.get('profile', 'unknown')})"
+    return "null" if card.backend == "null" else None
 
 
-def _framework(cards: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) -> str:
+def _framework(cards: Sequence[Card], packages: Mapping[str, str]) -> str:
     what = _no_inference(cards[0]) if cards else None
     if what is not None:
         return f"none: {what} cards, no inference was done"
@@ -167,28 +176,27 @@ def _framework(cards: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) 
     return f"onnxruntime {packages.get('onnxruntime', 'unknown')}"
 
 
-def _sw_notes(manifests: Sequence[Mapping[str, Any]], packages: Mapping[str, str]) -> str:
+def _sw_notes(manifests: Sequence[RunManifest], packages: Mapping[str, str]) -> str:
     notes = [f"MLCommons LoadGen {packages.get('mlcommons-loadgen', 'unknown')} (PyPI mlcommons-loadgen), "
              f"mlperf-appliance {__version__} harness"]
-    synth = [m.get("synthetic", {}) for m in manifests]
-    if any(s.get("weights") for s in synth):
+    if any(m.synthetic.weights for m in manifests):
         notes.append("model weights are SYNTHETIC (seeded, official architecture and I/O signature)")
-    if any(s.get("data") for s in synth):
+    if any(m.synthetic.data for m in manifests):
         notes.append("dataset is SYNTHETIC (official layout, smaller than the official set)")
-    reduced = sorted({str(m["precision"]) for m in manifests if m.get("precision") not in (None, "fp32")})
+    reduced = sorted({m.precision for m in manifests if m.precision != "fp32"})
     if reduced:
         notes.append(f"precision {', '.join(reduced)} (agreement with FP32 measured at prepare, in each run's "
                      f"manifest)")
-    cards = [c for m in manifests for c in m.get("cards", []) if isinstance(c, dict)]
-    gpus = [c for c in cards if c.get("gpu")]
+    cards = [c for m in manifests for c in m.cards]
+    gpus = [_gpu(c) for c in cards if _gpu(c)]
     if gpus:
         g = gpus[0]
         notes.append(f"NVIDIA driver {g.get('driver')} (CUDA {g.get('cuda_driver')}), CUDA runtime "
                      f"{g.get('cuda_runtime')}, cuDNN {g.get('cudnn')}, onnxruntime-gpu "
                      f"{packages.get('onnxruntime-gpu', 'unknown')} (built for CUDA {g.get('onnxruntime_cuda_build')})")
-    if any(c.get("simulated") for c in cards):
+    if any(c.simulated for c in cards):
         notes.append("SIMULATED cards: each batch held for a profile's latency, no inference was done")
-    if any(m.get("backend") == "null" for m in manifests):
+    if any(m.backend == "null" for m in manifests):
         notes.append("null backend: no inference was done (harness overhead only)")
     return "; ".join(notes)
 

@@ -22,7 +22,6 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
 from harness.audit.submission import system_json
@@ -43,6 +42,7 @@ from harness.core.outbound import (
 from harness.core.scenarios import SCENARIOS, Scenario
 from harness.data import benchmarks
 from harness.records import manifest as run_manifest
+from harness.records.manifest import RunManifest
 
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 RUN_EXTRAS = ("manifest.json", "user.conf", "mlperf.conf")  # kept for `appliance reproduce`
@@ -71,8 +71,15 @@ class ScenarioRuns:
         return f"{self.benchmark}/{self.scenario}"
 
 
-def _manifest(run: Path) -> dict[str, Any]:
-    return run_manifest.read_lenient(run) or {}
+def _manifest(run: Path) -> RunManifest:
+    """A chosen run's manifest, or DataError (one line) naming the file and the field that is wrong."""
+    return run_manifest.read(run)
+
+
+def _lenient(run: Path) -> RunManifest | None:
+    """A candidate run's manifest for choosing and hints; None when absent or damaged (a chosen one is read
+    again by `_manifest`, which says what is wrong)."""
+    return run_manifest.read_lenient(run)
 
 
 def _complete(run: Path, required: Iterable[str]) -> bool:
@@ -84,7 +91,8 @@ def _latest(runs: list[Path]) -> Path:
     """Newest by the manifest's creation time, then by run number."""
     def key(p: Path) -> tuple[str, int]:
         tail = p.name.rsplit("_", 1)[-1]
-        return _manifest(p).get("created_utc", ""), int(tail) if inbound.is_digits(tail) else 1
+        m = _lenient(p)
+        return m.created_utc if m else "", int(tail) if inbound.is_digits(tail) and len(tail) < 10 else 1
     return max(runs, key=key)
 
 
@@ -102,9 +110,9 @@ def _mode_hint(sr: ScenarioRuns, mode: str) -> str:
     """The command that makes the missing run: a sibling run's recorded command (every flag kept) with this
     scenario and mode, else a plain one; `-b` always there."""
     for run_dir in (*sr.performance, *sr.accuracy, *sr.siblings):
-        cmd = _manifest(run_dir).get("command")
-        if isinstance(cmd, list) and len(cmd) > 1 and all(isinstance(c, str) for c in cmd):
-            return "appliance " + " ".join(_with_flags(cmd[1:], sr, mode))
+        m = _lenient(run_dir)
+        if m is not None and len(m.command) > 1:
+            return "appliance " + " ".join(_with_flags(list(m.command[1:]), sr, mode))
     extra = "" if mode == "performance" else f" --mode {mode}"
     return f"appliance run -b {sr.benchmark} -s {sr.scenario}{extra}"
 
@@ -223,7 +231,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
         atomic_write_json(sub / "systems" / f"{system_name}.json", sys_json)
         for bench in sorted({b for b, _ in found}):
             _write_src_readme(sub / "src" / bench / "README.md", bench, [m for m in manifests
-                                                                          if m.get("benchmark") == bench])
+                                                                          if m.benchmark == bench])
         for (bench, scenario), sr in sorted(found.items()):
             perf, acc = chosen[(bench, scenario)]
             dest = sub / "results" / system_name / bench / scenario
@@ -291,7 +299,7 @@ def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path, within:
     for test, src in sorted(sr.tests.items()):
         _copy_test(src, dest / test, within)
     perf_m, acc_m = _manifest(perf), _manifest(acc)
-    atomic_write_json(dest / "measurements.json", measurements(perf_m or acc_m))
+    atomic_write_json(dest / "measurements.json", measurements(perf_m))
     atomic_write_text(dest / "README.md", _scenario_readme(sr, perf, acc, perf_m, acc_m))
 
 
@@ -320,27 +328,25 @@ def _copy_test(src: Path, dst: Path, within: Path) -> None:
             atomic_write_text(dst / "accuracy" / "accuracy.txt", with_hash(text, digest, str(acc / "accuracy.txt")))
 
 
-def measurements(manifest: dict[str, Any]) -> dict[str, str]:
+def measurements(manifest: RunManifest) -> dict[str, str]:
     """measurements.json from a run manifest: what went into the model and where its weights came from."""
-    model = manifest.get("model", {})
-    bench_name = manifest.get("benchmark")
-    bench = benchmarks.get(bench_name) if bench_name in benchmarks.NAMES else None
+    model = manifest.model
+    bench = benchmarks.get(manifest.benchmark) if manifest.benchmark in benchmarks.NAMES else None
     official = bench.official_model if bench else "the official model"
-    if model.get("synthetic"):
-        weights = (f"SYNTHETIC seeded weights (seed {model.get('seed')}, sha256 {model.get('sha256', '?')[:16]}…) "
+    if model.synthetic:
+        weights = (f"SYNTHETIC seeded weights (seed {model.seed}, sha256 {model.sha256[:16]}…) "
                    f"in the architecture and I/O signature of {official}; not the official weights")
         transforms = "none (synthetic weights generated in fp32; no retraining, no quantization)"
-    elif model.get("official_artefact"):
-        weights = f"{model['official_artefact']} (sha256 {model.get('sha256', '?')[:16]}…)"
+    elif model.official_artefact:
+        weights = f"{model.official_artefact} (sha256 {model.sha256[:16]}…)"
         transforms = "none (official fp32 ONNX run by onnxruntime as-is)"
     else:
-        weights = (f"{Path(model.get('path', 'unknown')).name} (sha256 {model.get('sha256', '?')[:16]}…; "
+        weights = (f"{Path(model.path).name} (sha256 {model.sha256[:16]}…; "
                    f"not a verified official artefact)")
         transforms = "none"
-    dataset = manifest.get("dataset", {})
-    data_note = " (synthetic dataset)" if dataset.get("synthetic") else ""
-    precision = manifest.get("precision")
-    staged = ("mean subtracted to fp32 when staged" if precision in (None, "fp32")
+    data_note = " (synthetic dataset)" if manifest.dataset.synthetic else ""
+    precision = manifest.precision
+    staged = ("mean subtracted to fp32 when staged" if precision == "fp32"
               else "read as stored; cast in the graph")
     weight_types, how = {"int8": ("int8", "quantised to int8 per channel (onnxruntime static quantisation, QDQ)"),
                          "bf16": ("bf16", "fp32 weights converted to bf16 by OpenVINO's CPU plugin when it compiles "
@@ -354,20 +360,16 @@ def measurements(manifest: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _commands(*manifests: dict[str, Any]) -> str:
-    lines = []
-    for m in manifests:
-        cmd = m.get("command")
-        if cmd:
-            lines.append("appliance " + " ".join(str(c) for c in cmd[1:]))
+def _commands(*manifests: RunManifest) -> str:
+    lines = ["appliance " + " ".join(m.command[1:]) for m in manifests if m.command]
     return "\n".join(lines) or "(no command recorded)"
 
 
-def _scenario_readme(sr: ScenarioRuns, perf: Path, acc: Path, perf_m: dict[str, Any], acc_m: dict[str, Any]) -> str:
-    notes = sorted(set(perf_m.get("notes", []) + acc_m.get("notes", [])))
+def _scenario_readme(sr: ScenarioRuns, perf: Path, acc: Path, perf_m: RunManifest, acc_m: RunManifest) -> str:
+    notes = sorted(set(perf_m.notes + acc_m.notes))
     return (f"# {sr.benchmark} {sr.scenario}\n\n"
             f"Produced by mlperf-appliance {__version__} with MLCommons LoadGen "
-            f"{perf_m.get('loadgen', {}).get('version', 'unknown')}.\n\n"
+            f"{perf_m.loadgen.version or 'unknown'}.\n\n"
             f"## Commands\n\n```sh\n{_commands(perf_m, acc_m)}\n```\n\n"
             f"Performance run: `{perf.name}` (copied to `performance/run_1`); accuracy run: `{acc.name}`.\n"
             f"The run manifests (`manifest.json`: model, data and config digests, card-to-core map, package "
@@ -375,8 +377,8 @@ def _scenario_readme(sr: ScenarioRuns, perf: Path, acc: Path, perf_m: dict[str, 
             + ("## Notes\n\n" + "".join(f"- {n}\n" for n in notes) if notes else ""))
 
 
-def _write_src_readme(path: Path, bench: str, manifests: list[dict[str, Any]]) -> None:
-    synthetic = any(m.get("synthetic", {}).get("any") for m in manifests)
+def _write_src_readme(path: Path, bench: str, manifests: list[RunManifest]) -> None:
+    synthetic = any(m.synthetic.any for m in manifests)
     atomic_write_text(path,
         f"# {bench}: mlperf-appliance {__version__}\n\n"
         "The harness is the `mlperf-appliance` Python package (`harness/`): LoadGen glue (`sut.py`, `qsl.py`), "
