@@ -109,3 +109,21 @@ def watch_threads(body: Callable[[], int]) -> tuple[int, dict[int, tuple[str, st
         stop.set()
         watcher.join()
     return rc, seen
+
+
+def manifest_json(**sections: object) -> dict[str, object]:
+    """A complete format-1 run manifest as `appliance run` writes one (harness.records.manifest), `sections`
+    replacing its defaults: for tests that lay out runs without running them."""
+    body: dict[str, object] = {
+        "format": 1, "created_utc": "2026-01-01T00:00:00+00:00", "command": ["appliance", "run"],
+        "benchmark": "resnet50", "scenario": "Offline", "mode": "performance", "requested": {}, "batch_size": 8,
+        "backend": "null", "card_outputs": "fp32", "backend_choice": {}, "precision": "fp32", "quantization": None,
+        "model": {"path": "/data/models/resnet50.onnx", "sha256": "ab" * 32, "synthetic": True, "seed": 0},
+        "dataset": {"path": "/data/preprocessed/resnet50", "count": 48, "synthetic": True},
+        "configs": {}, "cards": [{"index": 0, "backend": "null", "device": "none", "cpus": [0]}],
+        "card_map": {"spec": "auto"}, "sample_buffers": {}, "dispatch": {}, "host": {"cpu_model": "test CPU"},
+        "packages": {}, "loadgen": {"version": "6.0"}, "synthetic": {"weights": True, "data": True},
+        "result": {}, "notes": [], "energy": None,
+    }
+    body.update(sections)
+    return body

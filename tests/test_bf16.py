@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import appliance, linked_copy
+from helpers import appliance, linked_copy, manifest_json
 
 from harness.audit.submission.tree import measurements
 from harness.core.errors import ApplianceError
 from harness.hw import bf16_support, system
+from harness.records import manifest as run_manifest
 from harness.tune.search import Sweep
 
 # /proc/cpuinfo flags of three CPU families this project's machines have had (abridged to what matters)
@@ -75,11 +76,13 @@ def test_tune_times_bf16_on_openvino_only():
 
 
 def test_measurements_say_the_precision():
-    base = {"benchmark": "resnet50", "model": {"synthetic": True, "seed": 0, "sha256": "ab" * 32}, "dataset": {}}
-    assert measurements({**base, "precision": "fp32"})["weight_data_types"] == "fp32"
-    int8 = measurements({**base, "precision": "int8"})
+    def made(precision: str) -> dict[str, str]:
+        return measurements(run_manifest.parse(manifest_json(precision=precision), "a manifest"))
+
+    assert made("fp32")["weight_data_types"] == "fp32"
+    int8 = made("int8")
     assert int8["weight_data_types"] == "int8" and "quantised to int8" in int8["weight_transformations"]
-    b = measurements({**base, "precision": "bf16"})
+    b = made("bf16")
     assert b["weight_data_types"] == "bf16" and "converted to bf16 by OpenVINO" in b["weight_transformations"]
     assert "cast in the graph" in b["input_data_types"]
 

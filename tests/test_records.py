@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import appliance
+from helpers import appliance, manifest_json
 
 import harness
 from harness.core.errors import DataError
@@ -114,7 +114,7 @@ def test_a_run_manifest_reads_back_with_version_and_commit(data_dir: Path, tmp_p
                      "--results", tmp_path / "results", "-q") == 0
     (run,) = (tmp_path / "results").rglob("run_1")
     manifest = run_manifest.read(run)
-    assert manifest.benchmark == "resnet50" and manifest.synthetic["cards"] == "SIMULATED (cloud-ai-100)"
+    assert manifest.benchmark == "resnet50" and manifest.synthetic.cards == "SIMULATED (cloud-ai-100)"
     assert manifest.appliance is not None and manifest.appliance["version"] == harness.__version__
     assert manifest.appliance["commit"] and manifest.appliance["commit_from"] in ("build", "git")
     data = json.loads((run / "manifest.json").read_text())
@@ -123,7 +123,22 @@ def test_a_run_manifest_reads_back_with_version_and_commit(data_dir: Path, tmp_p
         run_manifest.read(run)
     del data["dataset"]
     (run / "manifest.json").write_text(json.dumps(data))
-    with pytest.raises(DataError, match="'dataset' is missing"):
+    with pytest.raises(DataError, match="manifest.json: dataset is missing"):
         run_manifest.read(run)
     with pytest.raises(ValueError, match=r"not in harness\.records\.manifest\.RunManifest"):
         run_manifest.write(tmp_path, {**data, "surprise": 1})
+
+
+def test_a_manifest_written_before_the_typed_record_reads(tmp_path: Path) -> None:
+    """A format-1 manifest of an older appliance (no appliance / requests_per_card / shared_cores / ... keys, a
+    card without its counters, nulls where a section's key was unset) reads; written back, it reads the same."""
+    old = manifest_json(cards=[{"index": 0, "backend": "onnxruntime", "device": "cpu", "cpus": [0, 1]}],
+                        dispatch={"server_max_wait_us": None, "keep_warm": False})
+    for key in ("appliance", "requests_per_card", "inference_precision", "shared_cores", "precision_eligibility",
+                "native_log"):
+        old.pop(key, None)
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    manifest = run_manifest.read(tmp_path)
+    assert manifest.cards[0].cpus == (0, 1) and manifest.cards[0].samples_completed is None
+    assert manifest.precision_eligibility is None and manifest.not_submittable is None
+    assert run_manifest.parse(manifest.to_json(), "again") == manifest

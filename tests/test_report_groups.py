@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import appliance
+from helpers import appliance, manifest_json
 
 from harness.report.groups import by_scenario, collect, latest_per_setup, scaling_series
 
@@ -24,9 +24,8 @@ def _run(root: Path, rel: str, bench: str, scenario: str, card: dict[str, str], 
     folder = root / rel
     folder.mkdir(parents=True)
     cards = [{**card, "index": i, "cpus": [i % 2], "samples_completed": 10} for i in range(n)]
-    manifest = {"benchmark": bench, "scenario": scenario, "mode": mode, "backend": card["backend"],
-                "batch_size": 8, "precision": "fp32", "card_outputs": "fp32", "cards": cards,
-                "created_utc": created, "synthetic": {"weights": True, "data": True}, "result": {"top1": 99.0}}
+    manifest = manifest_json(benchmark=bench, scenario=scenario, mode=mode, backend=card["backend"], cards=cards,
+                             created_utc=created, result={"top1": 99.0})
     (folder / "manifest.json").write_text(json.dumps(manifest))
     records = {"effective_scenario": scenario, "result_validity": "VALID", "result_samples_per_second": metric,
                "result_completed_samples_per_sec": metric, "early_stopping_latency_ss": 2e6}

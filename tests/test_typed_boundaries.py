@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _JSON_DOOR = "the one door for JSON files: any JSON value in or out; its callers check and type what they read"
 _ONNX = "an onnx ModelProto: onnx is imported lazily inside the door, so the annotation cannot name its type"
-_MANIFEST = ("a section of manifest.json, the run's on-disk JSON document (docs/results.md documents each); its "
-             "readers read other tools' manifests too, so they check each field where they read it")
+_MANIFEST = ("a card's own facts, kept as found in manifest.json's card entry (RunManifest's Card.details, a "
+             "bounded JSON sub-document); every other manifest section is a type (harness.records.manifest)")
 _PREPARED = "the prepared data's manifest.json (harness.records.store documents it): an on-disk JSON document"
 _DETAIL = "LoadGen's mlperf_log_detail.txt key-values: LoadGen's own format, any JSON value per key"
 _ENERGY = ("the manifest's energy / host_postprocess section as the meter makes it and report reads it back from "
@@ -44,28 +44,8 @@ ALLOW: dict[str, str] = {
     "harness.run.cards.backends.resolve": "a record's reference to one of its runtime's functions (card factory, "
                                           "checks), each typed where the record's methods call it",
     "harness.run.sut.messages.Call.fn": "work for whichever card type the worker thread holds (worker.WarmUpCard)",
-    "harness.records.manifest.RunManifest.appliance": _MANIFEST,
-    "harness.records.manifest.RunManifest.backend_choice": _MANIFEST + " (made by tuned_choice.BackendChoice)",
-    "harness.records.manifest.RunManifest.card_map": _MANIFEST,
-    "harness.records.manifest.RunManifest.cards": _MANIFEST,
-    "harness.records.manifest.RunManifest.dataset": _MANIFEST,
-    "harness.records.manifest.RunManifest.dispatch": _MANIFEST,
-    "harness.records.manifest.RunManifest.energy": _MANIFEST,
-    "harness.records.manifest.RunManifest.host": _MANIFEST,
-    "harness.records.manifest.RunManifest.host_postprocess": _MANIFEST,
-    "harness.records.manifest.RunManifest.loadgen": _MANIFEST,
-    "harness.records.manifest.RunManifest.model": _MANIFEST + " (made from the ModelRecord)",
-    "harness.records.manifest.RunManifest.native_log": _MANIFEST,
-    "harness.records.manifest.RunManifest.precision_eligibility": _MANIFEST,
-    "harness.records.manifest.RunManifest.quantization": _MANIFEST,
-    "harness.records.manifest.RunManifest.requested": _MANIFEST,
-    "harness.records.manifest.RunManifest.result": _MANIFEST,
-    "harness.records.manifest.RunManifest.sample_buffers": _MANIFEST,
-    "harness.records.manifest.RunManifest.synthetic": _MANIFEST,
-    "harness.records.manifest.write": _MANIFEST + " (all sections, checked against RunManifest)",
-    "harness.records.manifest.read_lenient": _MANIFEST + " (as found, never raises: reproduce, check, report)",
-    "harness.records.manifest.not_submittable": _MANIFEST + " (the typed reader of its verdict)",
-    "harness.audit.submission.system_json.build": _MANIFEST + " (read leniently) and the user's overrides file",
+    "harness.audit.submission.system_json.build": "the user's overrides file (any JSON value per key, as the round's "
+                                                  "systems/<system>.json holds it)",
     "harness.records.model_record.ModelRecord.quantization": (
         "how prepare made a reduced-precision model, written into the model record and the manifest as-is; its "
         "agreement keys are read through model_record.AGREEMENT / eligibility"),

@@ -488,7 +488,7 @@ def _reproduce_perf(row: Row, t: Target, artefacts: Artefacts, work: Path, toler
         return
     sink: list[str] = []
     recorded = detail_log.read(run_dir / "mlperf_log_detail.txt", str(run_dir / "mlperf_log_detail.txt"), sink.append)
-    if recorded is None:
+    if recorded is None or recorded.garbled:  # a cut or edited record: what the run measured is not known
         row.reasons += sink
         return
     rec_metric, rec_kind = recorded_metric(recorded, t.scenario)
