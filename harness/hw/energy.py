@@ -40,6 +40,8 @@ def rapl_domains(root: Path = Path("/")) -> list[Domain]:
         name, max_uj = fs.text(f"{rel}/name"), fs.integer(f"{rel}/max_energy_range_uj")
         if name is None or max_uj is None or fs.integer(f"{rel}/energy_uj") is None:
             continue  # unreadable (non-root on recent kernels): treated as absent
+        if not 0 < max_uj < 2**64:
+            continue  # a range no counter has (-1 divided by zero after the run): not a RAPL counter
         domains.append(Domain(name, fs.path(f"{rel}/energy_uj"), max_uj))
     return domains
 
@@ -58,7 +60,10 @@ class EnergyMeter:
         return bool(self.domains)
 
     def _read(self) -> list[int]:
-        return [int(inbound.read_bytes(d.path, inbound.SYSFS)) for d in self.domains]
+        values = [int(inbound.read_bytes(d.path, inbound.SYSFS)) for d in self.domains]
+        if any(not 0 <= v <= d.max_uj for v, d in zip(values, self.domains, strict=True)):
+            raise ValueError("an energy counter outside its range")  # ends the measurement (_read_or_give_up)
+        return values
 
     def start(self) -> None:
         if self.available:

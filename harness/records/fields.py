@@ -3,7 +3,8 @@ and its bounds (finite numbers, integer ranges, string lengths, list and map siz
 the file and the field ("r/manifest.json: cards[0].cpus[0] is [1], not an integer").
 
 A record's dataclass is its schema: each field's annotation says the kind (str, int, float, bool, None,
-tuple[T, ...], dict[str, T], a nested record, `object` for a sub-document kept as found), `bound(...)` its limits.
+tuple[T, ...] or list[T], dict[str, T], a nested record, `object` for a sub-document kept as found), and
+`bound(...)` its limits.
 Keys a record does not know are ignored (a newer writer's), unless a field is marked `rest` (it takes them).
 """
 
@@ -127,11 +128,11 @@ def _value(tp: Any, v: object, path: str, meta: Mapping[str, Any]) -> object:
         return v
     if tp in _SCALARS:
         return _SCALARS[tp](v, path, meta)
-    if origin is tuple:
+    if origin in (tuple, list):
         if not isinstance(v, list):
             raise _Bad(path, f"is {show(v)}, not a list")
         _sized(v, path, meta)
-        return tuple(_value(args[0], x, f"{path}[{i}]", meta) for i, x in enumerate(v))
+        return origin(_value(args[0], x, f"{path}[{i}]", meta) for i, x in enumerate(v))
     if origin is dict:
         if not isinstance(v, dict):
             raise _Bad(path, f"is {show(v)}, not an object")
@@ -184,8 +185,12 @@ _SCALARS: dict[object, typing.Callable[[object, str, Mapping[str, Any]], object]
 def _in_range(v: float, path: str, meta: Mapping[str, Any]) -> Any:
     lo, hi = meta.get("lo", INT_RANGE[0]), meta.get("hi", INT_RANGE[1])
     if not lo <= v <= hi:
-        raise _Bad(path, f"is {show(v)}, outside {lo:g}..{hi:g}")
+        raise _Bad(path, f"is {show(v)}, outside {_bound_text(lo)}..{_bound_text(hi)}")
     return v
+
+
+def _bound_text(b: float) -> str:
+    return str(int(b)) if float(b).is_integer() and abs(b) < 1e15 else f"{b:g}"
 
 
 def _sized(v: list[object] | dict[str, object], path: str, meta: Mapping[str, Any]) -> None:

@@ -263,19 +263,20 @@ def check_conf_text(text: str, where: str) -> None:
             raise ApplianceError(f"{at}: {problem}{example}")
 
 
-def read_user_conf(path: Path) -> str:
-    """A user's user.conf, checked line by line the way LoadGen reads it (check_conf_text)."""
+def read_user_conf(path: Path, what: str = "--user-conf", fix: str = "") -> str:
+    """A user.conf (a user's, `what` names where it came from), checked line by line the way LoadGen reads it
+    (check_conf_text); `fix` ends each error line."""
     try:
-        raw = inbound.read_bytes(path, MAX_CONF_BYTES, what="--user-conf")
+        raw = inbound.read_bytes(path, MAX_CONF_BYTES, what=what)
     except inbound.Refused as exc:
-        raise ApplianceError(f"{exc}; a user.conf is a text file of 'model.scenario.key = value' lines") from None
+        raise ApplianceError(f"{exc}; a user.conf is a text file of 'model.scenario.key = value' lines{fix}") from None
     except OSError as exc:
-        raise ApplianceError(f"cannot read --user-conf {path}: {exc.strerror}") from None
+        raise ApplianceError(f"cannot read {what} {path}: {exc.strerror}{fix}") from None
     try:
         text = raw.decode("utf-8-sig")  # a leading BOM dropped: LoadGen would read it as part of the first key
     except UnicodeDecodeError:
-        raise ApplianceError(f"--user-conf {path} is not a text file (not UTF-8); a user.conf holds lines "
-                             f"'model.scenario.key = value'") from None
+        raise ApplianceError(f"{what} {path} is not a text file (not UTF-8); a user.conf holds lines "
+                             f"'model.scenario.key = value'{fix}") from None
     check_conf_text(text, f"user.conf {path}")
     return text
 

@@ -15,6 +15,7 @@ from harness.records.layout import Layout
 from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
 from harness.run import gpu_defaults
 from harness.run.cards import backends
+from harness.run.loadgen_settings import read_user_conf
 from harness.run.options import RunOptions
 
 
@@ -82,6 +83,14 @@ def _options_and_wait(opts: RunOptions, pick: Choice | None, why: str) -> tuple[
     return options, wait if opts.max_wait_us is None else opts.max_wait_us, why
 
 
+def _record_conf(user_conf: Path | None) -> Path | None:
+    """The record's user.conf the run takes, its problems named as the record's file (not as a --user-conf the
+    user gave)."""
+    if user_conf is not None:
+        read_user_conf(user_conf, "the tuned record's user.conf", "; rerun `appliance tune`")
+    return user_conf
+
+
 def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     """RunOptions with backend "auto" or a --tuned record applied (precision always concrete), and the
     manifest's `backend_choice`.
@@ -97,7 +106,7 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     auto = Layout(opts.data_dir, benchmarks.get(opts.benchmark)).tuned if opts.backend == "auto" else None
     path = opts.tuned or auto
     given = opts.requests or 1
-    if path is None or (opts.tuned is None and not path.is_file()):
+    if path is None or (opts.tuned is None and not (path.exists() or path.is_symlink())):  # there but broken: read
         backend = opts.backend if path is None else FALLBACK
         why = ("--backend (or its default)" if path is None else
                f"--backend auto: no tuned record at {path}, so {FALLBACK}")
@@ -150,8 +159,7 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
         cards, why = opts.cards, why + f"; --cards {opts.cards} given (the record's: {cards})"
     else:
         why += f"; --cards {cards} from the record"
-    if req.user_conf is not None:
-        user_conf = None
+    user_conf = _record_conf(user_conf) if req.user_conf is None else None
     info = TunedSource(str(path.resolve()), sha256_file(path), None if user_conf is None else str(user_conf))
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
     bound = _server_bound(req.scenario, pick, path, benchmarks.get(opts.benchmark).server_latency_ms)

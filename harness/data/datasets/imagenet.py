@@ -26,6 +26,9 @@ GRAY_EVERY = 100
 TEMPLATE_SEED = 10_000  # the synthetic world's class scenes; fixed, so every seeded dataset shares them
 
 
+MAX_LABEL = 1000  # ImageNet's 1,000 classes, and the background class some label sets add
+
+
 def read_val_map(root: Path, limit: int | None = None) -> tuple[list[str], np.ndarray]:
     """Image paths (relative to `root`) and labels, in file order (= LoadGen sample index)."""
     path = root / VAL_MAP
@@ -38,7 +41,10 @@ def read_val_map(root: Path, limit: int | None = None) -> tuple[list[str], np.nd
             continue
         parts = line.split()
         if len(parts) != 2 or not inbound.is_digits(parts[1]):
-            raise DataError(f"{path}:{lineno}: expected '<image> <label>', got {line!r}")
+            raise DataError(f"{path}:{lineno}: expected '<image> <label>', got {line[:80]!r}")
+        if len(parts[1]) > 4 or int(parts[1]) > MAX_LABEL:
+            raise DataError(f"{path}:{lineno}: label {parts[1][:20]} is not an ImageNet class (0..{MAX_LABEL}); "
+                            f"val_map.txt lines are '<image> <class 0..999>'")
         names.append(parts[0])
         labels.append(int(parts[1]))
         if limit is not None and len(names) >= limit:

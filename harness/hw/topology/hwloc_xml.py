@@ -53,7 +53,7 @@ def read_hwloc_xml(path: str | os.PathLike[str]) -> Topology:
         raise ApplianceError(f"cannot read hwloc XML {path}: {exc}; make one with `lstopo --of xml FILE`") from exc
     try:
         return _topology(root, path)
-    except ValueError as exc:  # a bitmap or an index that is not a CPU's
+    except ValueError as exc:  # a bitmap, an index or a pci_type that is not what lstopo writes
         raise ApplianceError(f"hwloc XML {path}: {exc}; make one with `lstopo --of xml FILE`") from None
 
 
@@ -61,9 +61,7 @@ def _topology(root: ET.Element, path: str | os.PathLike[str]) -> Topology:
     machine = root.find("object")
     if root.tag != "topology" or machine is None or "cpuset" not in machine.attrib:
         raise ApplianceError(f"{path} is not an hwloc topology; make one with `lstopo --of xml FILE`")
-    online = {int(pu.get("os_index", "-1")) for pu in root.iter("object") if pu.get("type") == "PU"}
-    if online and max(online) > FIXED_MAX_CPU:
-        raise ValueError(f"PU os_index {max(online)} is not a CPU id of at most {FIXED_MAX_CPU} (NR_CPUS 8192)")
+    online = {_os_index(pu) for pu in root.iter("object") if pu.get("type") == "PU"}
     if not online:
         raise ApplianceError(f"{path} lists no PUs; make it with `lstopo --of xml FILE` on the target machine")
     allowed = parse_bitmap(machine.get("allowed_cpuset", machine.get("cpuset", "0x0"))) & online
@@ -77,11 +75,11 @@ def _topology(root: ET.Element, path: str | os.PathLike[str]) -> Topology:
         if kind == "Package":
             packages.append(cpus)
         elif kind == "NUMANode":
-            nodes[int(obj.get("os_index", "0"))] = cpus
+            nodes[_os_index(obj)] = cpus
         elif kind == "L3Cache" or (kind == "Cache" and obj.get("depth") == "3"):
             l3.append(cpus)
         elif kind == "Core":
-            threads = sorted(int(pu.get("os_index", "-1")) for pu in obj.iter("object") if pu.get("type") == "PU")
+            threads = sorted(_os_index(pu) for pu in obj.iter("object") if pu.get("type") == "PU")
             cores.append(threads)
         elif kind == "PCIDev" and local is not None:
             pci.append(_pci_device(obj, local, online))
@@ -106,9 +104,20 @@ def _topology(root: ET.Element, path: str | os.PathLike[str]) -> Topology:
     )
 
 
+def _os_index(obj: ET.Element) -> int:
+    """A PU's or NUMA node's os_index: a CPU or node id of at most FIXED_MAX_CPU, or ValueError naming it (a PU
+    of index -1 was dropped without a word)."""
+    text = obj.get("os_index")
+    if text is None or not inbound.is_digits(text) or int(text) > FIXED_MAX_CPU:
+        raise ValueError(f"{obj.get('type')} os_index {text!r} is not an id of 0..{FIXED_MAX_CPU} (NR_CPUS 8192)")
+    return int(text)
+
+
 def _pci_device(obj: ET.Element, local: ET.Element, online: set[int]) -> PciDevice:
     """pci_type is "CCSS [vvvv:dddd] [ssss:ssss] rr"; locality from the ancestor's cpuset/nodeset."""
     fields = obj.get("pci_type", "0000 [0000:0000]").split()
+    if len(fields) < 2 or fields[1].count(":") != 1:
+        raise ValueError(f"PCIDev pci_type {obj.get('pci_type')!r} is not \"CCSS [vvvv:dddd] ...\"")
     vendor, device = fields[1].strip("[]").split(":")
     nodeset = parse_bitmap(local.get("nodeset", "0x0"))
     osdevs = []

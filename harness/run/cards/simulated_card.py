@@ -31,6 +31,8 @@ import numpy as np
 from harness.core import inbound
 from harness.core.errors import ApplianceError
 from harness.data import benchmarks
+from harness.records import fields
+from harness.records.fields import bound
 from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
 
 if TYPE_CHECKING:
@@ -46,9 +48,9 @@ class Pipeline:
     A batch's compute takes `activations * batch / samples_per_second` on its activation, so all of them
     together keep the profile's rate; DMA takes its per-sample time for each sample of the batch."""
 
-    activations: int
-    dma_in_us_per_sample: float
-    dma_out_us_per_sample: float
+    activations: int = bound(lo=1, hi=1024)
+    dma_in_us_per_sample: float = bound(lo=0, hi=1e6, default=0.0)
+    dma_out_us_per_sample: float = bound(lo=0, hi=1e6, default=0.0)
 
     @property
     def depth(self) -> int:
@@ -91,6 +93,34 @@ class Profile:
                 **({"fixed_ms": self.fixed_ms} if self.fixed_ms is not None else {})}
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One benchmark of a profile: a rate a card can have (a batch of 1 in at most 10 s, at most 10^9/s)."""
+
+    samples_per_second: float = bound(lo=0.1, hi=1e9)
+    batch: int = bound(lo=1, hi=65536)
+    fixed_ms: float | None = bound(lo=0, hi=60_000, default=None)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    cards: tuple[int, ...] = bound(lo=0, hi=1023, items=1024, default=())
+    after_batches: int = bound(lo=1, hi=2**31, default=1)  # 0 would fail the warm-up, before any run
+
+
+@dataclass(frozen=True)
+class _ProfileFile:
+    """A profile YAML as its README (profiles/README.md) describes it, read field by field."""
+
+    name: str = bound(text=128)
+    model: str = bound(text=256)
+    benchmarks: dict[str, _Entry] = bound(items=64)
+    input_dtype: str = bound(one_of=("uint8", "float32"), default="uint8")
+    failure: _Failure | None = None
+    pipeline: Pipeline | None = None
+    cards_per_device: int = bound(lo=1, hi=1024, default=1)
+
+
 def profile_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in PROFILE_DIR.iterdir() if p.name.endswith(".yaml"))
 
@@ -102,41 +132,24 @@ def load_profile(name: str, benchmark: str) -> Profile:
         raise ApplianceError(f"no simulated card profile {name!r}; choose one of: {', '.join(profile_names())} "
                              f"or give a .yaml path")
     try:
-        data = inbound.expect_object(inbound.read_yaml(str(path), inbound.TEXT), str(path))
-        unknown = [str(key) for key in data["benchmarks"] if key not in benchmarks.NAMES]
-        if unknown:  # keyed by the catalogue's names: a renamed benchmark must not leave a dead entry behind
-            raise ApplianceError(f"profile {path} models {', '.join(unknown)}, not a benchmark of the catalogue; "
-                                 f"its benchmarks are keyed by: {', '.join(benchmarks.NAMES)}")
-        entry = data["benchmarks"].get(benchmark)
-        if entry is None:
-            raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models "
-                                 f"{', '.join(data['benchmarks'])}")
-        failure = data.get("failure") or {}
-        stages = data.get("pipeline")
-        pipeline = None if stages is None else Pipeline(int(stages["activations"]),
-                                                        float(stages.get("dma_in_us_per_sample", 0)),
-                                                        float(stages.get("dma_out_us_per_sample", 0)))
-        profile = Profile(str(data["name"]), str(data["model"]), str(path), float(entry["samples_per_second"]),
-                          int(entry["batch"]), str(data.get("input_dtype", "uint8")),
-                          tuple(int(c) for c in failure.get("cards", ())), int(failure.get("after_batches", 0)),
-                          pipeline, int(data.get("cards_per_device", 1)),
-                          None if entry.get("fixed_ms") is None else float(entry["fixed_ms"]))
-    except ApplianceError:
-        raise
-    except (OSError, inbound.Refused, KeyError, TypeError, ValueError, AttributeError) as exc:
+        data = fields.parse(_ProfileFile, inbound.read_yaml(str(path), inbound.TEXT), f"simulated card profile {path}")
+    except inbound.Refused as exc:
         raise ApplianceError(f"bad simulated card profile {path}: {exc}".splitlines()[0]) from None
-    if profile.samples_per_second <= 0 or profile.batch < 1 or profile.input_dtype not in ("uint8", "float32"):
-        raise ApplianceError(f"bad simulated card profile {path}: samples_per_second > 0, batch >= 1 and "
-                             f"input_dtype uint8|float32 are required")
-    if profile.cards_per_device < 1 or (profile.fixed_ms or 0) < 0 or (
-            profile.pipeline is not None and (profile.cards_per_device > 1 or profile.fixed_ms is not None)):
-        raise ApplianceError(f"bad simulated card profile {path}: cards_per_device >= 1 and fixed_ms >= 0, "
-                             f"neither with a pipeline")
-    p = profile.pipeline
-    if p is not None and (p.activations < 1 or p.dma_in_us_per_sample < 0 or p.dma_out_us_per_sample < 0):
-        raise ApplianceError(f"bad simulated card profile {path}: pipeline needs activations >= 1 and "
-                             f"dma_in_us_per_sample, dma_out_us_per_sample >= 0")
-    return profile
+    except OSError as exc:
+        raise ApplianceError(f"bad simulated card profile {path}: {exc.strerror or exc}") from None
+    unknown = [key for key in data.benchmarks if key not in benchmarks.NAMES]
+    if unknown:  # keyed by the catalogue's names: a renamed benchmark must not leave a dead entry behind
+        raise ApplianceError(f"profile {path} models {', '.join(unknown)}, not a benchmark of the catalogue; "
+                             f"its benchmarks are keyed by: {', '.join(benchmarks.NAMES)}")
+    entry = data.benchmarks.get(benchmark)
+    if entry is None:
+        raise ApplianceError(f"profile {path} has no entry for {benchmark}; it models {', '.join(data.benchmarks)}")
+    if data.pipeline is not None and (data.cards_per_device > 1 or entry.fixed_ms is not None):
+        raise ApplianceError(f"bad simulated card profile {path}: cards_per_device and fixed_ms do not go with a "
+                             f"pipeline")
+    failure = data.failure or _Failure()
+    return Profile(data.name, data.model, str(path), entry.samples_per_second, entry.batch, data.input_dtype,
+                   failure.cards, failure.after_batches, data.pipeline, data.cards_per_device, entry.fixed_ms)
 
 
 class SimulatedCardFailure(RuntimeError):
