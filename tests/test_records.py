@@ -123,7 +123,7 @@ def test_a_run_manifest_reads_back_with_version_and_commit(data_dir: Path, tmp_p
         run_manifest.read(run)
     del data["dataset"]
     (run / "manifest.json").write_text(json.dumps(data))
-    with pytest.raises(DataError, match="manifest.json: dataset is missing"):
+    with pytest.raises(DataError, match=r"manifest\.json: dataset is missing"):
         run_manifest.read(run)
     with pytest.raises(ValueError, match=r"not in harness\.records\.manifest\.RunManifest"):
         run_manifest.write(tmp_path, {**data, "surprise": 1})
