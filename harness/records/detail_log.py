@@ -176,7 +176,7 @@ def read(path: Path, where: str, problem: Problem, within: Path | None = None) -
 _NUMBER = re.compile(r"(result|early_stopping)_.*(_ns|_per_sec|_per_second|_latency_ss|_latency_ms)|effective_("
                      r"target_latency_ns|target_latency_percentile|min_duration_ms|max_duration_ms|target_qps|"
                      r".*_count|samples_per_query|.*_rng_seed)")
-_FLAG = re.compile(r"(result|early_stopping)_.*_met")
+_FLAG = re.compile(r"(result|early_stopping)(_.*)?_met")
 _VERDICTS = ("VALID", "INVALID")
 
 
