@@ -35,15 +35,28 @@ _.check_gpus_start  # onnxruntime_card: the GPU records' `starts`
 _.provider_available  # onnxruntime_card: the GPU records' `available`
 
 # Record fields written to JSON through dataclasses.asdict (read by people, `reproduce`, `report`, the tree)
-_.created_utc  # manifest.Manifest and tuned.TunedRecord
-_.backend_choice  # manifest.Manifest: read by tests/test_tune.py, docs/tune.md documents it
-_.quantization  # manifest.Manifest and model_record.ModelRecord
-_.sample_buffers  # manifest.Manifest: read by reproduce.py
-_.appliance  # manifest.Manifest: the harness version and commit
-_.loadgen  # manifest.Manifest: LoadGen's version, read as a key by reproduce.py, report/html.py, submission/tree.py
-_.requests_per_card  # manifest.Manifest: read by reproduce.py (the recorded --requests) and the tests
-_.shared_cores  # manifest.Manifest: other appliance runs on the same cores (harness.run.neighbours), read by the tests
-_.precision_eligibility  # manifest.Manifest: read by submission/check.py and report/html.py from the JSON
+_.created_utc  # manifest.RunManifest and tuned.TunedRecord
+_.backend_choice  # manifest.RunManifest: read by tests/test_tune.py, docs/tune.md documents it
+_.quantization  # manifest.RunManifest and model_record.ModelRecord
+_.sample_buffers  # manifest.RunManifest: read by reproduce.py
+_.appliance  # manifest.RunManifest: the harness version and commit
+_.loadgen  # manifest.RunManifest: LoadGen's version, read as a key by reproduce.py, report/html.py, submission/tree.py
+_.requests_per_card  # manifest.RunManifest: read by reproduce.py (the recorded --requests) and the tests
+_.shared_cores  # manifest.RunManifest: other appliance runs on its cores (harness.run.neighbours), read by tests
+_.precision_eligibility  # manifest.RunManifest: read by submission/check.py and report/html.py from the JSON
+# manifest.RunManifest's sections, read field by field (harness.records.fields) and written back: the keys a
+# person, `reproduce` (comparing two runs' JSON) or another tool reads; the appliance's own code reads the rest
+_.manifest_sha256  # manifest.Dataset
+_.batches_in_flight  # manifest.Card
+_.queue_depth_batches  # manifest.Dispatch
+_.server_max_wait_us  # manifest.Dispatch
+_.backlogged_batches  # manifest.Dispatch
+_.redispatched_samples  # manifest.Dispatch
+_.image_digest  # manifest.Host
+_.nvidia  # manifest.Host
+_.golden_top1  # manifest.Result
+_.golden_mAP  # manifest.Result
+_.figures  # manifest.Result: a scorer's other figures (COCO's image and detection counts)
 _.filter_stream  # native_lines.py: the filter process's entry point, named in its `python -c` line
 _.official_artefact  # model_record.ModelRecord: read by runner.py and submission/tree.py
 _.builder_sha256  # model_record.ModelRecord: read by prepare.py (rebuild when the builder changed)

@@ -7,7 +7,6 @@ here, so the three say the same thing the same way.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +41,3 @@ def versioned(data: object, where: Path | str, kind: str, version: int, fix: str
         if key not in data:
             raise DataError(f"{where} is not a complete {kind}: {key!r} is missing{fix}")
     return data
-
-
-def required_fields(record: type) -> tuple[str, ...]:
-    """The fields of a record's dataclass that have no default: a file must hold them all."""
-    return tuple(f.name for f in dataclasses.fields(record)
-                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)

@@ -29,15 +29,12 @@ INT_RANGE = (-(2**63), 2**63 - 1)
 
 
 def bound(*, lo: float | None = None, hi: float | None = None, items: int | None = None, text: int | None = None,
-          one_of: tuple[str, ...] | None = None, rest: bool = False, default: object = dataclasses.MISSING) -> Any:
-    """A dataclass field with limits: `lo`/`hi` for numbers (and a list's numbers), `items` for a list or map's
-    size, `text` for a string's length, `one_of` its only spellings; `rest`: it takes the keys the record does
-    not name."""
-    meta = {k: v for k, v in (("lo", lo), ("hi", hi), ("items", items), ("text", text), ("one_of", one_of),
+          one_of: tuple[str, ...] | None = None, rest: bool = False) -> dict[str, object]:
+    """A field's limits, as its `dataclasses.field(metadata=...)`: `lo`/`hi` for numbers (and a list's numbers),
+    `items` for a list or map's size, `text` for a string's length, `one_of` its only spellings; `rest`: it
+    takes the keys the record does not name."""
+    return {k: v for k, v in (("lo", lo), ("hi", hi), ("items", items), ("text", text), ("one_of", one_of),
                               ("rest", rest)) if v is not None and v is not False}
-    if rest:
-        return dataclasses.field(default_factory=dict, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
 
 
 def show(v: object) -> str:

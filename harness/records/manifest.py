@@ -9,7 +9,7 @@ the one format-1 manifests have always had; a section's keys added since are opt
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DataError
@@ -36,8 +36,8 @@ class Model:
     md5: str | None = None
     seed: int | None = None
     official_artefact: str | None = None
-    params: int | None = bound(lo=0, default=None)
-    macs_per_sample: int | None = bound(lo=0, default=None)
+    params: int | None = field(default=None, metadata=bound(lo=0))
+    macs_per_sample: int | None = field(default=None, metadata=bound(lo=0))
 
 
 @dataclass(frozen=True)
@@ -45,26 +45,26 @@ class Dataset:
     """The prepared samples the run loaded: digests of their manifest and of each shard."""
 
     path: str
-    count: int = bound(lo=0)
+    count: int = field(metadata=bound(lo=0))
     synthetic: bool = False
     manifest_sha256: str | None = None
-    shards: dict[str, str] | None = bound(items=65536, default=None)
+    shards: dict[str, str] | None = field(default=None, metadata=bound(items=65536))
 
 
 @dataclass(frozen=True)
 class Card:
     """One card of the run: where it ran and what it did; `details` holds its backend's own facts."""
 
-    index: int = bound(lo=0, hi=MAX_CARDS)
+    index: int = field(metadata=bound(lo=0, hi=MAX_CARDS))
     backend: str = "?"
     device: str = "?"
-    cpus: tuple[int, ...] = bound(lo=0, hi=MAX_CPUS * 128, items=MAX_CPUS, default=())
-    numa_node: int | None = bound(lo=-1, hi=MAX_CPUS, default=None)
+    cpus: tuple[int, ...] = field(default=(), metadata=bound(lo=0, hi=MAX_CPUS * 128, items=MAX_CPUS))
+    numa_node: int | None = field(default=None, metadata=bound(lo=-1, hi=MAX_CPUS))
     emulated: bool = False
     simulated: bool = False
-    samples_completed: int | None = bound(lo=0, default=None)
-    batches_in_flight: int | None = bound(lo=0, default=None)
-    details: dict[str, object] = bound(rest=True)
+    samples_completed: int | None = field(default=None, metadata=bound(lo=0))
+    batches_in_flight: int | None = field(default=None, metadata=bound(lo=0))
+    details: dict[str, object] = field(default_factory=dict, metadata=bound(rest=True))
 
 
 @dataclass(frozen=True)
@@ -80,12 +80,12 @@ class CardMap:
 class Dispatch:
     """The SUT's batching and what happened to the queue (harness.run.sut)."""
 
-    queue_depth_batches: int | None = bound(lo=0, default=None)
+    queue_depth_batches: int | None = field(default=None, metadata=bound(lo=0))
     scenario: str | None = None
-    server_max_wait_us: float | None = bound(lo=0, default=None)
+    server_max_wait_us: float | None = field(default=None, metadata=bound(lo=0))
     keep_warm: bool = False
-    backlogged_batches: int | None = bound(lo=0, default=None)
-    redispatched_samples: int | None = bound(lo=0, default=None)
+    backlogged_batches: int | None = field(default=None, metadata=bound(lo=0))
+    redispatched_samples: int | None = field(default=None, metadata=bound(lo=0))
     card_failures: tuple[str, ...] = ()
 
 
@@ -94,7 +94,7 @@ class Host:
     """The machine the run ran on."""
 
     cpu_model: str | None = None
-    available_cpus: tuple[int, ...] = bound(lo=0, hi=MAX_CPUS * 128, items=MAX_CPUS, default=())
+    available_cpus: tuple[int, ...] = field(default=(), metadata=bound(lo=0, hi=MAX_CPUS * 128, items=MAX_CPUS))
     image_digest: str | None = None
     image: object = None
     nvidia: object = None
@@ -103,7 +103,7 @@ class Host:
 @dataclass(frozen=True)
 class LoadGen:
     version: str | None = None
-    seeds: dict[str, int | None] | None = bound(lo=0, hi=2**64 - 1, items=16, default=None)
+    seeds: dict[str, int | None] | None = field(default=None, metadata=bound(lo=0, hi=2**64 - 1, items=16))
 
 
 @dataclass(frozen=True)
@@ -121,16 +121,16 @@ class Result:
     """A performance run's metric and verdict, or an accuracy run's score (`top1`, `mAP`, their golden_ twins)
     with its scorer's other figures in `figures`."""
 
-    metric: float | None = bound(lo=0, default=None)
+    metric: float | None = field(default=None, metadata=bound(lo=0))
     unit: str | None = None
     valid: bool | None = None
     reasons: tuple[str, ...] = ()
-    top1: float | None = bound(lo=0, hi=100, default=None)
-    mAP: float | None = bound(lo=0, hi=100, default=None)
-    golden_top1: float | None = bound(lo=0, hi=100, default=None)
-    golden_mAP: float | None = bound(lo=0, hi=100, default=None)
+    top1: float | None = field(default=None, metadata=bound(lo=0, hi=100))
+    mAP: float | None = field(default=None, metadata=bound(lo=0, hi=100))
+    golden_top1: float | None = field(default=None, metadata=bound(lo=0, hi=100))
+    golden_mAP: float | None = field(default=None, metadata=bound(lo=0, hi=100))
     hash: str | None = None
-    figures: dict[str, object] = bound(rest=True)
+    figures: dict[str, object] = field(default_factory=dict, metadata=bound(rest=True))
 
     def score(self) -> tuple[str, float] | None:
         """An accuracy run's (label, percent): top-1 or mAP."""
@@ -151,33 +151,36 @@ class Eligibility:
 class RunManifest:
     created_utc: str
     command: tuple[str, ...]
-    benchmark: str = bound(text=64)
-    scenario: str = bound(one_of=SCENARIOS)
-    mode: str = bound(one_of=MODES)
-    requested: dict[str, object] = bound(items=64)  # the LoadGen settings asked for (loadgen_settings.Requested)
-    batch_size: int = bound(lo=0, hi=2**31)
-    backend: str = bound(text=256)
-    card_outputs: str = bound(text=64)
-    backend_choice: dict[str, object] = bound(items=64)  # which backend and why (tuned_choice.BackendChoice)
-    model: Model = bound()
-    precision: str = bound(text=64)
-    quantization: dict[str, object] | None = bound()
-    dataset: Dataset = bound()
-    configs: dict[str, str] = bound(items=16)  # user.conf / mlperf.conf -> sha256
-    cards: tuple[Card, ...] = bound(items=MAX_CARDS)
-    card_map: CardMap = bound()
-    sample_buffers: dict[str, object] = bound()
-    dispatch: Dispatch = bound()
-    host: Host = bound()
-    packages: dict[str, str | None] = bound(items=256)
-    loadgen: LoadGen = bound()
-    synthetic: Synthetic = bound()
-    result: Result = bound()
-    notes: tuple[str, ...] = bound(items=256)
-    energy: dict[str, object] | None = bound()
+    benchmark: str = field(metadata=bound(text=64))
+    scenario: str = field(metadata=bound(one_of=SCENARIOS))
+    mode: str = field(metadata=bound(one_of=MODES))
+    # the LoadGen settings asked for (loadgen_settings.Requested)
+    requested: dict[str, object] = field(metadata=bound(items=64))
+    batch_size: int = field(metadata=bound(lo=0, hi=2**31))
+    backend: str = field(metadata=bound(text=256))
+    card_outputs: str = field(metadata=bound(text=64))
+    # which backend and why (tuned_choice.BackendChoice)
+    backend_choice: dict[str, object] = field(metadata=bound(items=64))
+    model: Model = field()
+    precision: str = field(metadata=bound(text=64))
+    quantization: dict[str, object] | None = field()
+    dataset: Dataset = field()
+    configs: dict[str, str] = field(metadata=bound(items=16))  # user.conf / mlperf.conf -> sha256
+    cards: tuple[Card, ...] = field(metadata=bound(items=MAX_CARDS))
+    card_map: CardMap = field()
+    sample_buffers: dict[str, object] = field()
+    dispatch: Dispatch = field()
+    host: Host = field()
+    packages: dict[str, str | None] = field(metadata=bound(items=256))
+    loadgen: LoadGen = field()
+    synthetic: Synthetic = field()
+    result: Result = field()
+    notes: tuple[str, ...] = field(metadata=bound(items=256))
+    energy: dict[str, object] | None = field()
     # added within format 1: absent from older manifests
     appliance: dict[str, object] | None = None  # {version, commit, commit_from}: harness.core.build_info
-    requests_per_card: int | None = bound(lo=1, hi=1024, default=None)  # infer requests per openvino card
+    # infer requests (batches in flight) per openvino card; 1 otherwise
+    requests_per_card: int | None = field(default=None, metadata=bound(lo=1, hi=1024))
     inference_precision: str | None = None   # what the cards compute in: fp32, or bf16 (harness.prepare.bf16)
     shared_cores: tuple[str, ...] | None = None  # other appliance runs live on this run's cores (run.neighbours)
     host_postprocess: dict[str, object] | None = None  # detection: host NMS CPU share (run.completion_meter)

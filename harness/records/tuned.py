@@ -9,7 +9,7 @@ record per benchmark, over every precision tuned), with the user.conf it wrote b
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DataError
@@ -36,40 +36,41 @@ MAX_WAIT_US = 10**9    # a batching deadline (1,000 s)
 class Choice:
     """What `appliance tune` chose for one scenario."""
 
-    precision: str = bound(one_of=PRECISIONS)
-    backend: str = bound(text=64)
-    batch_size: int = bound(lo=1, hi=MAX_BATCH)
-    requests: int = bound(lo=1, hi=MAX_REQUESTS)  # infer requests per card (openvino; 1 for the others)
-    why: str = bound()
-    cards: str = bound()     # the card layout, a --cards spec (auto | emulate:N | simulate:P:N | map.yaml)
+    precision: str = field(metadata=bound(one_of=PRECISIONS))
+    backend: str = field(metadata=bound(text=64))
+    batch_size: int = field(metadata=bound(lo=1, hi=MAX_BATCH))
+    requests: int = field(metadata=bound(lo=1, hi=MAX_REQUESTS))  # infer requests per card (openvino; 1 for the others)
+    why: str = field()
+    cards: str = field()     # the card layout, a --cards spec (auto | emulate:N | simulate:P:N | map.yaml)
     provider_options: str = ""      # the provider options that won (provider_options.parse), "" the defaults
     # Server: the batching deadline the ideal queue chose; None the default rule
-    max_wait_us: int | None = bound(lo=0, hi=MAX_WAIT_US, default=None)
+    max_wait_us: int | None = field(default=None, metadata=bound(lo=0, hi=MAX_WAIT_US))
     # Server: what the ideal queue sustains within the bound (0: nothing does)
-    server_qps: float | None = bound(lo=0, default=None)
+    server_qps: float | None = field(default=None, metadata=bound(lo=0))
     # Server: the highest VALID target_qps of `tune --server-search`'s runs
-    confirmed_qps: float | None = bound(lo=0, default=None)
+    confirmed_qps: float | None = field(default=None, metadata=bound(lo=0))
 
 
 @dataclass(frozen=True)
 class Measured:
     """One candidate `appliance tune` timed (harness.tune.search): a row of the record's `measured`."""
 
-    precision: str = bound(one_of=PRECISIONS)  # which prepared model
-    backend: str = bound(text=64)
-    batch_size: int = bound(lo=1, hi=MAX_BATCH)
-    requests: int = bound(lo=1, hi=MAX_REQUESTS)  # infer requests (batches in flight) per card
-    samples_per_second: float = bound(lo=0)     # all cards together, each kept full
-    single_latency_ms: float = bound(lo=0)      # one sample on one card
-    batch_latency_ms: float = bound(lo=0)  # a full batch with the card's other requests in flight, the slowest card
-    multistream_latency_ms: float = bound(lo=0)
-    cards: int = bound(lo=1, hi=1024, default=1)  # how many cards the layout made
+    precision: str = field(metadata=bound(one_of=PRECISIONS))  # which prepared model
+    backend: str = field(metadata=bound(text=64))
+    batch_size: int = field(metadata=bound(lo=1, hi=MAX_BATCH))
+    requests: int = field(metadata=bound(lo=1, hi=MAX_REQUESTS))  # infer requests (batches in flight) per card
+    samples_per_second: float = field(metadata=bound(lo=0))     # all cards together, each kept full
+    single_latency_ms: float = field(metadata=bound(lo=0))      # one sample on one card
+    # a full batch with the card's other requests in flight, on the slowest card
+    batch_latency_ms: float = field(metadata=bound(lo=0))
+    multistream_latency_ms: float = field(metadata=bound(lo=0))
+    cards: int = field(default=1, metadata=bound(lo=1, hi=1024))  # how many cards the layout made
     # what an ideal queue sustains within the Server bound (harness.core.queueing)
-    server_qps: float | None = bound(lo=0, default=None)
+    server_qps: float | None = field(default=None, metadata=bound(lo=0))
     layout: str = "auto"          # the --cards spec timed (auto | emulate:N | simulate:P:N | map.yaml)
     provider_options: str = ""    # onnxruntime GPU: the provider options timed (harness.run.cards.provider_options)
     # Server: the batching deadline of `server_qps` (None: the harness's default rule)
-    max_wait_us: int | None = bound(lo=0, hi=MAX_WAIT_US, default=None)
+    max_wait_us: int | None = field(default=None, metadata=bound(lo=0, hi=MAX_WAIT_US))
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,15 @@ class Precision:
 class TunedRecord:
     """<data>/tuned/<benchmark>.json: one writer (`write`, from harness.tune.search), one reader (`read`)."""
 
-    benchmark: str = bound(text=64)
-    layouts: list[str] = bound(items=256)  # the --cards specs timed
+    benchmark: str = field(metadata=bound(text=64))
+    layouts: list[str] = field(metadata=bound(items=256))  # the --cards specs timed
     created_utc: str
     host: dict[str, object]              # cpu_model, available_cpus: for a person
     method: str
     user_conf: str                       # file name, beside the record: the speeds of `chosen`
     precisions: dict[str, Precision]     # per precision tuned
-    measured: list[Measured] = bound(items=100_000)  # per layout x precision x backend x batch x requests
+    # per layout x precision x backend x batch x requests
+    measured: list[Measured] = field(metadata=bound(items=100_000))
     chosen: dict[str, Choice]            # per scenario, among the eligible precisions
     by_precision: dict[str, dict[str, Choice]]  # per precision, per scenario: its best (`run --precision`)
 

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -48,9 +48,9 @@ class Pipeline:
     A batch's compute takes `activations * batch / samples_per_second` on its activation, so all of them
     together keep the profile's rate; DMA takes its per-sample time for each sample of the batch."""
 
-    activations: int = bound(lo=1, hi=1024)
-    dma_in_us_per_sample: float = bound(lo=0, hi=1e6, default=0.0)
-    dma_out_us_per_sample: float = bound(lo=0, hi=1e6, default=0.0)
+    activations: int = field(metadata=bound(lo=1, hi=1024))
+    dma_in_us_per_sample: float = field(default=0.0, metadata=bound(lo=0, hi=1e6))
+    dma_out_us_per_sample: float = field(default=0.0, metadata=bound(lo=0, hi=1e6))
 
     @property
     def depth(self) -> int:
@@ -97,28 +97,28 @@ class Profile:
 class _Entry:
     """One benchmark of a profile: a rate a card can have (a batch of 1 in at most 10 s, at most 10^9/s)."""
 
-    samples_per_second: float = bound(lo=0.1, hi=1e9)
-    batch: int = bound(lo=1, hi=65536)
-    fixed_ms: float | None = bound(lo=0, hi=60_000, default=None)
+    samples_per_second: float = field(metadata=bound(lo=0.1, hi=1e9))
+    batch: int = field(metadata=bound(lo=1, hi=65536))
+    fixed_ms: float | None = field(default=None, metadata=bound(lo=0, hi=60_000))
 
 
 @dataclass(frozen=True)
 class _Failure:
-    cards: tuple[int, ...] = bound(lo=0, hi=1023, items=1024, default=())
-    after_batches: int = bound(lo=1, hi=2**31, default=1)  # 0 would fail the warm-up, before any run
+    cards: tuple[int, ...] = field(default=(), metadata=bound(lo=0, hi=1023, items=1024))
+    after_batches: int = field(default=1, metadata=bound(lo=1, hi=2**31))  # 0 would fail the warm-up, before any run
 
 
 @dataclass(frozen=True)
 class _ProfileFile:
     """A profile YAML as its README (profiles/README.md) describes it, read field by field."""
 
-    name: str = bound(text=128)
-    model: str = bound(text=256)
-    benchmarks: dict[str, _Entry] = bound(items=64)
-    input_dtype: str = bound(one_of=("uint8", "float32"), default="uint8")
+    name: str = field(metadata=bound(text=128))
+    model: str = field(metadata=bound(text=256))
+    benchmarks: dict[str, _Entry] = field(metadata=bound(items=64))
+    input_dtype: str = field(default="uint8", metadata=bound(one_of=("uint8", "float32")))
     failure: _Failure | None = None
     pipeline: Pipeline | None = None
-    cards_per_device: int = bound(lo=1, hi=1024, default=1)
+    cards_per_device: int = field(default=1, metadata=bound(lo=1, hi=1024))
 
 
 def profile_names() -> list[str]:
