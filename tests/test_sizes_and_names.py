@@ -236,7 +236,7 @@ def test_a_tuned_records_user_conf_name_stays_beside_it(data_dir: Path, tmp_path
     bad["user_conf"], bad["chosen"]["Offline"]["batch_size"] = "t.user.conf", -8
     record.write_text(json.dumps(bad))
     assert appliance("run", "--data-dir", data_dir, "--results", tmp_path / "r", "--tuned", record, "-q") == 2
-    assert "batch_size -8 is not a whole number >= 1" in capsys.readouterr().err
+    assert "is a malformed tune record: chosen.Offline.batch_size is -8, outside 1..1048576" in capsys.readouterr().err
 
 
 def test_conf_check_accepts_what_the_appliance_writes() -> None:
