@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,8 +70,6 @@ MANIFEST_BREAKS = [
     ("accuracy", lambda d: d["result"].update(top1="x"), "result.top1 is 'x', not a number"),
     ("performance/run_1", lambda d: d["cards"][0].update(cpus=[[1]]), "cards[0].cpus[0] is [1], not an integer"),
     ("performance/run_1", lambda d: d["result"].update(metric=float("nan")), "result.metric is nan, not a finite"),
-    ("performance/run_1", lambda d: d["cards"][0].update(cpus=list(range(1_200_000))),
-     "cards[0].cpus holds 1200000 entries, more than the 8192 it may hold"),
 ]
 
 
@@ -83,6 +84,25 @@ def test_report_names_the_manifest_field(source: Path, tmp_path: Path, capsys: p
     line = _one_line(capsys)
     assert f"{OFFLINE / run / 'manifest.json'}: {said}" in line, line
     assert not (tmp_path / "rep.html").exists()
+
+
+def test_report_of_a_manifest_listing_a_million_cpus_is_one_line_in_bounded_memory(source: Path,
+                                                                                   tmp_path: Path) -> None:
+    """A 9.7 MB manifest listing 1.2 million CPUs took 1.7 GB and was still drawing at 180 s: in a child under
+    the trial's 3 GB address-space limit and a 120 s timeout, so a regression fails the test, not the machine."""
+    results = _copy(source, tmp_path / "r")
+    shutil.rmtree(results / OFFLINE / "accuracy")
+    _edit_json(results / OFFLINE / "performance/run_1/manifest.json",
+               lambda d: d["cards"][0].update(cpus=list(range(1_200_000))))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3_000_000 * 1024, 3_000_000 * 1024))
+
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(results), "-o", str(tmp_path / "o.html")],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "manifest.json: cards[0].cpus holds 1200000 entries, more than the 8192 it may hold" in line, line
 
 
 def test_report_beside_a_good_run_leaves_the_damaged_one_out_saying_why(source: Path, tmp_path: Path) -> None:
