@@ -198,3 +198,26 @@ def test_a_written_tuned_record_reads_back(data_dir: Path, tmp_path: Path) -> No
     record = tuned.read(path)
     assert record.chosen["Offline"].max_wait_us == 500 and record.measured[0].samples_per_second == 10.0
     assert dataclasses.asdict(record) == dataclasses.asdict(tuned.read(path))
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (("index: 0", "index: -5"), "index must be a whole number 0..1023"),
+    (("index: 0", "index: 99999999999999999999"), "index must be a whole number 0..1023"),
+    (("numa_node: 0", "numa_node: .nan"), "numa_node must be a whole number"),
+    (("vendor: emulated", "vendor: [1]"), "vendor must be a string"),
+])
+def test_a_card_map_field_of_another_kind_is_one_line_before_the_run(data_dir: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     edit: tuple[str, str], said: str) -> None:
+    """An index of -5 or 10^20 ran the whole benchmark and failed only when its manifest was written."""
+    card_map = tmp_path / "map.yaml"
+    assert appliance("topology", "detect", "--format", "yaml", "-o", card_map) == 0
+    text = card_map.read_text()
+    assert edit[0] in text
+    card_map.write_text(text.replace(edit[0], edit[1], 1))
+    capsys.readouterr()
+    assert appliance(*RUN, "--backend", "null", "--cards", card_map, "--data-dir", data_dir,
+                     "--results", tmp_path / "r") == 2
+    line = _one_line(capsys)
+    assert f"{card_map}: bad card entry" in line and said in line, line
+    assert not (tmp_path / "r").exists()

@@ -21,6 +21,7 @@ from harness.hw.topology.model import Card, CardMap, Topology
 
 MAP_VERSION = 1
 MAX_MAP_BYTES = 1 << 20  # a card map is a few KB; a larger file (or /dev/zero) is not one
+MAX_MAP_CARDS = 1024     # cards of one run (harness.records.manifest.MAX_CARDS)
 SHM_SIZE = "16g"  # LoadGen sample buffers are replicated per NUMA node in shared memory
 
 
@@ -169,6 +170,9 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
     bound = cpu_bound(root)  # the kernel's kernel_max where the machine was read, else the fixed bound
     if not isinstance(data, dict) or data.get("version") != MAP_VERSION or not isinstance(data.get("cards"), list):
         raise ApplianceError(f"{path} is not a version-{MAP_VERSION} card map; {regenerate}")
+    if len(data["cards"]) > MAX_MAP_CARDS:
+        raise ApplianceError(f"{path} lists {len(data['cards'])} cards, more than the {MAX_MAP_CARDS} a run takes; "
+                             f"{regenerate}")
     cards = []
     for entry in data["cards"]:
         try:
@@ -202,15 +206,29 @@ def card_from_yaml(entry: dict[str, object], bound: CpuBound = FIXED_BOUND) -> C
     cores, cpus = cpulist("cores"), cpulist("cpus")
     if not cores <= cpus:
         raise ValueError("cores must be a subset of cpus")
-    node = entry.get("numa_node")
+    node, pci = entry.get("numa_node"), entry.get("pci")
     return Card(
-        index=int(str(entry["index"])),
-        pci=None if entry.get("pci") is None else str(entry["pci"]),
-        vendor=str(entry["vendor"]),
-        model=str(entry["model"]),
-        numa_node=None if node is None else int(str(node)),
+        index=_whole(entry["index"], "index", MAX_MAP_CARDS - 1),
+        pci=None if pci is None else _text(pci, "pci"),
+        vendor=_text(entry["vendor"], "vendor"),
+        model=_text(entry["model"], "model"),
+        numa_node=None if node is None else _whole(node, "numa_node", bound.max_id),
         cores=tuple(sorted(cores)),
         cpus=tuple(sorted(cpus)),
-        runtime="gpus" if entry["vendor"] == "NVIDIA" else "none" if entry.get("pci") is None else "device",
-        ordinal=None if entry.get("cuda") is None else int(str(entry["cuda"])),
+        runtime="gpus" if entry["vendor"] == "NVIDIA" else "none" if pci is None else "device",
+        ordinal=None if entry.get("cuda") is None else _whole(entry["cuda"], "cuda", MAX_MAP_CARDS - 1),
     )
+
+
+def _whole(value: object, key: str, most: int) -> int:
+    """A whole number 0..most written as YAML writes one (or in ASCII digits), else ValueError naming the key."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not inbound.is_digits(text) or len(text) > 9 or int(text) > most:
+        raise ValueError(f"{key} must be a whole number 0..{most}")
+    return int(text)
+
+
+def _text(value: object, key: str) -> str:
+    if not isinstance(value, str) or len(value) > 256:
+        raise ValueError(f"{key} must be a string of at most 256 characters")
+    return value
