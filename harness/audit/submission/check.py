@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.audit.submission import rounds
+from harness.audit.submission import power, rounds
 from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
 from harness.core import inbound
@@ -55,6 +55,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     synthetic: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    power: list[power.PowerResult] = field(default_factory=list)
 
     def problem(self, text: str) -> None:
         """Record one thing that makes the tree unacceptable."""
@@ -71,8 +72,11 @@ class Report:
         out = [f"note: {n}" for n in self.notes]
         out += [f"problem: {p}" for p in self.problems]
         out += [f"synthetic: {s}" for s in self.synthetic]
+        out += [f"power: {r.line()}" for r in self.power]
         verdict = "PASS" if self.ok else f"FAIL ({len(self.problems)} problem(s))"
         extra = f", {len(self.synthetic)} synthetic-data finding(s) not counted" if self.synthetic else ""
+        checked = sum(r.status == "checked" for r in self.power)
+        extra += f", {checked} power result(s) checked" if checked else ""
         out.append(f"{verdict} {self.version}{extra}")
         return out
 
@@ -300,6 +304,7 @@ def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path
     if rules is None and (bench.name in rounds.OTHER_BENCHMARKS or model in rounds.OTHER_BENCHMARKS):
         rep.notes.append(f"{_rel(rep, bench)}: not checked (outside this appliance's benchmarks: {bench.name} is "
                          f"one of the official checker's, whose rules are not recorded here)")
+        rep.power += [power.not_checked(_rel(rep, s)) for s in _dirs(bench) if power.has_power(s)]
         return
     if rules is None:
         rep.problem(f"{_rel(rep, bench)}: {bench.name!r} is not a benchmark {rnd.version} defines here "
@@ -374,9 +379,16 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
         _check_measurements(measure, ctx, results.name)
     run1 = results / "performance" / "run_1"
     perf_m = _manifest(run1)
-    if _files_present(run1, PERF_FILES, rep, extras=separate, optional=("mlperf_log_accuracy.json",)):
+    powered = power.has_power(results)
+    # with power, power.check holds run_1 to its file list (LoadGen's logs and spl.txt)
+    if _files_present(run1, PERF_FILES, rep, extras=separate and not powered,
+                      optional=("mlperf_log_accuracy.json",)):
         _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, perf_m)
     _check_eligibility(rep, run1, perf_m)
+    if powered:
+        if separate and rnd.power.measure_files and measure.is_dir():
+            _power_measure_files(measure, rep)
+        rep.power.append(power.check(results, scenario, rnd.power, lambda p: _rel(rep, p), rep.problem))
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
         rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
@@ -387,6 +399,19 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     if ctx.division != "open":
         for test in ctx.rules.compliance_tests:
             _check_compliance(compliance / test, test, scenario, ctx, perf_m)
+
+
+def _power_measure_files(measure: Path, rep: Report) -> None:
+    """Pre-v6.0, a power result's measurements folder (or one of the three above it) holds analyzer_table.* and
+    power_settings.* (the checker's REQUIRED_POWER_MEASURE_FILES), not empty."""
+    folders = [measure, measure.parent, measure.parent.parent, measure.parent.parent.parent]
+    for stem in ("analyzer_table", "power_settings"):
+        found = [f for d in folders for n in _files(d) if n.startswith(stem) and (f := d / n)]
+        if not found:
+            rep.problem(f"{_rel(rep, measure)}: no {stem}.* here or in the folders above it (a power result "
+                        f"describes its analyzer and power settings)")
+        elif found[-1].stat().st_size == 0:
+            rep.problem(f"{_rel(rep, found[-1])}: empty")
 
 
 def _check_eligibility(rep: Report, run: Path, manifest: dict[str, Any]) -> None:
