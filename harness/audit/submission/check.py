@@ -220,10 +220,13 @@ def _check_submitter(sub: Path, division: str, rnd: Round, rep: Report) -> None:
         for m in _dirs(sub / "measurements"):
             if m.name not in with_results:
                 rep.problem(f"{_rel(rep, m)}: measurements of a system with no results/{m.name}/")
+    mapping = None
+    if division == "open" and (sub / "model_mapping.json").is_file():
+        mapping = read_json_object(sub / "model_mapping.json", _rel(rep, sub / "model_mapping.json"), rep.problem)
     for system in systems:
         sys_type = _check_system_json(sub / "systems" / f"{system.name}.json", division, sub.name, rep)
         for bench in _dirs(system):
-            _check_benchmark(bench, sys_type, division, sub, rnd, rep)
+            _check_benchmark(bench, sys_type, division, sub, rnd, rep, mapping)
 
 
 def _hygiene(sub: Path, rep: Report) -> None:
@@ -298,8 +301,8 @@ def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -
 
 
 def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path, rnd: Round,
-                     rep: Report) -> None:
-    model = rnd.model_of(bench.name)
+                     rep: Report, mapping: dict[str, Any] | None = None) -> None:
+    model = rnd.model_of(bench.name, mapping)
     rules = rnd.benchmarks.get(model)
     if rules is None and (bench.name in rounds.OTHER_BENCHMARKS or model in rounds.OTHER_BENCHMARKS):
         rep.notes.append(f"{_rel(rep, bench)}: not checked (outside this appliance's benchmarks: {bench.name} is "
