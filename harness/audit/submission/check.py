@@ -439,7 +439,9 @@ def _files_present(folder: Path, names: tuple[str, ...], rep: Report, extras: bo
     if extras:
         extra = [n for n in have if n not in names and n not in optional and n not in OPTIONAL_FILES]
         if extra:
-            rep.problem(f"{_rel(rep, folder)}: files the round does not allow here: {', '.join(extra)}")
+            hint = " (spl.txt belongs to a power result, and there is no performance/power/)" \
+                if "spl.txt" in extra else ""
+            rep.problem(f"{_rel(rep, folder)}: files the round does not allow here: {', '.join(extra)}{hint}")
     return not missing
 
 

@@ -228,15 +228,15 @@ def check(scenario_dir: Path, scenario: Scenario, power: PowerRules, rel: Callab
         found.append(text)
         before(text)
 
-    files_ok = _file_lists(perf, rel, fail)
+    unit = "Watts" if scenario in (Scenario.OFFLINE, Scenario.SERVER) else "millijoules"
+    if not _file_lists(perf, rel, fail):
+        return PowerResult(where, "failed", unit=unit)  # the missing file said once, not again by each rule
     watts = metric = per_joule = None
     try:
         watts, metric, per_joule = _metric(perf, scenario, rel)
     except _Failed as exc:
         fail(str(exc))
-    if files_ok or ((perf / "power" / "client.json").is_file() and (perf / "power" / "server.json").is_file()):
-        _power_checker(perf, power, rel, fail)
-    unit = "Watts" if scenario in (Scenario.OFFLINE, Scenario.SERVER) else "millijoules"
+    _power_checker(perf, power, rel, fail)
     return PowerResult(where, "failed" if found else "checked", watts, metric, unit, per_joule)
 
 
