@@ -15,7 +15,7 @@ import pytest
 
 from harness.audit.submission.check import check_tree
 from harness.audit.submission.rounds import ROUNDS
-from tests.power_fixtures import QUERIES, RUN_S, WATTS, add_power, rehash, at_testing
+from tests.power_fixtures import QUERIES, RUN_S, WATTS, add_power, at_testing, rehash
 from tests.submission_fixtures import make_tree
 
 SCENARIOS = ("Offline", "SingleStream", "MultiStream")
@@ -78,8 +78,9 @@ FAULTS = {
         reply=d["ptd_messages"][1]["reply"].replace("YokogawaWT310", "HiokiPW3335"))), "power/server.json", "analyzer"),
     "server UUID": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d["uuid"].update(
         server="00000000-0000-4000-8000-000000000000")), "power/server.json", "UUID"),
-    "clocks 2 s apart": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d["phases"]["testing"][1].__setitem__(
-        0, d["phases"]["testing"][1][0] + 2)), "power/server.json", "ms off"),
+    "clocks 2 s apart": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d["phases"]["testing"][1]
+                                              .__setitem__(0, d["phases"]["testing"][1][0] + 2)),
+                         "power/server.json", "ms off"),
     "server debug": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d.update(debug=True)),
                      "power/server.json", "debug"),
     "detail log edited after the session": (lambda p: _lines(p / "ranging" / "mlperf_log_detail.txt",
@@ -126,7 +127,7 @@ def test_ranging_at_other_settings_is_refused(tmp_path):
 
 
 def test_pre_v6_power_needs_analyzer_table_and_power_settings(tmp_path):
-    root, perf = _tree(tmp_path, "v4.1")
+    root, _ = _tree(tmp_path, "v4.1")
     meas = next(root.glob("closed/*/measurements/sys1/resnet50/Offline"))
     (meas / "analyzer_table.md").unlink()
     rep = check_tree(root, "v4.1")

@@ -214,8 +214,9 @@ def _check_submitter(sub: Path, division: str, rnd: Round, rep: Report) -> None:
     systems = _dirs(results)
     with_results = {s.name for s in systems}
     for f in _files(sub / "systems"):
-        if f.endswith(".json") and f[:-5] not in with_results:
-            rep.problem(f"{_rel(rep, sub / 'systems' / f)}: a system with no results/{f[:-5]}/")
+        if f.endswith(".json") and f[:-5] not in with_results:  # the official checker never looks at it
+            rep.notes.append(f"warning: {_rel(rep, sub / 'systems' / f)}: a system with no results/{f[:-5]}/ "
+                             f"(not checked; the official checker ignores it too)")
     if layout == rounds.SEPARATE:
         for m in _dirs(sub / "measurements"):
             if m.name not in with_results:
@@ -224,7 +225,8 @@ def _check_submitter(sub: Path, division: str, rnd: Round, rep: Report) -> None:
     if division == "open" and (sub / "model_mapping.json").is_file():
         mapping = read_json_object(sub / "model_mapping.json", _rel(rep, sub / "model_mapping.json"), rep.problem)
     for system in systems:
-        sys_type = _check_system_json(sub / "systems" / f"{system.name}.json", division, sub.name, rep)
+        sys_type = _check_system_json(sub / "systems" / f"{system.name}.json", division, sub.name, rep,
+                                      counts=rnd.layout == rounds.FOLDED)
         for bench in _dirs(system):
             _check_benchmark(bench, sys_type, division, sub, rnd, rep, mapping)
 
@@ -270,8 +272,10 @@ def _hygiene(sub: Path, rep: Report) -> None:
             rep.problem(f"{_rel(rep, sub)}: {what}: {', '.join(paths[:SHOW])}{more}")
 
 
-def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -> str | None:
-    """The system_type when the system JSON is usable, else None (problems reported)."""
+def _check_system_json(path: Path, division: str, submitter: str, rep: Report, counts: bool = False) -> str | None:
+    """The system_type when the system JSON is usable, else None (problems reported). With `counts` (v6.0+,
+    whose checker multiplies them as integers), number_of_nodes and accelerators_per_node must be whole
+    numbers."""
     where = _rel(rep, path)
     if not path.exists():
         rep.problem(f"{where}: missing system description")
@@ -285,6 +289,11 @@ def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -
     empty = [k for k in rounds.SYSTEM_MEANINGFUL if k in data and not data[k]]
     if empty:
         rep.problem(f"{where}: empty values (a numeric 0 counts as empty; write \"0\"): {', '.join(empty)}")
+    for key in ("number_of_nodes", "accelerators_per_node") if counts else ():
+        value = data.get(key)
+        if key in data and not (isinstance(value, int) and not isinstance(value, bool)
+                                or isinstance(value, str) and value.strip().isdigit()):
+            rep.problem(f"{where}: {key} {value!r} is not a whole number (the checker multiplies it; write e.g. 2)")
     status, sys_type = data.get("status"), data.get("system_type")
     ok = True
     if not isinstance(status, str) or status.lower() not in rounds.STATUSES:
@@ -470,8 +479,10 @@ def _seeds_for(path: Path, rnd: Round) -> dict[str, int]:
     return dict(rnd.test05_seeds) if "TEST05" in path.parts and rnd.test05_seeds else dict(rnd.seeds)
 
 
-def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
-    """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately)."""
+def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any], compliance: bool = False
+                ) -> None:
+    """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately; a
+    compliance run's INVALID only as a warning: the checker reads its verdict from verify_performance.txt)."""
     rep, rnd, rules = ctx.rep, ctx.rnd, ctx.rules
     where = _rel(rep, path)
     d = detail_log.read(path, where, rep.problem)
@@ -488,8 +499,13 @@ def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, An
     validity = d.raw("result_validity")
     if validity != "VALID":
         reason = d.raw("result_invalid_reason")
-        rep.problem(f"{where}: LoadGen result is {validity if isinstance(validity, str) else 'missing'}"
-                    + (f" ({reason})" if isinstance(reason, str) and reason else ""))
+        text = (f"{where}: LoadGen result is {validity if isinstance(validity, str) else 'missing'}"
+                + (f" ({reason})" if isinstance(reason, str) and reason else ""))
+        if compliance:
+            rep.notes.append(f"warning: {text} (a compliance run: its verdict is verify_performance.txt's, "
+                             f"which the official checker reads)")
+        else:
+            rep.problem(text)
     min_ms = d.integer("effective_min_duration_ms")
     if min_ms is not None and min_ms < rnd.min_duration_ms:
         rep.problem(f"{where}: effective_min_duration_ms {min_ms} < {rnd.min_duration_ms} "
@@ -650,7 +666,7 @@ def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_man
     run1 = t / "performance" / "run_1"
     if _files_present(run1, PERF_FILES, rep, extras=True, optional=("mlperf_log_accuracy.json",)):
         manifest = _manifest(t / "appliance") or perf_manifest
-        _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, manifest)
+        _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, manifest, compliance=True)
     if test != "TEST01":
         return
     passed = _passed(t / "verify_accuracy.txt", rep)

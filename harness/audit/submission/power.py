@@ -49,7 +49,7 @@ OPTIONAL = ("mlperf_log_accuracy.json", "mlperf_log_trace.json", "results.json",
 SESSION_KEYS = ("version", "timezone", "modules", "sources", "messages", "uuid", "session_name", "results", "phases")
 # the files whose sha1 the session records must hold (the power checker's RESULT_PATHS, less the two records)
 HASHED = ("power/client.log", "power/ptd_logs.txt", "power/server.log",
-          *(f"{run}/{name}" for run in ("ranging", "run_1") for name in RUN_FILES[:2] + ("spl.txt",)))
+          *(f"{run}/{name}" for run in ("ranging", "run_1") for name in (*RUN_FILES[:2], "spl.txt")))
 TOLERANCE_S = 0.8        # TIME_DELTA_TOLERANCE: client/server clocks per phase
 WARNING_SLACK_S = 800.0  # the same constant added to seconds where PTD warnings are placed in the load window
 DST_S = 3600.0           # the checker's daylight-saving workaround: a window one hour off also fits
@@ -110,7 +110,7 @@ def _files(folder: Path) -> list[str]:
 
 def _file_lists(perf: Path, rel: Callable[[Path], str], problem: Problem) -> bool:
     ok = True
-    for sub, names in (("run_1", RUN_FILES[:2] + ("spl.txt",)), ("ranging", RUN_FILES), ("power", POWER_FILES)):
+    for sub, names in (("run_1", (*RUN_FILES[:2], "spl.txt")), ("ranging", RUN_FILES), ("power", POWER_FILES)):
         folder = perf / sub
         if not folder.is_dir():
             problem(f"{rel(folder)}: missing folder (a power result needs ranging/, run_1/ and power/)")
@@ -304,6 +304,12 @@ def _ptd_messages(server: dict[str, Any], where: str, power: PowerRules) -> None
     if model not in rounds.ANALYZERS:
         raise _Failed(f"{where}: power analyzer {model!r} is not one this round accepts "
                       f"({', '.join(rounds.ANALYZERS)})")
+    _replies(msgs, where)
+    _ranges_restored(msgs, where, power)
+
+
+def _replies(msgs: list[dict[str, Any]], where: str) -> None:
+    """PTDaemon's reply to each range, start and stop command (the third Stop finds nothing to stop)."""
     expected = (("SR,A", "Range A changed"), ("SR,V", "Range V changed"), ("Go,1000,", GO_REPLY),
                 ("Stop", "Stopping untimed measurement"))
     for prefix, reply in expected:
@@ -317,6 +323,10 @@ def _ptd_messages(server: dict[str, Any], where: str, power: PowerRules) -> None
                 stops += 1
             if m["reply"] != want:
                 raise _Failed(f"{where}: PTDaemon replied {m['reply']!r} to {m['cmd']!r}, not {want!r}")
+
+
+def _ranges_restored(msgs: list[dict[str, Any]], where: str, power: PowerRules) -> None:
+    """The analyzer's amps and volts ranges set back to the initial ones (from the reply to the 3rd message)."""
     ranges = str(msgs[2]["reply"]).split(",")
 
     def initial(i: int) -> str:
@@ -398,7 +408,7 @@ def _messages(client: dict[str, Any], server: dict[str, Any], c: str, s: str) ->
 
 def _sha1(path: Path) -> str:
     with inbound.open_bounded(path, MAX_LOG_BYTES) as f:
-        return hashlib.sha1(f.read()).hexdigest()  # noqa: S324 - the power client's own file digests
+        return hashlib.sha1(f.read()).hexdigest()
 
 
 def _results(client: dict[str, Any], server: dict[str, Any], perf: Path, c: str, s: str,
@@ -442,23 +452,32 @@ def _ptd_log(server: dict[str, Any], perf: Path, rel: Callable[[Path], str]) -> 
     start_load, stop_load = load_begin.timestamp(), load_end.timestamp()
     text = read_text(path, where, _raise, limit=MAX_LOG_BYTES) or ""
     lines = text.splitlines()
-    mark = f": Go with mark {str(server['session_name']) + '_ranging'!r}"
-    start = stop = None
+    start, stop = _ranging_window(lines, f": Go with mark {str(server['session_name']) + '_ranging'!r}", where)
+    activated = next((ln for ln in lines if re.search(r"Uncertainty checking for Yokogawa\S+ is activated", ln)), None)
+    if activated is None:
+        raise _Failed(f"{where}: no 'Uncertainty checking for Yokogawa... is activated' line")
+    if not _ptd_stamp(activated, where) < start:
+        raise _Failed(f"{where}: uncertainty checking was activated after the ranging run began")
+    _scan(lines, (start, stop), (start_load, stop_load), where)
+
+
+def _ranging_window(lines: list[str], mark: str, where: str) -> tuple[float, float]:
+    """When PTDaemon started the ranging run (its `Go with mark '<session>_ranging'`) and completed it."""
+    start = None
     for line in lines:
         m = PTD_TIME.search(line)
         msg = line[m.end():].strip() if m else line
         if start is None and msg == mark:
             start = _ptd_stamp(line, where)
         elif start is not None and msg == ": Completed test":
-            stop = _ptd_stamp(line, where)
-            break
-    if start is None or stop is None:
-        raise _Failed(f"{where}: no ranging run in it (no {mark.strip(': ')!r} then ': Completed test')")
-    activated = next((ln for ln in lines if re.search(r"Uncertainty checking for Yokogawa\S+ is activated", ln)), None)
-    if activated is None:
-        raise _Failed(f"{where}: no 'Uncertainty checking for Yokogawa... is activated' line")
-    if not _ptd_stamp(activated, where) < start:
-        raise _Failed(f"{where}: uncertainty checking was activated after the ranging run began")
+            return start, _ptd_stamp(line, where)
+    raise _Failed(f"{where}: no ranging run in it (no {mark.strip(': ')!r} then ': Completed test')")
+
+
+def _scan(lines: list[str], ranging: tuple[float, float], load: tuple[float, float], where: str) -> None:
+    """PTDaemon's ERROR and WARNING lines in order, until the first one the checker accepts with a warning."""
+    start, stop = ranging
+    start_load, stop_load = load
     for line in lines:
         for tag, is_error in (("WARNING:", False), ("ERROR:", True)):
             m = re.search(f"(?<={tag}).+", line)

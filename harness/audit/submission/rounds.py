@@ -19,11 +19,12 @@ from harness.core.scenarios import Scenario
 from harness.data import benchmarks
 from harness.records.benchmark_record import Benchmark
 
-__all__ = ["ACC_PATTERNS", "ANALYZERS", "BOTH", "DC", "DIVISIONS", "EARLY_STOPPING", "EDGE", "FOLDED", "FOLDERS", "GUESSED_BERT", "GUESSED_RESNET", "INFERABLE",
-           "MEASUREMENT_KEYS", "MS", "OFFLINE", "OLD_FOLDERS", "OTHER_BENCHMARKS", "RESNET", "RESULT_FIELDS",
-           "RETINANET", "RETINANET_TESTS", "ROUNDS", "SCENARIOS", "SCENARIO_SPELLINGS", "SEED_KEYS", "SEPARATE",
-           "SERVER", "SOURCES_V41", "SOURCES_V50", "SS", "STATUSES", "SYSTEM_MEANINGFUL", "SYSTEM_REQUIRED", "SYSTEM_TYPES", "YOLO_95", "YOLO_99",
-           "BenchmarkRules", "PowerRules", "Round", "round_of_seeds"]
+__all__ = ["ACC_PATTERNS", "ANALYZERS", "BOTH", "DC", "DIVISIONS", "EARLY_STOPPING", "EDGE", "FOLDED", "FOLDERS",
+           "GUESSED_BERT", "GUESSED_RESNET", "INFERABLE", "MEASUREMENT_KEYS", "MS", "OFFLINE", "OLD_FOLDERS",
+           "OTHER_BENCHMARKS", "RESNET", "RESULT_FIELDS", "RETINANET", "RETINANET_TESTS", "ROUNDS", "SCENARIOS",
+           "SCENARIO_SPELLINGS", "SEED_KEYS", "SEPARATE", "SERVER", "SOURCES_V41", "SOURCES_V50", "SS", "STATUSES",
+           "SYSTEM_MEANINGFUL", "SYSTEM_REQUIRED", "SYSTEM_TYPES", "YOLO_95", "YOLO_99", "BenchmarkRules",
+           "PowerRules", "Round", "round_of_seeds"]
 
 SS, MS, SERVER, OFFLINE = Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER, Scenario.OFFLINE
 SCENARIOS = (SS, MS, SERVER, OFFLINE)  # the checker's order
@@ -102,9 +103,9 @@ class PowerRules:
 
     ptd_versions: tuple[str, ...]            # SUPPORTED_VERSION: PTDaemon's version in its `Identify` reply
     sources: Mapping[str, str]               # sources_checksums.json: the power client/server files' sha1
-    amps_range_commands: tuple[int, ...]     # which `SR,A` command must restore the initial amps range (3rd; v5.1+: 3rd or 4th)
-    ptd_config_list: bool                    # server.json's ptd_config: one analyzer (dict) or a list of them (v5.1+)
-    measure_files: bool                      # analyzer_table.* and power_settings.* beside the measurements (pre-v6.0)
+    amps_range_commands: tuple[int, ...]     # the `SR,A` command that restores the amps range (3rd; v5.1+: or 4th)
+    ptd_config_list: bool                    # server.json's ptd_config: one analyzer, or a list of them (v5.1+)
+    measure_files: bool                      # analyzer_table.*, power_settings.* beside the measurements (pre-v6.0)
 
 
 # SUPPORTED_MODEL of every tag v4.1 to master: the analyzers (PTDaemon device names and numbers) accepted
