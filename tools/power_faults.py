@@ -22,13 +22,14 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from audit_corpus import theirs  # type: ignore[import-not-found]  # tools/ is on sys.path when run as a script
+from audit_corpus import theirs  # tools/ is on sys.path when run as a script
 
 from harness.audit.submission.check import check_tree
 
 
-def _edit_json(path: Path, edit: Callable[[dict], object]) -> None:
+def _edit_json(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
     data = json.loads(path.read_text())
     edit(data)
     path.write_text(json.dumps(data, indent=4))
