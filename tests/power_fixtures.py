@@ -97,7 +97,7 @@ def add_power(scen: Path, version: str, scenario: str, ranging_watts: float = WA
     common = {"version": "1.0", "timezone": 0, "modules": {}, "sources": dict(rnd.power.sources),
               "messages": messages, "uuid": {"client": CLIENT_UUID, "server": SERVER_UUID},
               "session_name": SESSION, "phases": {"ranging": phases(r0), "testing": phases(t0)},
-              "SIMULATED": "written by tests/power_fixtures.py, not by the MLCommons power client or server"}
+              "fixture": "SIMULATED: written by tests/power_fixtures.py, not by the MLCommons power client or server"}
     client = {**common, "results": {**hashed, "power/client.log": _sha1(power / "client.log")}}
     server = {**common, "results": {**hashed, "power/ptd_logs.txt": _sha1(power / "ptd_logs.txt"),
                                     "power/server.log": _sha1(power / "server.log")},

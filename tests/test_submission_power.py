@@ -169,3 +169,15 @@ def test_real_v41_untetherai_power_tree_matches_the_official_figures(tmp_path):
     detail.write_text(detail.read_text().replace("3066443479025735752", "3066443479025735753", 1))
     bad = check_tree(tmp_path, "v4.1")
     assert any("ranging/mlperf_log_detail.txt: changed since" in p for p in bad.problems), bad.problems
+
+
+def test_a_simulated_session_is_a_synthetic_finding_and_the_rest_still_checked(tmp_path):
+    root, perf = _tree(tmp_path)
+    for rec in ("client.json", "server.json"):
+        _edit_json(perf / "power" / rec, lambda d: d.update(SIMULATED="a stand-in", sources={"standin.py": "0" * 40}))
+    rep = check_tree(root, "v5.1")
+    assert rep.ok, rep.problems
+    assert rep.power[0].status == "simulated"
+    assert any("SIMULATED" in s for s in rep.synthetic) and any("sources" in s for s in rep.synthetic)
+    (perf / "power" / "client.log").write_text("edited\n")
+    assert [p for p in check_tree(root, "v5.1").problems if "power/client.log: changed since" in p]

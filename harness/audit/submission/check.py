@@ -291,8 +291,8 @@ def _check_system_json(path: Path, division: str, submitter: str, rep: Report, c
         rep.problem(f"{where}: empty values (a numeric 0 counts as empty; write \"0\"): {', '.join(empty)}")
     for key in ("number_of_nodes", "accelerators_per_node") if counts else ():
         value = data.get(key)
-        if key in data and not (isinstance(value, int) and not isinstance(value, bool)
-                                or isinstance(value, str) and value.strip().isdigit()):
+        if key in data and not ((isinstance(value, int) and not isinstance(value, bool))
+                                or (isinstance(value, str) and value.strip().isdigit())):
             rep.problem(f"{where}: {key} {value!r} is not a whole number (the checker multiplies it; write e.g. 2)")
     status, sys_type = data.get("status"), data.get("system_type")
     ok = True
@@ -400,7 +400,8 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     if powered:
         if separate and rnd.power.measure_files and measure.is_dir():
             _power_measure_files(measure, rep)
-        rep.power.append(power.check(results, scenario, rnd.power, lambda p: _rel(rep, p), rep.problem))
+        rep.power.append(power.check(results, scenario, rnd.power, lambda p: _rel(rep, p), rep.problem,
+                                     rep.synthetic.append))
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
         rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")

@@ -41,7 +41,7 @@ from harness.core.scenarios import Scenario
 from harness.records import detail_log
 from harness.records.readers import MAX_LOG_BYTES, Problem, read_json_object, read_text
 
-__all__ = ["OPTIONAL", "POWER_FILES", "RUN_FILES", "PowerResult", "check", "has_power", "not_checked"]
+__all__ = ["OPTIONAL", "POWER_FILES", "RUN_FILES", "PowerResult", "check", "has_power", "not_checked", "simulated"]
 
 RUN_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "spl.txt")
 POWER_FILES = ("client.json", "client.log", "ptd_logs.txt", "server.json", "server.log")
@@ -216,9 +216,21 @@ def _performance(d: detail_log.Detail, scenario: Scenario, logged: object, where
     return float(value)
 
 
+def simulated(perf: Path) -> bool:
+    """A power session written by a stand-in (tools/power_standin.py), which labels its records SIMULATED."""
+    for name in ("client.json", "server.json"):
+        data = read_json_object(perf / "power" / name, name, lambda _: None)
+        if data is not None and "SIMULATED" in data:
+            return True
+    return False
+
+
 def check(scenario_dir: Path, scenario: Scenario, power: PowerRules, rel: Callable[[Path], str],
-          problem: Problem) -> PowerResult:
-    """Every power rule of the round on one scenario folder holding `performance/power`; problems reported."""
+          problem: Problem, synthetic: Problem) -> PowerResult:
+    """Every power rule of the round on one scenario folder holding `performance/power`; problems reported.
+    A SIMULATED session (a rehearsal's stand-in for the power client, server and analyzer) is said in one
+    `synthetic` line, and so is what only a real session can have (the published sources, a real analyzer
+    and PTDaemon); every other rule applies to it as to a real one."""
     perf = scenario_dir / "performance"
     where = rel(scenario_dir)
     before = problem
@@ -236,8 +248,13 @@ def check(scenario_dir: Path, scenario: Scenario, power: PowerRules, rel: Callab
         watts, metric, per_joule = _metric(perf, scenario, rel)
     except _Failed as exc:
         fail(str(exc))
-    _power_checker(perf, power, rel, fail)
-    return PowerResult(where, "failed" if found else "checked", watts, metric, unit, per_joule)
+    fake = simulated(perf)
+    if fake:
+        synthetic(f"{where}: the power result is SIMULATED (a stand-in wrote the power client's, server's and "
+                  f"analyzer's files from a constant power): a rehearsal, not an MLPerf Power measurement")
+    _power_checker(perf, power, rel, fail, synthetic if fake else fail)
+    status = "failed" if found else "simulated" if fake else "checked"
+    return PowerResult(where, status, watts, metric, unit, per_joule)
 
 
 def _session(path: Path, rel: Callable[[Path], str], problem: Problem) -> dict[str, Any] | None:
@@ -251,32 +268,34 @@ def _session(path: Path, rel: Callable[[Path], str], problem: Problem) -> dict[s
     return data
 
 
-def _power_checker(perf: Path, power: PowerRules, rel: Callable[[Path], str], problem: Problem) -> None:
-    """The power checker's checks, each reporting its own problem (as each is logged apart officially)."""
+def _power_checker(perf: Path, power: PowerRules, rel: Callable[[Path], str], problem: Problem,
+                   real_only: Problem) -> None:
+    """The power checker's checks, each reporting its own problem (as each is logged apart officially); what
+    only a real session can pass (sources, analyzer, PTDaemon, the client's protocol) to `real_only`."""
     client_path, server_path = perf / "power" / "client.json", perf / "power" / "server.json"
     client = _session(client_path, rel, problem)
     server = _session(server_path, rel, problem)
     if client is None or server is None:
         return
     c, s = rel(client_path), rel(server_path)
-    checks: list[Callable[[], None]] = [
-        lambda: _sources(client, c, power), lambda: _sources(server, s, power),
-        lambda: _ptd_messages(server, s, power), lambda: _uuids(client, server, c, s),
-        lambda: _same(client, server, "session_name", c, s), lambda: _phases(client, server, perf, c, s, rel),
-        lambda: _messages(client, server, c, s), lambda: _results(client, server, perf, c, s, rel),
-        lambda: _ptd_log(server, perf, rel), lambda: _ptd_config(server, s, power),
-        lambda: _debug(server, s),
+    checks: list[tuple[Callable[[], None], Problem]] = [
+        (lambda: _sources(client, c, power), real_only), (lambda: _sources(server, s, power), real_only),
+        (lambda: _ptd_messages(server, s, power), real_only), (lambda: _uuids(client, server, c, s), problem),
+        (lambda: _same(client, server, "session_name", c, s), problem),
+        (lambda: _phases(client, server, perf, c, s, rel), problem),
+        (lambda: _messages(client, server, c, s), real_only),
+        (lambda: _results(client, server, perf, c, s, rel), problem), (lambda: _ptd_log(server, perf, rel), problem),
+        (lambda: _ptd_config(server, s, power), real_only), (lambda: _debug(server, s), problem),
     ]
-    for one in checks:
+    for one, report in checks:
         try:
             one()
         except _Failed as exc:
-            problem(str(exc))
+            report(str(exc))
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             # a field of the wrong shape: the official checker stops that check on the exception too
-            name = getattr(one, "__name__", "check")
-            problem(f"{rel(perf / 'power')}: a session record field is not what the power client writes "
-                    f"({type(exc).__name__}: {str(exc)[:80]}; {name})")
+            report(f"{rel(perf / 'power')}: a session record field is not what the power client writes "
+                   f"({type(exc).__name__}: {str(exc)[:80]})")
 
 
 def _sources(sd: dict[str, Any], where: str, power: PowerRules) -> None:
