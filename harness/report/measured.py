@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["energy_text", "gpu_energy", "host_energy", "nms_text"]
+__all__ = ["ENERGY_NOTE", "energy_text", "gpu_energy", "host_energy", "nms_text"]
+
+# what the energy figures are, said wherever they are shown: the official figure is MLPerf Power's (docs/power.md)
+ENERGY_NOTE = ("energy: measured inside the system (RAPL counters, NVML), not MLPerf Power: no power analyzer "
+               "at the wall; docs/power.md")
 
 
 def _num(d: Any, key: str) -> float | None:
