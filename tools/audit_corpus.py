@@ -299,6 +299,20 @@ def power_rows(tree: Path, version: str, checker: Path, python: str) -> list[str
     return rows
 
 
+def power_table(corpus: Path, checkers: dict[str, Path], python: str) -> int:
+    """`--power`: the table of every power result in the corpus; 1 when a verdict or a figure differs."""
+    print("| tree | round | verdict (official / ours) | power result | unit | metric (official / ours) | "
+          "samples/J (official / ours) | same |\n|---|---|---|---|---|---|---|---|")
+    lines = []
+    for tree in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        round_file = tree.with_name(tree.name + ".round")
+        version = round_file.read_text().strip() if round_file.is_file() else "auto"
+        if version in checkers:
+            lines += power_rows(tree, version, checkers[version], python)
+    print("\n".join(lines))
+    return 1 if any(line.endswith("| NO |") or "FAIL" in line.split("|")[3] for line in lines) else 0
+
+
 def table(rows: Iterable[tuple[str, str, str, str, str, str]]) -> str:
     head = ("tree", "round", "both found", "only ours", "only theirs", "crashes")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -341,15 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.corpus} is not a folder", file=sys.stderr)
         return 2
     if args.power:
-        print("| tree | round | verdict (official / ours) | power result | unit | metric (official / ours) | "
-              "samples/J (official / ours) | same |\n|---|---|---|---|---|---|---|---|")
-        lines = []
-        for tree in sorted(p for p in args.corpus.iterdir() if p.is_dir()):
-            version = tree.with_name(tree.name + ".round").read_text().strip()
-            if version in checkers:
-                lines += power_rows(tree, version, checkers[version], args.python)
-        print("\n".join(lines))
-        return 1 if any(line.endswith("| NO |") or "FAIL" in line.split("|")[3] for line in lines) else 0
+        return power_table(args.corpus, checkers, args.python)
     rows = []
     disagreements = 0
     for tree in sorted(p for p in args.corpus.iterdir() if p.is_dir()):
