@@ -85,6 +85,7 @@ def add_power(scen: Path, version: str, scenario: str, ranging_watts: float = WA
         {"cmd": "Identify", "reply": f"YokogawaWT310,1000,1,1,1,1,0,0,1,version={version_ptd}-0000,SIMULATED"},
         {"cmd": "RR", "reply": "Ranges,0,10.000000,0,300.000000"},
         {"cmd": "SR,V,Auto", "reply": "Range V changed"}, {"cmd": "SR,A,Auto", "reply": "Range A changed"},
+        *([{"cmd": "SR,A,Auto", "reply": "Range A changed"}] if 4 in rnd.power.amps_range_commands else []),
         {"cmd": f"Go,1000,0,{SESSION}_ranging", "reply": GO},
         {"cmd": "Stop", "reply": "Stopping untimed measurement"},
         {"cmd": "SR,V,300.000000", "reply": "Range V changed"}, {"cmd": "SR,A,10.000000", "reply": "Range A changed"},

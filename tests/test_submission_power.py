@@ -81,6 +81,9 @@ FAULTS = {
     "clocks 2 s apart": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d["phases"]["testing"][1]
                                               .__setitem__(0, d["phases"]["testing"][1][0] + 2)),
                          "power/server.json", "ms off"),
+    # v5.1 on, the checker looks up the 4th SR,A command too: a session with three is refused
+    "no 4th SR,A command": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d.update(ptd_messages=[
+        m for i, m in enumerate(d["ptd_messages"]) if i != 4])), "power/server.json", "SR,A command number 4"),
     "server debug": (lambda p: _edit_json(p / "power" / "server.json", lambda d: d.update(debug=True)),
                      "power/server.json", "debug"),
     "detail log edited after the session": (lambda p: _lines(p / "ranging" / "mlperf_log_detail.txt",

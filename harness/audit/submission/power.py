@@ -358,11 +358,12 @@ def _ranges_restored(msgs: list[dict[str, Any]], where: str, power: PowerRules) 
     def nth(prefix: str, n: int) -> str:
         hits = [str(m["cmd"]) for m in msgs if str(m["cmd"]).startswith(prefix)]
         if len(hits) < n:
-            raise _Failed(f"{where}: no {n}th {prefix} command in ptd_messages (the ranges are not set back)")
+            raise _Failed(f"{where}: no {prefix} command number {n} in ptd_messages (the ranges are not set back)")
         return hits[n - 1]
 
     amps, volts = initial(1), initial(3)
-    if not any(nth("SR,A", n) == f"SR,A,{amps}" for n in power.amps_range_commands):
+    # every one of them must exist (the checker looks each up before comparing), one must set the range back
+    if f"SR,A,{amps}" not in [nth("SR,A", n) for n in power.amps_range_commands]:
         raise _Failed(f"{where}: the amps range is not set back to the initial SR,A,{amps}")
     if nth("SR,V", 3) != f"SR,V,{volts}":
         raise _Failed(f"{where}: the volts range is not set back to the initial SR,V,{volts}")
