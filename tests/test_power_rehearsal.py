@@ -33,6 +33,10 @@ def test_simulated_power_session_built_and_checked(data_dir, tmp_path_factory, t
     server = json.loads((session / "power" / "server.json").read_text())
     assert list(server["sources"]) == ["harness/audit/submission/standin.py"]  # no checksum it did not compute
 
+    assert appliance("report", results, "-o", tmp_path / "report.html") == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "MLPerf Power 250.000000 W, " in page and "samples/J (SIMULATED)" in page  # the testing run's row
+
     out = tmp_path / "sub"
     assert appliance("submission", "build", "--submitter", "Org", "--system", "edge1", results, "-o", out) == 0
     perf = out / "closed" / "Org" / "results" / "edge1" / "resnet50" / "Offline" / "performance"

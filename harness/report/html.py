@@ -20,7 +20,7 @@ from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_wri
 from harness.records import manifest as run_manifest
 from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
-from harness.report.measured import ENERGY_NOTE, energy_text, nms_text
+from harness.report.measured import ENERGY_NOTE, energy_text, nms_text, power_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -186,7 +186,9 @@ def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
         status, constraint = "scored", "-"
     if run_manifest.not_submittable(m) is not None:
         status += ", NOT SUBMITTABLE"
-    beside = [t for t in (energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess"))) if t]
+    official = power_text(run.path, run.scenario) if run.mode == "performance" else None
+    beside = [t for t in (official, energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess")))
+              if t]
     return [run.setup.text(), str(run.cards), run.mode, metric, status, constraint, _compliance(run, collected),
             "; ".join(beside) or "-", str(run.path.relative_to(results))]
 

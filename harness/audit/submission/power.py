@@ -41,7 +41,8 @@ from harness.core.scenarios import Scenario
 from harness.records import detail_log
 from harness.records.readers import MAX_LOG_BYTES, Problem, read_json_object, read_text
 
-__all__ = ["OPTIONAL", "POWER_FILES", "RUN_FILES", "PowerResult", "check", "has_power", "not_checked", "simulated"]
+__all__ = ["OPTIONAL", "POWER_FILES", "RUN_FILES", "PowerResult", "check", "has_power", "not_checked", "session_figure",
+           "simulated"]
 
 RUN_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "spl.txt")
 POWER_FILES = ("client.json", "client.log", "ptd_logs.txt", "server.json", "server.log")
@@ -223,6 +224,18 @@ def simulated(perf: Path) -> bool:
         if data is not None and "SIMULATED" in data:
             return True
     return False
+
+
+def session_figure(session: Path, scenario: Scenario) -> PowerResult | None:
+    """The official metric of a power session folder as the client leaves it (ranging/, run_1/, power/), for the
+    report; None when it cannot be computed. Only `check` says whether the session passes the rules."""
+    try:
+        watts, metric, per_joule = _metric(session, scenario, str)
+    except _Failed:
+        return None
+    unit = "Watts" if scenario in (Scenario.OFFLINE, Scenario.SERVER) else "millijoules"
+    status = "SIMULATED" if simulated(session) else "MLPerf Power; `submission check` checks the session"
+    return PowerResult(str(session), status, watts, metric, unit, per_joule)
 
 
 def check(scenario_dir: Path, scenario: Scenario, power: PowerRules, rel: Callable[[Path], str],
