@@ -29,7 +29,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -84,9 +84,6 @@ class PowerResult:
             return f"{self.where}: {self.metric:f} W, {self.samples_per_joule:f} samples/J ({self.status})"
         return (f"{self.where}: {self.metric:f} mJ/query, {self.samples_per_joule:f} samples/J "
                 f"(average {self.watts:f} W over the testing run; {self.status})")
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def has_power(scenario_dir: Path) -> bool:
@@ -218,7 +215,7 @@ def _performance(d: detail_log.Detail, scenario: Scenario, logged: object, where
 
 
 def simulated(perf: Path) -> bool:
-    """A power session written by a stand-in (tools/power_standin.py), which labels its records SIMULATED."""
+    """A power session written by a stand-in (harness/audit/submission/standin.py), which labels its records SIMULATED."""
     for name in ("client.json", "server.json"):
         data = read_json_object(perf / "power" / name, name, lambda _: None)
         if data is not None and "SIMULATED" in data:
