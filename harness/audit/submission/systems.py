@@ -22,7 +22,7 @@ from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, plain_name
 from harness.core.outbound import check_new_folder, make_dirs, new_staging_dir, publish_dir
 
-__all__ = ["Node", "build_fleet", "hardware", "hardware_problems", "metric", "read_fleet", "representative"]
+__all__ = ["Node", "build_fleet", "choose", "hardware", "hardware_problems", "metric", "read_fleet", "representative"]
 
 
 @dataclass(frozen=True)
@@ -141,22 +141,15 @@ def representative(nodes: list[Node]) -> Node | None:
     return scored[(len(scored) - 1) // 2][2]
 
 
-def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
-                overrides_file: Path | None = None, echo: Callable[[str], None] = print) -> Path:
-    """One tree with every system of the fleet (systems/<system>.json, results/<system>/ each); return it."""
-    plain_name(submitter, "submitter")
-    check_new_folder(out, "submission build", "-o", example="submission", what="the tree", reads=[root])
-    fleet = read_fleet(root)
-    if not fleet:
-        raise DataError(f"{root}: no system folders in it (RESULTS/<system>/<node>/); did the fleet's tasks run? "
-                        f"see their logs")
+def choose(fleet: dict[str, list[Node]], echo: Callable[[str], None]) -> dict[str, Node]:
+    """Each system's node for the tree; the nodes and systems left out named; refused when a system's nodes
+    differ in hardware or no node has a complete run."""
     problems = [line for nodes in fleet.values() for line in hardware_problems(nodes)]
-    for system in fleet:
-        plain_name(system, "system name (a folder of the fleet's RESULTS)")
     if problems:
         raise DataError("; ".join(problems))
     chosen: dict[str, Node] = {}
     for system, nodes in fleet.items():
+        plain_name(system, "system name (a folder of the fleet's RESULTS)")
         for n in nodes:
             if not n.complete:
                 echo(f"node {n.label}: no complete run, not taken ({'; '.join(n.problems)})")
@@ -166,13 +159,26 @@ def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
         else:
             chosen[system] = rep
     if not chosen:
-        raise DataError(f"{root}: no node of any system has a complete run (performance and accuracy); nothing "
-                        f"to build: see the tasks' logs")
+        raise DataError("no node of any system has a complete run (performance and accuracy); nothing to "
+                        "build: see the tasks' logs")
+    return chosen
+
+
+def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
+                overrides_file: Path | None = None, echo: Callable[[str], None] = print) -> Path:
+    """One tree with every system of the fleet (systems/<system>.json, results/<system>/ each); return it."""
+    plain_name(submitter, "submitter")
+    check_new_folder(out, "submission build", "-o", example="submission", what="the tree", reads=[root])
+    fleet = read_fleet(root)
+    if not fleet:
+        raise DataError(f"{root}: no system folders in it (RESULTS/<system>/<node>/); did the fleet's tasks run? "
+                        f"see their logs")
+    chosen = choose(fleet, echo)
     try:
         staging = new_staging_dir(out)
     except OSError as exc:
-        raise ApplianceError(f"cannot write the tree in {out.parent}: {disk_fault(exc, name_file=False) or exc.strerror}"
-                             f"; choose another -o folder") from None
+        why = disk_fault(exc, name_file=False) or exc.strerror
+        raise ApplianceError(f"cannot write the tree in {out.parent}: {why}; choose another -o folder") from None
     try:
         sub = staging / division / submitter
         for system, node in chosen.items():
