@@ -9,7 +9,7 @@
 # Environment: RESULTS, SUBMITTER (required), NODE_MAP (the fleet's nodes: one not in RESULTS is named
 # missing), FLEET_THRESHOLD (0.95), APPLIANCE_RUNTIME / APPLIANCE_IMAGE (runtime.sh).
 set -uo pipefail
-: "${RESULTS:?set RESULTS: the folder the fleet's tasks wrote}"
+: "${RESULTS:?set RESULTS: the folder the tasks of the fleet wrote}"
 : "${SUBMITTER:?set SUBMITTER: the submitting organisation}"
 here=${FLEET_DIR:-${SLURM_SUBMIT_DIR:-.}/compose/slurm}
 # shellcheck source=compose/slurm/runtime.sh
