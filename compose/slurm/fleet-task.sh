@@ -34,14 +34,29 @@ case "$cards" in  # the node's card map, in this task's log (simulated cards hav
   *) appliance topology detect --cards "$cards" || exit 1 ;;
 esac
 
+# SLURM stops a task (scancel, the time limit) by SIGTERM to all its processes, then SIGKILL to whatever is left
+# once this shell has exited. So the shell waits for the run, which stops itself on SIGTERM and keeps its logs as
+# run_N.incomplete, and only then ends (143). A trap that does nothing keeps a shell alive until its foreground
+# command returns; the run itself gets SIGTERM's default handling back when it starts.
+stopped=0
+trap 'stopped=1' TERM INT
+run() {
+  ( trap ':' TERM INT; appliance "$@" ) &
+  local child=$! rc
+  wait "$child"; rc=$?
+  while [ "$rc" -gt 128 ] && kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+  return "$rc"
+}
+
 failed=0
 for bench in ${BENCHMARKS:-resnet50}; do
   for scenario in ${SCENARIOS:-Offline}; do
     for mode in performance accuracy; do
       # shellcheck disable=SC2086  # APPLIANCE_RUN_ARGS is a list of options
-      if ! appliance run -b "$bench" -s "$scenario" --mode "$mode" --cards "$cards" --results "$out" \
+      if ! run run -b "$bench" -s "$scenario" --mode "$mode" --cards "$cards" --results "$out" \
           ${DATA:+--data-dir "$DATA"} ${APPLIANCE_RUN_ARGS:-} -q; then
         echo "fleet task: node $node: $bench $scenario $mode failed" >&2
+        [ "$stopped" = 1 ] && exit 143
         failed=1
         break
       fi

@@ -20,7 +20,7 @@ from typing import Any
 from harness.audit.submission import tree
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, plain_name
-from harness.core.outbound import check_new_folder, make_dirs, new_staging_dir, publish_dir
+from harness.core.outbound import check_new_folder, make_dirs, move_into_place, new_staging_dir, publish_dir
 
 __all__ = ["Node", "build_fleet", "choose", "hardware", "hardware_problems", "metric", "read_fleet", "representative"]
 
@@ -205,4 +205,4 @@ def _merge(part: Path, sub: Path) -> None:
         make_dirs(sub / folder)
         for item in sorted((part / folder).iterdir()):
             if not (sub / folder / item.name).exists():
-                item.rename(sub / folder / item.name)
+                move_into_place(item, sub / folder / item.name)
