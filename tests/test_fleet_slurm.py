@@ -57,7 +57,7 @@ def fleet_run(data_dir, tmp_path_factory):
     with cluster(tmp / "slurm", list(NODES)) as c:
         c.env.update(env(tmp, results, data_dir, node_map))
         done = c.run(str(SLURM / "submit.sh"), "-D", str(tmp))
-        array, collect = re.findall(r"job (\d+)", done.stdout)
+        collect = re.findall(r"job (\d+)", done.stdout)[1]
         # b2's card takes 22 s for the run's 44 samples: cancel its task once its performance run has claimed its folder
         perf = results / "beta" / "b2"
         c.wait_until("b2's run started", lambda: any(p.name.startswith(".run_1.staging")
@@ -97,9 +97,10 @@ def test_the_fleet_built_the_slow_node_flagged_the_cancelled_one_named(fleet_run
 
 def test_the_array_again_overwrites_nothing(fleet_run):
     """One node's task again into the same RESULTS (the task script as SLURM runs it): a run_2 beside run_1."""
-    tmp, results, _, e = fleet_run
+    _, results, _, e = fleet_run
     before = digests(results / "gamma")
-    done = subprocess.run(["bash", str(SLURM / "fleet-task.sh")], env={**e, "FLEET_NODE": "c1"}, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["bash", str(SLURM / "fleet-task.sh")], env={**e, "FLEET_NODE": "c1"}, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     after = digests(results / "gamma")
     assert {k: after[k] for k in before} == before

@@ -9,9 +9,10 @@ Writes, for the N nodes of NODE_MAP (lines NODE SYSTEM [CARDS]):
   system, an Indexed Job (completions = parallelism = the system's nodes): one pod per node (a required
   anti-affinity on the job's pods by host name, node affinity to the system's nodes), the node's devices and
   cores requested (--cpus, --memory, --gpus: nvidia.com/gpu), the results to a shared volume
-  (PersistentVolumeClaim --results-claim, ReadWriteMany) at /shared/RESULTS/<system>/<node>/, the data read-only (--data-claim).
-- collect.yaml: the collect Job (`submission build --fleet`, `appliance fleet` into /shared/fleet-<time>/), applied once the fleet's
-  Jobs ended whatever their outcome (docs/fleet.md: `kubectl wait ... --for=condition=complete` or `failed`).
+  (PersistentVolumeClaim --results-claim, ReadWriteMany) at /shared/RESULTS/<system>/<node>/, the data
+  read-only (--data-claim).
+- collect.yaml: the collect Job (`submission build --fleet`, `appliance fleet` into /shared/fleet-<time>/),
+  applied once the fleet's Jobs ended whatever their outcome (docs/fleet.md: `kubectl wait`).
 
 docs/fleet.md ("The Kubernetes way") says how a site applies them; tests/test_fleet_kubernetes.py validates them
 against the Kubernetes API schema (kubernetes-validate).
