@@ -58,10 +58,11 @@ def fleet_run(data_dir, tmp_path_factory):
         c.env.update(env(tmp, results, data_dir, node_map))
         done = c.run(str(SLURM / "submit.sh"), "-D", str(tmp))
         collect = re.findall(r"job (\d+)", done.stdout)[1]
-        # b2's card takes 22 s for the run's 44 samples: cancel its task once its performance run has claimed its folder
+        # b2's card takes 22 s for the run's 44 samples: cancel its task once LoadGen runs (its detail log begun
+        # in the run's staging folder; cancelled before, the run keeps nothing, as LoadGen had not started)
         perf = results / "beta" / "b2"
-        c.wait_until("b2's run started", lambda: any(p.name.startswith(".run_1.staging")
-                                                     for p in perf.glob("*/resnet50/Offline/performance/.*")))
+        c.wait_until("b2's LoadGen started", lambda: any(
+            perf.glob("*/resnet50/Offline/performance/.run_1.staging-*/mlperf_log_detail.txt")))
         task = next(line.split()[0] for line in c.jobs() if line.endswith(" b2"))
         c.run("scancel", task)
         c.wait_until("the collect job done", lambda: not any(line.startswith(collect) for line in c.jobs()),

@@ -132,12 +132,12 @@ def _rows(system: str, nodes: list[systems.Node], threshold: float) -> list[Row]
     done = [n for n in nodes if n.complete]
     rows = []
     for key in sorted({k for n in done for k in n.found}):
-        got = []
+        got: list[tuple[systems.Node, Path, float, str, dict[str, Any]]] = []
         for n in done:
             run = n.latest_performance(key)
-            value = systems.metric(run) if run is not None else None
-            if run is not None and value is not None:
-                got.append((n, run, value[0], value[1], run_manifest(run)))
+            figure = systems.metric(run) if run is not None else None
+            if run is not None and figure is not None:
+                got.append((n, run, figure[0], figure[1], run_manifest(run)))
         if not got:
             continue
         unit = got[0][3]

@@ -47,10 +47,6 @@ class Node:
         sr = self.found.get(key)
         return tree._latest(sr.performance) if sr is not None and sr.performance else None
 
-    def manifests(self) -> list[dict[str, Any]]:
-        """The manifests of the runs a tree would take from this node (latest performance and accuracy)."""
-        return [tree._manifest(tree._latest(runs)) for sr in self.found.values()
-                for runs in (sr.performance, sr.accuracy) if runs]
 
 
 def read_fleet(root: Path) -> dict[str, list[Node]]:
@@ -86,10 +82,16 @@ def hardware(manifest: Mapping[str, Any]) -> dict[str, str]:
             "GPUs": ", ".join(f"{n} x {k}" for k, n in sorted(gpus.items())) or "none"}
 
 
+def _manifests(node: Node) -> list[dict[str, Any]]:
+    """The manifests of the runs a tree would take from `node` (latest performance and accuracy)."""
+    return [tree._manifest(tree._latest(runs)) for sr in node.found.values()
+            for runs in (sr.performance, sr.accuracy) if runs]
+
+
 def node_hardware(node: Node) -> dict[str, str]:
     """A node's hardware: every run of it must say the same (else the facts differing are joined by " | ")."""
     seen: dict[str, set[str]] = {}
-    for m in node.manifests():
+    for m in _manifests(node):
         for k, v in hardware(m).items():
             seen.setdefault(k, set()).add(v)
     return {k: " | ".join(sorted(v)) for k, v in seen.items()}
@@ -185,7 +187,7 @@ def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
             done = sum(n.complete for n in fleet[system])
             echo(f"system {system}: node {node.name} (the median of {done} complete node(s))")
             part = tree.build([node.folder], staging / ".parts" / system, submitter, system, division,
-                              overrides_file, lambda line, s=system: echo(f"  {s}: {line}"))
+                              overrides_file, _prefixed(echo, f"  {system}: "))
             _merge(part / division / submitter, sub)
         shutil.rmtree(staging / ".parts")
         publish_dir(staging, out, f"submission build -o {out}")
@@ -197,6 +199,10 @@ def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
                                  f"some space or choose another -o folder") from None
         raise
     return out
+
+
+def _prefixed(echo: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda line: echo(prefix + line)
 
 
 def _merge(part: Path, sub: Path) -> None:
