@@ -117,3 +117,26 @@ def test_nothing_to_build_is_one_line(nodes, tmp_path, capsys):
     assert appliance("submission", "build", "--submitter", "Org", "--fleet", empty, "--system", "x",
                      "-o", tmp_path / "o") == 2
     assert "--fleet takes the whole RESULTS folder" in capsys.readouterr().err
+
+
+def test_fleet_report_flags_the_slow_node_names_failed_and_missing(nodes, tmp_path, capsys):
+    results = fleet(tmp_path / "RESULTS", nodes, {"alpha/a1": "fast", "alpha/a2": "fast", "alpha/a3": "slow",
+                                                  "beta/b1": "slow", "beta/b2": "empty"})
+    node_map = tmp_path / "nodes.txt"
+    node_map.write_text("# node system\na1 alpha\na2 alpha\na3 alpha\na4 alpha\nb1 beta\nb2 beta\n")
+    html = tmp_path / "fleet.html"
+    assert appliance("fleet", results, "--node-map", node_map, "--threshold", "0.8", "-o", html, "--json") == 1
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert [(f["system"], f["node"]) for f in report["flagged"]] == [("alpha", "a3")]
+    assert 0.3 < report["flagged"][0]["ratio"] < 0.7  # the profile's half rate, whatever the machine's load
+    differs = report["flagged"][0]["differs"]
+    assert differs["card rate (samples/s; a simulated card's clock)"] == "1 x 400.0 (the others: 1 x 800.0)"
+    assert list(report["failed"]) == ["beta/b2"] and report["missing"] == ["alpha/a4"]
+    beta = next(r for r in report["rows"] if r["system"] == "beta")
+    assert [n["ratio"] for n in beta["nodes"]] == [1.0]  # a slow card alone in its system is its own median
+    assert "1 flagged, 1 failed, 1 missing" in captured.err and len(captured.err.splitlines()) == 1
+    page = html.read_text()
+    assert page.count("<tr class=slow>") == 1 and page.count("data:image/png;base64,") == 2
+    assert appliance("fleet", results / "beta" / "b2") == 2  # not a fleet's RESULTS: one line
+    assert "no node folders in it" in capsys.readouterr().err
