@@ -493,11 +493,13 @@ def report(results: Path, output: Path) -> None:
 
 
 def _register_subcommands() -> None:
+    from harness.cli.fleet import fleet
     from harness.cli.submission import submission
     from harness.cli.topology import topology
 
     cli.add_command(topology)
     cli.add_command(submission)
+    cli.add_command(fleet)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,8 @@ def submission() -> None:
 
 @submission.command()
 @click.option("--submitter", required=True, help="Submitting organisation (folder name under closed/).")
-@click.option("--system", "system_name", required=True, help="System name: results/<NAME>/ and systems/<NAME>.json.")
+@click.option("--system", "system_name", default=None,
+              help="System name: results/<NAME>/ and systems/<NAME>.json (one system; not with --fleet).")
 @click.option("--division", type=click.Choice(["closed", "open"]), default="closed", show_default=True)
 @click.option("--system-overrides", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="YAML of system JSON keys for what cannot be detected (status, cooling, system_type, …).")
@@ -40,9 +41,12 @@ def submission() -> None:
 @click.option("--system-dir", default=None,
               help="Which system folder of the results to take, when runs with other card setups or backends "
                    "sit beside it, e.g. --system-dir onnxruntime-4cards.")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
-def build(submitter: str, system_name: str, division: str, system_overrides: Path | None, out: Path,
-          system_dir: str | None, runs: tuple[Path, ...]) -> None:
+@click.option("--fleet", type=click.Path(path_type=Path), default=None,
+              help="A fleet's RESULTS folder (RESULTS/<system>/<node>/, compose/slurm writes it): every system in "
+                   "one tree, each system's median node; instead of --system and RUNS.")
+@click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
+def build(submitter: str, system_name: str | None, division: str, system_overrides: Path | None, out: Path,
+          system_dir: str | None, fleet: Path | None, runs: tuple[Path, ...]) -> None:
     """Write the submission tree from RUNS (results folders or system folders of `appliance run`).
 
     For every benchmark/scenario the latest complete performance run and accuracy run are taken
@@ -57,7 +61,22 @@ def build(submitter: str, system_name: str, division: str, system_overrides: Pat
       appliance submission build --submitter MyOrg --system edge1 --system-overrides sys.yaml \\
           results/edge1 more-results/edge1 -o submission
       appliance submission build --submitter MyOrg --system edge1 --system-dir box results -o submission
+      appliance submission build --submitter MyOrg --fleet /shared/RESULTS -o submission   # docs/fleet.md
+
+    With --fleet, RESULTS/<system>/<node>/ holds one `appliance run` results folder per node: every system
+    goes into the tree (systems/<system>.json, results/<system>/) from its median node; nodes of one system
+    whose detected hardware differs are refused; nodes with no complete run are named and left out.
     """
+    if fleet is not None:
+        if system_name or system_dir or runs:
+            raise click.UsageError("--fleet takes the whole RESULTS folder: give no --system, --system-dir or RUNS")
+        from harness.audit.submission.systems import build_fleet
+
+        tree = build_fleet(fleet, out, submitter, division, system_overrides, click.echo)
+        click.echo(f"wrote {tree}; check it with: appliance submission check {tree}")
+        return
+    if not system_name or not runs:
+        raise click.UsageError("give --system NAME and the RUNS folders (or --fleet RESULTS for several systems)")
     from harness.audit.submission.tree import build as build_tree
 
     tree = build_tree(list(runs), out, submitter, system_name, division, system_overrides, click.echo,

@@ -32,7 +32,7 @@ from harness.core.native_lines import Route
 from harness.core.outbound import atomic_write_text
 from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
-from harness.hw import gpu, system
+from harness.hw import gpu, node_facts, system
 from harness.hw.energy import EnergyMeter
 from harness.hw.gpu import GpuRef
 from harness.hw.gpu_energy import GpuEnergyMeter
@@ -509,7 +509,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                      "card_failures": list(stats.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
                  "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity(),
-                 "nvidia": gpu.host_facts()},
+                 "nvidia": gpu.host_facts(), "node": node_facts.facts(system.available_cpus())},
         "packages": system.package_versions(),
         "loadgen": {"version": loadgen_version(),
                     "seeds": {k: detail.get(f"effective_{k}") for k in

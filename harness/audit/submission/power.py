@@ -215,7 +215,7 @@ def _performance(d: detail_log.Detail, scenario: Scenario, logged: object, where
 
 
 def simulated(perf: Path) -> bool:
-    """A power session written by a stand-in (harness/audit/submission/standin.py), which labels its records SIMULATED."""
+    """A power session written by a stand-in (audit/submission/standin.py), which labels its records SIMULATED."""
     for name in ("client.json", "server.json"):
         data = read_json_object(perf / "power" / name, name, lambda _: None)
         if data is not None and "SIMULATED" in data:
