@@ -96,8 +96,9 @@ class Host:
     cpu_model: str | None = None
     available_cpus: tuple[int, ...] = field(default=(), metadata=bound(lo=0, hi=MAX_CPUS * 128, items=MAX_CPUS))
     image_digest: str | None = None
-    image: object = None
-    nvidia: object = None
+    image: dict[str, object] | None = None     # the container image (harness.hw.system.image_identity)
+    nvidia: dict[str, object] | None = None    # NVML's driver and GPUs (harness.hw.gpu.host_facts)
+    node: dict[str, object] | None = None      # governor, NUMA layout, ... (harness.hw.node_facts)
 
 
 @dataclass(frozen=True)

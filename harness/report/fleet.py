@@ -137,7 +137,7 @@ def _rows(system: str, nodes: list[systems.Node], threshold: float) -> list[Row]
             run = n.latest_performance(key)
             figure = systems.metric(run) if run is not None else None
             if run is not None and figure is not None:
-                got.append((n, run, figure[0], figure[1], run_manifest(run)))
+                got.append((n, run, figure[0], figure[1], run_manifest(run).to_json()))
         if not got:
             continue
         unit = got[0][3]

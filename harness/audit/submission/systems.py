@@ -84,7 +84,7 @@ def hardware(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 def _manifests(node: Node) -> list[dict[str, Any]]:
     """The manifests of the runs a tree would take from `node` (latest performance and accuracy)."""
-    return [tree._manifest(tree._latest(runs)) for sr in node.found.values()
+    return [tree._manifest(tree._latest(runs)).to_json() for sr in node.found.values()
             for runs in (sr.performance, sr.accuracy) if runs]
 
 
@@ -120,9 +120,8 @@ def hardware_problems(nodes: list[Node]) -> list[str]:
 
 def metric(run: Path) -> tuple[float, str] | None:
     """A performance run's figure and unit from its manifest ("samples/s", or "ms": lower is better)."""
-    result = tree._manifest(run).get("result") or {}
-    value = result.get("metric")
-    return (float(value), str(result.get("unit", ""))) if isinstance(value, int | float) else None
+    result = tree._manifest(run).result  # typed: a finite metric or none
+    return (result.metric, result.unit or "") if result.metric is not None else None
 
 
 def representative(nodes: list[Node]) -> Node | None:
