@@ -211,7 +211,7 @@ def test_cpu_ortvalues_are_really_bound_not_copied_by_run():
 
 
 def test_cuda_settings_escape_hatches(monkeypatch):
-    assert cuda_settings() == {"cuda_graph": True, "user_stream": True, "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    assert cuda_settings() == {"cuda_graph": None, "user_stream": True, "cudnn_conv_algo_search": "EXHAUSTIVE"}
     monkeypatch.setenv("APPLIANCE_CUDA_GRAPH", "0")
     monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "heuristic")
     assert cuda_settings()["cuda_graph"] is False and cuda_settings()["cudnn_conv_algo_search"] == "HEURISTIC"

@@ -9,11 +9,14 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from helpers import appliance
 from onnx import TensorProto, helper, numpy_helper
 
-from harness.core.errors import ApplianceError
+from harness.core.errors import ApplianceError, BatchDoesNotFit
 from harness.data import benchmarks
+from harness.records.layout import Layout, read_model_record
 from harness.run.cards.gpu_iobinding import GRAPH_ENV, capture_hazards, cuda_settings, graph_rule
+from harness.tune import search
 
 
 def _matmul(left: list[int | str], right: list[int]) -> onnx.ModelProto:
@@ -65,12 +68,18 @@ def test_data_shaped_ops_are_hazards_and_a_constant_topk_is_not():
     assert len(found) == 1 and found[0].startswith("NonZero 'nz'")
 
 
-@pytest.mark.parametrize("name", ["resnet50", "yolo-99"])
-def test_the_models_the_gpu_cards_load_have_no_hazard(name):
+def test_the_models_the_gpu_cards_load_have_no_hazard(data_dir):
     """The YOLO11l and ResNet50 graphs (FP32, as prepare builds them) have neither pattern: the H100's fault is not
     one a CPU can see, so the default below rests on which configurations a GPU has replayed."""
-    model = benchmarks.get(name).build_model(0)
-    assert capture_hazards(model, batch=16) == []
+    resnet = read_model_record(Layout(data_dir, benchmarks.get("resnet50")), "fp32")
+    for model in (onnx.load(resnet.path), benchmarks.get("yolo-99").build_model(0)):
+        _runs_on_cpu_as_loaded(model)
+        assert capture_hazards(model, batch=16) == []
+
+
+def _runs_on_cpu_as_loaded(model: onnx.ModelProto) -> None:
+    """The model is one onnxruntime's CPU provider loads (the session the card would make, CPU provider)."""
+    ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 @pytest.mark.parametrize(("key", "on", "words"), [
@@ -101,5 +110,29 @@ def test_cuda_settings_leave_graphs_to_the_rule_unless_asked(monkeypatch):
     monkeypatch.setenv(GRAPH_ENV, "1")
     assert cuda_settings()["cuda_graph"] is True
     monkeypatch.setenv(GRAPH_ENV, "yes")
-    with pytest.raises(ApplianceError, match="use 0 .* or 1"):
+    with pytest.raises(ApplianceError, match=r"use 0 .* or 1"):
         cuda_settings()
+
+
+# tune --card-outputs: the configuration a GPU run uses is the one tune times ---------------------------------
+def test_tune_refuses_card_outputs_the_benchmark_has_not_before_timing(data_dir, capsys):
+    assert appliance("tune", "--data-dir", data_dir, "--backends", "onnxruntime", "--batch-sizes", "1",
+                     "--card-outputs", "quantised", "-s", "Offline", "-q") == 1
+    err = capsys.readouterr().err
+    assert "resnet50 has no quantised card outputs" in err and len(err.strip().splitlines()) == 1
+
+
+def test_tune_times_the_cards_with_the_outputs_asked(data_dir, monkeypatch):
+    """Each candidate's benchmark record (what its cards return) carries --card-outputs."""
+    seen = []
+
+    def measure(bench, data, model, backend, batch, requests, layout, options):
+        seen.append((bench.card_outputs, tuple(dtype for _, dtype in bench.output_specs)))
+        raise BatchDoesNotFit("recorded")  # the candidate's record is all this test reads
+
+    monkeypatch.setattr(search, "_measure", measure)
+    model = read_model_record(Layout(data_dir, benchmarks.get("resnet50")), "fp32")
+    with pytest.raises(ApplianceError, match="no candidate fits"):
+        search._time_all(benchmarks.get("ssd-mobilenet"), None, {"fp32": model},
+                         [("auto", "fp32", "onnxruntime", 1, 1, "")], "quantised")
+    assert seen == [("quantised", ("uint8", "uint8"))]

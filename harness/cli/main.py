@@ -377,6 +377,10 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
                    "repeat for several, '' for the provider's defaults [default: prefer_nhwc=0 and prefer_nhwc=1]. "
                    "Example: --provider-options prefer_nhwc=1 --provider-options 'prefer_nhwc=1 "
                    "cudnn_conv_algo_search=HEURISTIC'")
+@click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
+              help="What the cards return, as for `appliance run --card-outputs` (detection: quantised outputs "
+                   "cross PCIe at half the bytes or less); a run of the record should give the same. "
+                   "Example: appliance tune -b yolo-99 --card-outputs quantised")
 @click.option("--server-search", is_flag=True,
               help="Confirm the Server choice with short LoadGen Server runs (a bisection on target_qps from the "
                    "ideal queue's figure); the record keeps both figures.")
@@ -387,8 +391,8 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...] | None,
          backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
-         layouts: tuple[str, ...], option_sets: tuple[str, ...], server_search: bool, output: Path | None,
-         as_json: bool, quiet: bool) -> None:
+         layouts: tuple[str, ...], option_sets: tuple[str, ...], card_outputs: str, server_search: bool,
+         output: Path | None, as_json: bool, quiet: bool) -> None:
     """Time each card layout x precision x backend x batch size x requests per card on this machine and choose
     per scenario.
 
@@ -406,6 +410,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
       appliance tune --backends openvino --requests 1,2,4 && appliance run --backend auto
       appliance tune --precisions fp32,int8 && appliance run --backend auto
       appliance tune --backends openvino --cards emulate:1,emulate:4,emulate:8 -s Server
+      appliance tune -b yolo-99 --card-outputs quantised -s Offline
       appliance run --backend auto --precision fp32     # the best fp32 candidate of the same record
     """
     import json as _json
@@ -419,7 +424,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
     sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
                   batch_sizes or None, requests, tuple(dict.fromkeys(layouts)),
-                  tuple(dict.fromkeys(map(canonical, option_sets))) or None)
+                  tuple(dict.fromkeys(map(canonical, option_sets))) or None, card_outputs)
     path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
     if as_json:
         click.echo(_json.dumps(record.to_json(), indent=2, sort_keys=True))

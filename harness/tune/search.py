@@ -86,6 +86,7 @@ class Sweep:
     requests: tuple[int, ...] = DEFAULT_REQUESTS
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
     options: tuple[str, ...] | None = None  # provider option sets; None: each backend record's `tune_options`
+    card_outputs: str = "fp32"  # what the cards return (`run --card-outputs`): YOLO's fp16 outputs, say
 
     def candidates(self) -> list[Candidate]:
         """Every combination, less the precisions meant for other backends (the backends' records)."""
@@ -155,12 +156,12 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, bac
 
 
 def _check_memory(bench: Benchmark, models: dict[str, ModelRecord],
-                  candidates: list[Candidate], topology: Topology) -> None:
+                  candidates: list[Candidate], topology: Topology, card_outputs: str) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
     for cards, precision, backend, batch, requests, _ in candidates:
         card_plan = plan_cards(cards, backend, bench.name, topology, requests)
-        check_buffer_memory(concrete.for_run(bench.name, model=models[precision]), card_plan, models[precision], batch,
-                            "--batch-sizes")
+        check_buffer_memory(concrete.for_run(bench.name, card_outputs, model=models[precision]), card_plan,
+                            models[precision], batch, "--batch-sizes")
 
 
 def server_qps(bench: Benchmark, batch: int, latency_s: float, servers: int, rate: float,
@@ -257,7 +258,7 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
 
 
 def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, ModelRecord],
-              candidates: list[Candidate]) -> list[Measured]:
+              candidates: list[Candidate], card_outputs: str) -> list[Measured]:
     """Every candidate timed; a batch its card says does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's
     larger batches."""
     rows: list[Measured] = []
@@ -270,7 +271,7 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, Mode
                 bar.update()
                 continue  # a smaller batch already did not fit in the GPU's memory
             try:
-                run_bench = concrete.for_run(bench.name, model=models[precision])
+                run_bench = concrete.for_run(bench.name, card_outputs, model=models[precision])
                 rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards, options))
             except BatchDoesNotFit:  # the card's own word (its device's memory): larger batches skipped
                 too_big[(cards, precision, backend)] = batch
@@ -280,7 +281,8 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, Mode
     return rows
 
 
-def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> tuple[float | None, str]:
+def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str,
+                    card_outputs: str) -> tuple[float | None, str]:
     """`--server-search`: the Server choice's highest VALID target QPS in short LoadGen runs, and the why with it;
     none where not even the ideal queue meets the bound (said, not run)."""
     if not m.server_qps:
@@ -289,7 +291,7 @@ def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> 
     def options_at(requested: Requested, results: Path) -> RunOptions:
         return RunOptions(bench.name, requested, data_dir, results, backend=m.backend, batch_size=m.batch_size,
                           cards=m.layout, precision=m.precision, requests=m.requests, max_wait_us=m.max_wait_us,
-                          provider_options=m.provider_options)
+                          provider_options=m.provider_options, card_outputs=card_outputs)
 
     confirmed, tried = server_search.confirm(options_at, m.server_qps, m.samples_per_second)
     runs = ", ".join(f"{q:g} {'VALID' if ok else 'INVALID'}" for q, ok in tried)
@@ -314,6 +316,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
     sweep.check()
+    concrete.for_run(bench.name, sweep.card_outputs)  # outputs the benchmark has not: one line, nothing timed
     from harness.hw.topology import detect
 
     topology = detect()
@@ -334,18 +337,20 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     for model in models.values():
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     candidates = sweep.candidates()
-    _check_memory(bench, models, candidates, topology)  # before anything is made
+    _check_memory(bench, models, candidates, topology, sweep.card_outputs)  # before anything is made
     ensure_writable_dir(path.parent, "tuned record folder")
-    rows = _time_all(bench, data, models, candidates)
+    rows = _time_all(bench, data, models, candidates, sweep.card_outputs)
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
     left_out = "".join(f"; {p} not considered: {why}" for p, (ok, why) in eligible.items() if not ok)
+    if sweep.card_outputs != "fp32":  # the run must return the same outputs: said in every choice
+        left_out += f"; timed with --card-outputs {sweep.card_outputs} (run with the same)"
     chosen = {s: (m, f"{m.precision} ({eligible[m.precision][1]}): {why}{left_out}") for s, (m, why) in chosen.items()}
     confirmed: float | None = None
     if server_search_runs and Scenario.SERVER in chosen:
         m, why = chosen[Scenario.SERVER]
-        confirmed, why = _confirm_server(bench, data_dir, m, why)
+        confirmed, why = _confirm_server(bench, data_dir, m, why, sweep.card_outputs)
         chosen[Scenario.SERVER] = (m, why)
     atomic_write_text(conf, user_conf_text(bench, chosen, confirmed))
     record = tuned.TunedRecord(

@@ -85,7 +85,8 @@ from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
 __all__ = ["GRAPHS_PROVEN", "GRAPHS_REFUTED", "GRAPH_ENV", "REPLAY_TOLERANCE", "SEARCH_ENV", "STREAM_ENV", "WARM_RUNS",
-           "IoBindingCard", "binding_problem", "capture_hazards", "check_outputs", "cuda_settings", "graph_rule", "u8_model"]
+           "IoBindingCard", "binding_problem", "capture_hazards", "check_outputs", "cuda_settings", "graph_rule",
+           "u8_model"]
 
 REPLAY_TOLERANCE = 0.01  # relative: a graph replays the same kernels as the regular run it was captured from
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
@@ -112,7 +113,8 @@ def cuda_settings() -> dict[str, Any]:
 GRAPHS_PROVEN = {
     ("resnet50", "fp32", ("int64", "float32")): "H100, 2026-11-27: gpu_check fp32 Offline, Server, SingleStream, "
                                                 "accuracy VALID under graphs",
-    ("resnet50", "fp16", ("int64", "float32")): "H100, 2026-11-27: gpu_check and gpu_bench fp16 runs VALID under graphs",
+    ("resnet50", "fp16", ("int64", "float32")): "H100, 2026-11-27: gpu_check and gpu_bench fp16 runs VALID under "
+                                                "graphs",
     ("yolo-99", "fp16", ("float16",)): "H100, 2026-11-27: gpu_bench yolo-99 Offline, accuracy, SingleStream "
                                        "(fp16 outputs, 2 cards, batch 16) under graphs",
 }
