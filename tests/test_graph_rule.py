@@ -117,7 +117,7 @@ def test_cuda_settings_leave_graphs_to_the_rule_unless_asked(monkeypatch):
 # tune --card-outputs: the configuration a GPU run uses is the one tune times ---------------------------------
 def test_tune_refuses_card_outputs_the_benchmark_has_not_before_timing(data_dir, capsys):
     assert appliance("tune", "--data-dir", data_dir, "--backends", "onnxruntime", "--batch-sizes", "1",
-                     "--card-outputs", "quantised", "-s", "Offline", "-q") == 1
+                     "--card-outputs", "quantised", "-s", "Offline", "-q") == 2
     err = capsys.readouterr().err
     assert "resnet50 has no quantised card outputs" in err and len(err.strip().splitlines()) == 1
 

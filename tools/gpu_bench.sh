@@ -107,13 +107,15 @@ tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --preci
       --cards "$layouts" -s Offline -s Server -s SingleStream "${search[@]}" -o "$tuned" -q)
 graph=()
 limit() { local s; s=$(left "${1:-240}"); echo $(( s < 30 ? 30 : s )); }  # tune's share: all but $1 s of the budget
-rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || rc=$?; cat "$out/tune.txt"
+# tune's stdout (its table) to tune.txt and shown; its stderr straight to the terminal: tune routes the native
+# lines itself (native-tune.log beside the record), so this log counts only those that escaped it
+rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" || rc=$?; cat "$out/tune.txt"
 if [ "$rc" = 124 ]; then
   say "tune ran out of its share of the budget"
 elif [ "$rc" != 0 ] && room 400 "tune again without CUDA graphs"; then  # one shot: without graphs rather than nothing
   say "tune failed; again without CUDA graphs (APPLIANCE_CUDA_GRAPH=0), which every later step then uses"
   export APPLIANCE_CUDA_GRAPH=0; graph=(--no-graph)
-  timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || true; cat "$out/tune.txt"
+  timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" || true; cat "$out/tune.txt"
 fi
 if [ -f "$tuned" ]; then
   choice=(--tuned "$tuned")
@@ -182,10 +184,12 @@ ytuned=$ydata/tuned/yolo-99-bench.json
 rm -f "$ytuned"
 if [ "$yolo" = 1 ] && room 200 "tune yolo-99"; then  # the same grid: batch, cards per GPU, NHWC (the CUDA provider's)
   ytp=${YOLO_PRECISIONS:-fp32}
-  say "tune yolo-99: --precisions $ytp --batch-sizes $ybatches --cards $ylayouts"
+  say "tune yolo-99: --precisions $ytp --batch-sizes $ybatches --cards $ylayouts --card-outputs quantised"
+  # the outputs the YOLO runs below return (quantised: fp16), so tune times the configuration they run
   timeout "$(limit 120)" "$py" -m harness.cli tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
-    --precisions "$ytp" --batch-sizes "$ybatches" --cards "$ylayouts" -s Offline -s SingleStream -o "$ytuned" -q \
-    >"$out/yolo-tune.txt" 2>&1 || echo "gpu_bench: tune yolo-99 failed; the runs use --cards $ycards, batch $ybatch"
+    --precisions "$ytp" --batch-sizes "$ybatches" --cards "$ylayouts" --card-outputs quantised \
+    -s Offline -s SingleStream -o "$ytuned" -q \
+    >"$out/yolo-tune.txt" || echo "gpu_bench: tune yolo-99 failed; the runs use --cards $ycards, batch $ybatch"
   cat "$out/yolo-tune.txt"
 fi
 if [ -f "$ytuned" ]; then ychoice=(--tuned "$ytuned"); ybatchopt=(); else

@@ -17,6 +17,7 @@ from harness import __version__
 from harness.audit.compliance import TESTS
 from harness.core import progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
+from harness.core.native_lines import routed
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
@@ -144,7 +145,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
     sweep_leftovers(layout, click.echo)
     check_space(layout, space_needed(layout, samples, source, precision, model_file, fetch))
-    with disk_faults_as_errors(layout):
+    with disk_faults_as_errors(layout), routed(data_dir, "native-prepare.log", click.echo):
         _prepare(layout, samples, source, model_file, fetch, precision, calibration_list)
     click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
                + (f" --precision {precision}" if precision != "fp32" else "")
@@ -425,7 +426,9 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
                   batch_sizes or None, requests, tuple(dict.fromkeys(layouts)),
                   tuple(dict.fromkeys(map(canonical, option_sets))) or None, card_outputs)
-    path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
+    folder = (output or Layout(data_dir, bench).tuned).parent
+    with routed(folder, "native-tune.log", lambda line: click.echo(line, err=as_json)):
+        path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
     if as_json:
         click.echo(_json.dumps(record.to_json(), indent=2, sort_keys=True))
     else:
