@@ -13,7 +13,8 @@
 #   Server max valid QPS / Offline: tune searches batches down to 1 by the ideal queue, and `--server-search`
 #     confirms its choice with short LoadGen runs; the tuned target (the Server run reads it from the record), then once
 #     more at 0.92 x Offline if the target was VALID and lower, or at 80% of it if INVALID; SingleStream p90;
-#   per-GPU Offline as a fraction of NVIDIA's TensorRT H100 figure (87,970 samples/s, DGX-H100 v4.0);
+#   per-GPU Offline as a fraction of NVIDIA's TensorRT figure for the GPU (H200: 94,620 samples/s, v4.1; H100:
+#     87,970, DGX-H100 v4.0), every figure labelled with the GPU's name;
 #   YOLO11l (yolo-99) tuned on the same grid (batch, cards per GPU, NHWC; SingleStream: one card, batch 1 in its own
 #     CUDA graph), Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
 #     mAP in accuracy mode (tuned precision with fp16 outputs, and FP32 end to end: the data path's fidelity), the
