@@ -6,7 +6,6 @@ onnxruntime's and cuDNN's C++ code does) stands in for the GPU's cuDNN frontend 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.core import native_lines
+from harness.data import benchmarks
+from harness.records.layout import Layout, read_model_record
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = (b"\x1b[1;31m2026-11-27 02:16:47.990357456 [E:onnxruntime:, cudnn_fe_call.cc:39 operator()] [cudnn_frontend] "
@@ -62,10 +63,12 @@ def _check(terminal: bytes, log: Path, seen: Path) -> None:
 
 
 def test_prepare_routes_native_lines(fake_env, data_dir, tmp_path):
+    """prepare's golden reference pass (a session) on a few samples, the session's model adopted (--model)."""
     env, seen = fake_env
+    model = read_model_record(Layout(data_dir, benchmarks.get("resnet50")), "fp32").path
     data = tmp_path / "data"
-    shutil.copytree(data_dir, data)
-    out = _terminal(["-m", "harness.cli", "prepare", "--data-dir", str(data), "--precision", "fp16", "-q"], env)
+    out = _terminal(["-m", "harness.cli", "prepare", "--data-dir", str(data), "--samples", "4", "--model",
+                     str(model), "-q"], env)
     _check(out, data / "native-prepare.log", seen)
 
 

@@ -85,7 +85,7 @@ if room $((YOLO_S + 60)) "yolo-99 FP32 outputs under CUDA graphs (child process)
   ydata=$data-yolo
   rc=0
   ( appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$ysamples" -q &&
-    APPLIANCE_CUDA_GRAPH=1 timeout "$YOLO_S" "$py" -m harness.cli run --benchmark yolo-99 --data-dir "$ydata" \
+    APPLIANCE_CUDA_GRAPH=1 APPLIANCE_IO_BINDING=1 timeout "$YOLO_S" "$py" -m harness.cli run --benchmark yolo-99 --data-dir "$ydata" \
       --results /tmp/gpu-check-yolo --backend "$backend" --cards "$ycards" --batch-size "$ybatch" --precision fp32 \
       --card-outputs fp32 --mode accuracy --json -q >"$out/run-yolo-graph.json" ) || rc=$?
   "$py" - "$out/run-yolo-graph.json" "$rc" <<'PY' | tee "$yrow"
