@@ -428,7 +428,8 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
                   tuple(dict.fromkeys(map(canonical, option_sets))) or None, card_outputs)
     folder = (output or Layout(data_dir, bench).tuned).parent
     with routed(folder, "native-tune.log", lambda line: click.echo(line, err=as_json)):
-        path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
+        path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search,
+                                lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(_json.dumps(record.to_json(), indent=2, sort_keys=True))
     else:
