@@ -34,6 +34,7 @@ def _plan(data_dir, tmp_path, scenario=Scenario.OFFLINE, **kw):
 def test_the_default_command_gets_the_gpu_rules_batch_precision_and_nhwc(data_dir, tmp_path):
     plan = _plan(data_dir, tmp_path)
     assert plan.cards.provider_options == gpu_defaults.NHWC == "prefer_nhwc=1"
+    assert len(plan.cards.slots) == 1  # one card per GPU (the rule's H100 figures: more sessions added nothing)
     assert plan.choice.provider_options == "prefer_nhwc=1" and "GPU default: prefer_nhwc=1" in plan.choice.why
     assert plan.batch == benchmarks.get("resnet50").gpu_batch  # no NVML here: the benchmark's GPU batch as it is
     assert plan.opts.precision == "fp32" and "GPU default: fp32 (no fp16 model prepared)" in plan.choice.why

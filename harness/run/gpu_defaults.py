@@ -15,7 +15,10 @@ exactly that run. The rule:
 - MultiStream: 8 (a query's samples); SingleStream: 1;
 - CUDA provider options: `prefer_nhwc=1`, which tune chooses on the H100 for both precisions (onnxruntime's own
   loop, ResNet50 batch 512, IO binding, CUDA graph, EXHAUSTIVE search, 2026-11-27: fp16 8,873 samples/s NCHW,
-  10,718 NHWC, +21%; fp32 6,242 and 7,442, +19%); a tuned record's options, or --provider-options, win.
+  10,718 NHWC, +21%; fp32 6,242 and 7,442, +19%); a tuned record's options, or --provider-options, win;
+- cards per GPU: one (`--cards auto` on a GPU backend is cuda:all). The H100's figures: one session in
+  onnxruntime's own loop 8,873 samples/s (fp16, batch 512, NCHW), the appliance with four cards (sessions) on
+  that GPU 7,888: at a batch that fills the GPU more sessions add no throughput, only memory; tune times 1-4.
 """
 
 from __future__ import annotations
