@@ -128,24 +128,30 @@ _DATA_SHAPED = {"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "L
 def capture_hazards(model: Any, batch: int = 2) -> list[str]:
     """What in `model` (an onnx ModelProto) a replayed CUDA graph would get wrong (see the module's docstring):
     MatMuls that take onnxruntime's pointer-array path at `batch`, ops with data-shaped outputs."""
-    from onnx import shape_inference
+    from onnx import helper, shape_inference
 
     found = [f"{n.op_type} {n.name or n.output[0]!r} (its output's shape depends on the data)"
              for n in model.graph.node if n.op_type in _DATA_SHAPED
              and not (n.op_type == "TopK" and _constant(model, n.input[1]))]
     if not any(n.op_type == "MatMul" for n in model.graph.node):
         return found
-    fixed = type(model)()
-    fixed.CopyFrom(model)
-    for value in fixed.graph.input:
+    graph = model.graph  # shapes only: the weights stand in as inputs of their shape (no 100 MB copy)
+    small = [i for i in graph.initializer if int(np.prod(i.dims)) <= 64]  # Reshape's shapes and such: their values
+    named = {i.name for i in graph.input}  # an older model lists its weights as inputs too
+    weights = [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in graph.initializer
+               if int(np.prod(i.dims)) > 64 and i.name not in named]
+    slim = helper.make_model(helper.make_graph(list(graph.node), graph.name, [*graph.input, *weights],
+                                               list(graph.output), small),
+                             opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    for value in slim.graph.input[:len(graph.input)]:
         dims = value.type.tensor_type.shape.dim
         if dims and not dims[0].HasField("dim_value"):
             dims[0].dim_value = batch
-    inferred = shape_inference.infer_shapes(fixed).graph
+    inferred = shape_inference.infer_shapes(slim).graph
     shapes = {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
               for v in (*inferred.value_info, *inferred.input, *inferred.output)}
-    shapes.update({i.name: list(i.dims) for i in fixed.graph.initializer})
-    for node in fixed.graph.node:
+    shapes.update({i.name: list(i.dims) for i in graph.initializer})
+    for node in graph.node:
         if node.op_type == "MatMul" and _pointer_arrays(shapes.get(node.input[0]), shapes.get(node.input[1])):
             found.append(f"MatMul {node.name or node.output[0]!r} {shapes[node.input[0]]} x {shapes[node.input[1]]} "
                          f"(no strided batched GEMM: pointer arrays copied from the host each run)")
