@@ -17,6 +17,7 @@ from harness.data import benchmarks
 from harness.records.layout import Layout, read_model_record
 
 REPO = Path(__file__).resolve().parents[1]
+CUDNN_VARIABLES = ("CUDNN_LOGLEVEL_DBG", "CUDNN_FRONTEND_LOG_INFO")  # cuDNN 9's and its frontend's own logging
 NOISE = (b"\x1b[1;31m2026-11-27 02:16:47.990357456 [E:onnxruntime:, cudnn_fe_call.cc:39 operator()] [cudnn_frontend] "
          b"Error: No execution plans support the graph.\x1b[m\n",
          b"\x1b[0;93m2026-11-27 02:13:53.611035741 [W:onnxruntime:Default, onnxruntime_pybind_state.cc:856 operator()] "
@@ -43,7 +44,7 @@ def fake_env(tmp_path_factory):
     site = tmp_path_factory.mktemp("fake-native")
     (site / "sitecustomize.py").write_text(FAKE)
     seen = site / "seen.txt"
-    env = {k: v for k, v in os.environ.items() if k not in native_lines.QUIET_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in CUDNN_VARIABLES}
     env.update(PYTHONPATH=f"{site}{os.pathsep}{REPO}", FAKE_NATIVE_SEEN=str(seen))
     return env, seen
 
@@ -96,3 +97,7 @@ def test_gpu_baseline_routes_native_lines(fake_env, data_dir):
                      "--batch", "2", "--seconds", "0.3"], env)
     _check(out, log, seen)
     log.unlink()
+
+
+def test_the_variables_quieted_are_the_ones_the_fake_library_reads():
+    assert tuple(native_lines.QUIET_ENV) == CUDNN_VARIABLES and set(native_lines.QUIET_ENV.values()) == {"0"}
