@@ -27,8 +27,8 @@
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes
 # Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
 # run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
-# default fp16 on a GPU), BATCHES (default 1,8,32,128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2),
-# YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
+# default fp16 on a GPU), BATCHES (a GPU: unset, tune's coarse grid refined around the best), LAYOUTS (default cuda:allx1,cuda:allx2),
+# (BATCHES unset on a GPU: tune's coarse grid, refined), YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
 # YOLO_CARDS (cuda:allx2) and YOLO_BATCH (16) without a YOLO record, PEER_BATCHES (256,512), BUDGET_S (seconds this call may take, default 540 of the device
 # tool's 600: steps that would not fit are skipped, most needed first, and the table is always written), PYTHON.
 set -euo pipefail
@@ -61,7 +61,7 @@ if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, throu
   export APPLIANCE_IO_BINDING=1
 else
   samples=${SAMPLES:-500}; yolo_samples=${YOLO_SAMPLES:-64}; precisions=${PRECISIONS:-fp16}
-  batches=${BATCHES:-1,8,32,128,512}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda
+  batches=${BATCHES:-}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda  # no BATCHES: tune's coarse grid
   ybatches=${YOLO_BATCHES:-1,16,32}; ylayouts=${YOLO_LAYOUTS:-cuda:allx1,cuda:allx2}
   peer_batches=${PEER_BATCHES:-256,512}
   yolo_count=()
@@ -103,8 +103,10 @@ tuned=$data/tuned/resnet50-bench.json
 rm -f "$tuned"
 search=()  # Server confirmed by short LoadGen runs, when the budget has room for them after tune
 room 420 "tune --server-search" && search=(--server-search)
-say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts ${search[*]}"
-tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches"
+last_batch=${batches##*,}; last_batch=${last_batch:-512}  # without a tuned record, the runs' batch
+grid=(); [ -n "$batches" ] && grid=(--batch-sizes "$batches")  # none: coarse (8, 64, 512), refined around the best
+say "tune resnet50: --precisions $precisions ${grid[*]:-(coarse, then refined)} --cards $layouts ${search[*]}"
+tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" "${grid[@]}"
       --cards "$layouts" -s Offline -s Server -s SingleStream "${search[@]}" -o "$tuned" -q)
 graph=()
 limit() { local s; s=$(left "${1:-240}"); echo $(( s < 30 ? 30 : s )); }  # tune's share: all but $1 s of the budget
@@ -121,7 +123,7 @@ fi
 if [ -f "$tuned" ]; then
   choice=(--tuned "$tuned")
 else  # no tuned record: the first precision, the largest batch, two cards per GPU (one on the CPU)
-  choice=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "${batches##*,}"
+  choice=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "$last_batch"
           --cards "$( [ "$device" = cuda ] && echo cuda:allx2 || echo auto )")
   say "no tuned record: the runs use ${choice[*]}"
 fi
@@ -145,7 +147,7 @@ if room $((duration / 1000 + 45)) "resnet50 Offline (the default command)"; then
 fi
 # what Offline ran (precision, batch, cards per GPU): the baseline runs the same
 read -r choice_precision choice_batch per_gpu <<<"$("$py" - "$work-offline.json" "${precisions%%,*}" \
-  "${batches##*,}" <<'PY'
+  "$last_batch" <<'PY'
 import json, pathlib, re, sys
 try:
     m = json.loads((pathlib.Path(json.load(open(sys.argv[1]))[0]["path"]) / "manifest.json").read_text())
