@@ -28,7 +28,7 @@
 # Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
 # run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
 # default fp16 on a GPU), BATCHES (a GPU: unset, tune's coarse grid refined around the best), LAYOUTS (default cuda:allx1,cuda:allx2),
-# (BATCHES unset on a GPU: tune's coarse grid, refined), YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
+# YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
 # YOLO_CARDS (cuda:allx2) and YOLO_BATCH (16) without a YOLO record, PEER_BATCHES (256,512), BUDGET_S (seconds this call may take, default 540 of the device
 # tool's 600: steps that would not fit are skipped, most needed first, and the table is always written), PYTHON.
 set -euo pipefail
