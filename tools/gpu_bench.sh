@@ -243,9 +243,11 @@ fi
 
 # 5. On a GPU, last (it may abort): the FP32 YOLO11l under CUDA graphs on one card, to tell "two sessions capturing
 # on one GPU" from "this graph"; the card now checks each bound buffer and a replay against a regular run at load.
+# Graphs forced (APPLIANCE_CUDA_GRAPH=1): the card's rule keeps them off for this configuration since issue 43.
 if [ "$device" = cuda ]; then
-  yrun Offline yolo-fp32-graphs-1card 60 --batch-size "$ybatch" --cards cuda:allx1 --mode accuracy --precision fp32 \
-    --card-outputs fp32
+  (export APPLIANCE_CUDA_GRAPH=1
+   yrun Offline yolo-fp32-graphs-1card 60 --batch-size "$ybatch" --cards cuda:allx1 --mode accuracy --precision fp32 \
+     --card-outputs fp32)
 fi
 
 # 6. The table; native log lines that reached the terminal (issue 34: they belong in each run's native.log).
