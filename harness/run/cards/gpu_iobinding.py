@@ -147,7 +147,10 @@ def capture_hazards(model: Any, batch: int = 2) -> list[str]:
         dims = value.type.tensor_type.shape.dim
         if dims and not dims[0].HasField("dim_value"):
             dims[0].dim_value = batch
-    inferred = shape_inference.infer_shapes(slim).graph
+    try:
+        inferred = shape_inference.infer_shapes(slim).graph
+    except Exception as exc:  # onnx raises its own errors: a MatMul's path then cannot be excluded
+        return [*found, f"the graph's shapes, which onnx cannot infer ({type(exc).__name__})"]
     shapes = {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
               for v in (*inferred.value_info, *inferred.input, *inferred.output)}
     shapes.update({i.name: list(i.dims) for i in graph.initializer})
