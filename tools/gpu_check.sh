@@ -76,7 +76,7 @@ appliance topology detect --cards "$cards" | tee "$out/topology.txt"
 # H100 (2026-11-27: yolo-99 FP32 with FP32 outputs, 2 cards, batch 16, accuracy mode, CUDA error 700), with graphs
 # forced on (APPLIANCE_CUDA_GRAPH=1; by default the card's graph rule keeps them off for it). A crash, a hang or an
 # error costs this one row (yolo-graph.txt), never the rest of the check: the row is what lets
-# gpu_iobinding.GRAPHS_REFUTED be dropped (VALID accuracy here) or kept (aborted).
+# the yolo records' graphs_faulted (harness/data/benchmarks.py) be dropped (VALID accuracy here) or kept (aborted).
 ycards=cuda:allx2; ybatch=${YOLO_BATCH:-16}; yrow="$out/yolo-graph.txt"
 ysamples=${YOLO_SAMPLES:-32}
 [ "$backend" = onnxruntime ] && { ycards=auto; ybatch=1; ysamples=${YOLO_SAMPLES:-2}; }  # YOLO11l: seconds an image

@@ -50,7 +50,8 @@ read memory the capture no longer owns, and a GPU card with either runs without 
 The YOLO11l FP32 model with FP32 outputs has neither (tests/test_graph_rule.py), yet its replay faulted with
 CUDA error 700 on the H100 (2026-11-27); an error 700 is sticky, the process aborts in the provider's teardown
 (cudaGraphExecDestroy throws in a destructor), so no in-process check can catch it. Hence graphs are on by
-default only for a (benchmark, precision, outputs) a GPU run has replayed (`GRAPHS_PROVEN`); elsewhere off,
+default only for a (precision, outputs) of a benchmark a GPU run has replayed (its record's
+`graphs_replayed`); elsewhere off,
 and tools/gpu_check.sh tries the formerly crashing case first, in a child process, to prove or refute it.
 
 Escape hatches, recorded in the manifest: APPLIANCE_CUDA_GRAPH=0 (no graphs) or =1 (graphs even where not proven,
@@ -84,7 +85,7 @@ from harness.run.cards.provider_options import SEARCHES
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
-__all__ = ["GRAPHS_PROVEN", "GRAPHS_REFUTED", "GRAPH_ENV", "REPLAY_TOLERANCE", "SEARCH_ENV", "STREAM_ENV", "WARM_RUNS",
+__all__ = ["GRAPH_ENV", "REPLAY_TOLERANCE", "SEARCH_ENV", "STREAM_ENV", "WARM_RUNS",
            "IoBindingCard", "binding_problem", "capture_hazards", "check_outputs", "cuda_settings", "graph_rule",
            "u8_model"]
 
@@ -109,19 +110,6 @@ def cuda_settings() -> dict[str, Any]:
             "user_stream": os.environ.get(STREAM_ENV, "1") != "0", "cudnn_conv_algo_search": search}
 
 
-# (benchmark, precision, output dtypes) -> the GPU run that captured and replayed it: graphs on by default
-GRAPHS_PROVEN = {
-    ("resnet50", "fp32", ("int64", "float32")): "H100, 2026-11-27: gpu_check fp32 Offline, Server, SingleStream, "
-                                                "accuracy VALID under graphs",
-    ("resnet50", "fp16", ("int64", "float32")): "H100, 2026-11-27: gpu_check and gpu_bench fp16 runs VALID under "
-                                                "graphs",
-    ("yolo-99", "fp16", ("float16",)): "H100, 2026-11-27: gpu_bench yolo-99 Offline, accuracy, SingleStream "
-                                       "(fp16 outputs, 2 cards, batch 16) under graphs",
-}
-GRAPHS_REFUTED = {  # the configurations whose replay faulted on a GPU: off even where asked, unless forced
-    ("yolo-99", "fp32", ("float32",)): "its replay faulted on the H100, 2026-11-27 (CUDA error 700, cuda_graph.cc, "
-                                       "2 cards, batch 16, accuracy mode)",
-}
 _DATA_SHAPED = {"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan"}
 
 
@@ -189,15 +177,18 @@ def graph_rule(model: Any, benchmark: str, precision: str, out_types: tuple[str,
     hazards = capture_hazards(model)
     if hazards:
         return False, "no CUDA graphs: a replay would get " + "; ".join(hazards[:3]) + " wrong"
-    key = (benchmark, precision, out_types)
+    record = benchmarks.get(benchmark) if benchmark else None  # the GPU runs: the benchmark record's facts
+    replayed = {(p, o): run for p, o, run in (record.graphs_replayed if record else ())}
+    faulted = {(p, o): run for p, o, run in (record.graphs_faulted if record else ())}
+    key = (precision, out_types)
     if asked:
         return True, f"{GRAPH_ENV}=1 (no hazard found in the graph)" + \
-            (f"; note: {GRAPHS_REFUTED[key]}" if key in GRAPHS_REFUTED else "")
-    if key in GRAPHS_PROVEN:
-        return True, f"proven: {GRAPHS_PROVEN[key]}"
+            (f"; note: {faulted[key]}" if key in faulted else "")
+    if key in replayed:
+        return True, f"proven: {replayed[key]}"
     outputs = "/".join(out_types)
-    if key in GRAPHS_REFUTED:
-        return False, f"no CUDA graphs: {benchmark} {precision} with {outputs} outputs: {GRAPHS_REFUTED[key]}"
+    if key in faulted:
+        return False, f"no CUDA graphs: {benchmark} {precision} with {outputs} outputs: {faulted[key]}"
     return False, (f"no CUDA graphs: {benchmark} {precision} with {outputs} outputs has not been replayed on a GPU "
                    f"({GRAPH_ENV}=1 to try)")
 
