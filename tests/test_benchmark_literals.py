@@ -12,8 +12,11 @@ from harness.data import benchmarks
 
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 ALLOWED_DIR = ROOT / "data"  # the catalogue and what it is made of
-# (file relative to harness/, literal): each with its reason. Empty: nothing needs one today.
-ALLOW: dict[tuple[str, str], str] = {}
+# (file relative to harness/, literal): each with its reason.
+ALLOW: dict[tuple[str, str], str] = {
+    ("audit/submission/rounds.py", "resnet50"): "the official checker's folder-name guess (get_mlperf_model): a "
+    "substring it looks for in others' folder names, not a fact of our benchmark record",
+}
 
 
 def benchmark_names() -> frozenset[str]:

@@ -40,7 +40,7 @@ from harness.run.cards.spec import BackendSpec
 from harness.run.plan import _per_gpu
 from harness.run.qsl import ReplicaRows, SampleLibrary, row_runs
 from harness.run.sut import CardSlot, SystemUnderTest
-from harness.tune.search import GPU_BATCHES, Sweep
+from harness.tune.search import GPU_BATCHES, GPU_COARSE, Sweep
 
 BENCH = benchmarks.get("resnet50")
 
@@ -211,7 +211,7 @@ def test_cpu_ortvalues_are_really_bound_not_copied_by_run():
 
 
 def test_cuda_settings_escape_hatches(monkeypatch):
-    assert cuda_settings() == {"cuda_graph": True, "user_stream": True, "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    assert cuda_settings() == {"cuda_graph": None, "user_stream": True, "cudnn_conv_algo_search": "EXHAUSTIVE"}
     monkeypatch.setenv("APPLIANCE_CUDA_GRAPH", "0")
     monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "heuristic")
     assert cuda_settings()["cuda_graph"] is False and cuda_settings()["cudnn_conv_algo_search"] == "HEURISTIC"
@@ -597,9 +597,9 @@ def test_tune_grid_on_gpus_is_precision_x_batch_x_cards_per_gpu():
     sweep = Sweep(("fp32", "fp16"), ("onnxruntime-cuda",), None)
     got = sweep.candidates()
     assert {c for c, *_ in got} == {"cuda:allx1", "cuda:allx2", "cuda:allx3", "cuda:allx4"}
-    assert {n for _, _, _, n, _, _ in got} == set(GPU_BATCHES) and max(GPU_BATCHES) == 1024
-    assert {o for *_, o in got} == {"prefer_nhwc=0", "prefer_nhwc=1"}  # provider options (issue 36)
-    assert len(got) == 2 * len(GPU_BATCHES) * 4 * 2
+    assert {n for _, _, _, n, _, _ in got} == set(GPU_COARSE) and max(GPU_BATCHES) == 1024  # coarse (issue 43)
+    assert {o for *_, o in got} == {"prefer_nhwc=1"}  # NHWC first; the other set refines (issue 36, 43)
+    assert len(got) == 2 * len(GPU_COARSE) * 4
     # a CPU backend keeps its layouts; an explicit GPU layout is timed as given
     assert {c for c, *_ in Sweep(("fp32",), ("onnxruntime",), None).candidates()} == {"auto"}
     assert {c for c, *_ in Sweep(("fp16",), ("onnxruntime-cuda",), (64,), layouts=("cuda:0x2",)).candidates()} \

@@ -61,6 +61,10 @@ def main() -> None:
 
     import onnxruntime as ort
 
+    from harness.core.native_lines import quiet_at_source, routed
+
+    quiet_at_source()  # before cuDNN loads (preload_dlls)
+
     from harness.data import benchmarks, concrete
     from harness.records import store
     from harness.records.layout import Layout, read_model_record
@@ -99,10 +103,11 @@ def main() -> None:
             barrier.abort()
 
     threads = [threading.Thread(target=loop) for _ in range(a.sessions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with routed(a.data_dir, "native-gpu_baseline.log", lambda line: print(line, file=sys.stderr)):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if errors:
         print(f"gpu_baseline: {type(errors[0]).__name__}: {str(errors[0]).splitlines()[0][:300]}", file=sys.stderr)
         raise SystemExit(1)

@@ -13,7 +13,8 @@
 #   Server max valid QPS / Offline: tune searches batches down to 1 by the ideal queue, and `--server-search`
 #     confirms its choice with short LoadGen runs; the tuned target (the Server run reads it from the record), then once
 #     more at 0.92 x Offline if the target was VALID and lower, or at 80% of it if INVALID; SingleStream p90;
-#   per-GPU Offline as a fraction of NVIDIA's TensorRT H100 figure (87,970 samples/s, DGX-H100 v4.0);
+#   per-GPU Offline as a fraction of NVIDIA's TensorRT figure for the GPU (H200: 94,620 samples/s, v4.1; H100:
+#     87,970, DGX-H100 v4.0), every figure labelled with the GPU's name;
 #   YOLO11l (yolo-99) tuned on the same grid (batch, cards per GPU, NHWC; SingleStream: one card, batch 1 in its own
 #     CUDA graph), Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
 #     mAP in accuracy mode (tuned precision with fp16 outputs, and FP32 end to end: the data path's fidelity), the
@@ -26,7 +27,7 @@
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes
 # Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
 # run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
-# default fp16 on a GPU), BATCHES (default 1,8,32,128,512 on a GPU), LAYOUTS (default cuda:allx1,cuda:allx2),
+# default fp16 on a GPU), BATCHES (a GPU: unset, tune's coarse grid refined around the best), LAYOUTS (default cuda:allx1,cuda:allx2),
 # YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
 # YOLO_CARDS (cuda:allx2) and YOLO_BATCH (16) without a YOLO record, PEER_BATCHES (256,512), BUDGET_S (seconds this call may take, default 540 of the device
 # tool's 600: steps that would not fit are skipped, most needed first, and the table is always written), PYTHON.
@@ -60,7 +61,7 @@ if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, throu
   export APPLIANCE_IO_BINDING=1
 else
   samples=${SAMPLES:-500}; yolo_samples=${YOLO_SAMPLES:-64}; precisions=${PRECISIONS:-fp16}
-  batches=${BATCHES:-1,8,32,128,512}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda
+  batches=${BATCHES:-}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda  # no BATCHES: tune's coarse grid
   ybatches=${YOLO_BATCHES:-1,16,32}; ylayouts=${YOLO_LAYOUTS:-cuda:allx1,cuda:allx2}
   peer_batches=${PEER_BATCHES:-256,512}
   yolo_count=()
@@ -102,23 +103,27 @@ tuned=$data/tuned/resnet50-bench.json
 rm -f "$tuned"
 search=()  # Server confirmed by short LoadGen runs, when the budget has room for them after tune
 room 420 "tune --server-search" && search=(--server-search)
-say "tune resnet50: --precisions $precisions --batch-sizes $batches --cards $layouts ${search[*]}"
-tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" --batch-sizes "$batches"
+last_batch=${batches##*,}; last_batch=${last_batch:-512}  # without a tuned record, the runs' batch
+grid=(); [ -n "$batches" ] && grid=(--batch-sizes "$batches")  # none: coarse (8, 64, 512), refined around the best
+say "tune resnet50: --precisions $precisions ${grid[*]:-(coarse, then refined)} --cards $layouts ${search[*]}"
+tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" "${grid[@]}"
       --cards "$layouts" -s Offline -s Server -s SingleStream "${search[@]}" -o "$tuned" -q)
 graph=()
 limit() { local s; s=$(left "${1:-240}"); echo $(( s < 30 ? 30 : s )); }  # tune's share: all but $1 s of the budget
-rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || rc=$?; cat "$out/tune.txt"
+# tune's stdout (its table) to tune.txt and shown; its stderr straight to the terminal: tune routes the native
+# lines itself (native-tune.log beside the record), so this log counts only those that escaped it
+rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" || rc=$?; cat "$out/tune.txt"
 if [ "$rc" = 124 ]; then
   say "tune ran out of its share of the budget"
 elif [ "$rc" != 0 ] && room 400 "tune again without CUDA graphs"; then  # one shot: without graphs rather than nothing
   say "tune failed; again without CUDA graphs (APPLIANCE_CUDA_GRAPH=0), which every later step then uses"
   export APPLIANCE_CUDA_GRAPH=0; graph=(--no-graph)
-  timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" 2>&1 || true; cat "$out/tune.txt"
+  timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" || true; cat "$out/tune.txt"
 fi
 if [ -f "$tuned" ]; then
   choice=(--tuned "$tuned")
 else  # no tuned record: the first precision, the largest batch, two cards per GPU (one on the CPU)
-  choice=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "${batches##*,}"
+  choice=(--backend "$backend" --precision "${precisions%%,*}" --batch-size "$last_batch"
           --cards "$( [ "$device" = cuda ] && echo cuda:allx2 || echo auto )")
   say "no tuned record: the runs use ${choice[*]}"
 fi
@@ -142,7 +147,7 @@ if room $((duration / 1000 + 45)) "resnet50 Offline (the default command)"; then
 fi
 # what Offline ran (precision, batch, cards per GPU): the baseline runs the same
 read -r choice_precision choice_batch per_gpu <<<"$("$py" - "$work-offline.json" "${precisions%%,*}" \
-  "${batches##*,}" <<'PY'
+  "$last_batch" <<'PY'
 import json, pathlib, re, sys
 try:
     m = json.loads((pathlib.Path(json.load(open(sys.argv[1]))[0]["path"]) / "manifest.json").read_text())
@@ -182,10 +187,12 @@ ytuned=$ydata/tuned/yolo-99-bench.json
 rm -f "$ytuned"
 if [ "$yolo" = 1 ] && room 200 "tune yolo-99"; then  # the same grid: batch, cards per GPU, NHWC (the CUDA provider's)
   ytp=${YOLO_PRECISIONS:-fp32}
-  say "tune yolo-99: --precisions $ytp --batch-sizes $ybatches --cards $ylayouts"
+  say "tune yolo-99: --precisions $ytp --batch-sizes $ybatches --cards $ylayouts --card-outputs quantised"
+  # the outputs the YOLO runs below return (quantised: fp16), so tune times the configuration they run
   timeout "$(limit 120)" "$py" -m harness.cli tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
-    --precisions "$ytp" --batch-sizes "$ybatches" --cards "$ylayouts" -s Offline -s SingleStream -o "$ytuned" -q \
-    >"$out/yolo-tune.txt" 2>&1 || echo "gpu_bench: tune yolo-99 failed; the runs use --cards $ycards, batch $ybatch"
+    --precisions "$ytp" --batch-sizes "$ybatches" --cards "$ylayouts" --card-outputs quantised \
+    -s Offline -s SingleStream -o "$ytuned" -q \
+    >"$out/yolo-tune.txt" || echo "gpu_bench: tune yolo-99 failed; the runs use --cards $ycards, batch $ybatch"
   cat "$out/yolo-tune.txt"
 fi
 if [ -f "$ytuned" ]; then ychoice=(--tuned "$ytuned"); ybatchopt=(); else
@@ -236,9 +243,11 @@ fi
 
 # 5. On a GPU, last (it may abort): the FP32 YOLO11l under CUDA graphs on one card, to tell "two sessions capturing
 # on one GPU" from "this graph"; the card now checks each bound buffer and a replay against a regular run at load.
+# Graphs forced (APPLIANCE_CUDA_GRAPH=1): the card's rule keeps them off for this configuration since issue 43.
 if [ "$device" = cuda ]; then
-  yrun Offline yolo-fp32-graphs-1card 60 --batch-size "$ybatch" --cards cuda:allx1 --mode accuracy --precision fp32 \
-    --card-outputs fp32
+  (export APPLIANCE_CUDA_GRAPH=1
+   yrun Offline yolo-fp32-graphs-1card 60 --batch-size "$ybatch" --cards cuda:allx1 --mode accuracy --precision fp32 \
+     --card-outputs fp32)
 fi
 
 # 6. The table; native log lines that reached the terminal (issue 34: they belong in each run's native.log).

@@ -12,7 +12,8 @@
 #   tools/gpu_check.sh --backend onnxruntime    the rehearsal on a machine without a GPU: CPU-emulated cards,
 #                                               the interpreter's own packages (PYTHON=.venv/bin/python)
 # Environment: SAMPLES (prepared images, default 500), DURATION_MS (per performance run, default 5000),
-# BATCH (Offline / Server batch size, default the benchmark's), DATA (data dir, default /tmp/gpu-check-data).
+# BATCH (Offline / Server batch size, default the benchmark's), DATA (data dir, default /tmp/gpu-check-data),
+# YOLO_SAMPLES (default 32), YOLO_BATCH (default 16), YOLO_S (the YOLO graph row's run at most, default 150).
 # Sized for a few minutes on 16 cores: prepare about a minute, eight runs of DURATION_MS plus loading; BUDGET_S
 # (default 540 of the device tool's 600) skips the runs that would not fit, and the summary says which.
 set -euo pipefail
@@ -32,6 +33,7 @@ wheels=/tmp/gpu-wheels
 data=${DATA:-/tmp/gpu-check-data}
 samples=${SAMPLES:-500}
 duration=${DURATION_MS:-5000}
+YOLO_S=${YOLO_S:-150}  # the yolo-99 graph row's run, at most (a hang is a row too)
 py=${PYTHON:-python3}
 mkdir -p "$out" "$wheels"
 exec > >(tee -a "$out/check.log") 2>&1
@@ -70,12 +72,50 @@ cards=auto
 say "appliance topology detect --cards $cards"
 appliance topology detect --cards "$cards" | tee "$out/topology.txt"
 
-# 3. ResNet50 at fp32 and fp16 (fp16's agreement with FP32 measured on the CPU).
+# 3. First, in a child process of its own: the configuration whose CUDA-graph replay aborted the process on the
+# H100 (2026-11-27: yolo-99 FP32 with FP32 outputs, 2 cards, batch 16, accuracy mode, CUDA error 700), with graphs
+# forced on (APPLIANCE_CUDA_GRAPH=1; by default the card's graph rule keeps them off for it). A crash, a hang or an
+# error costs this one row (yolo-graph.txt), never the rest of the check: the row is what lets
+# the yolo records' graphs_faulted (harness/data/benchmarks.py) be dropped (VALID accuracy here) or kept (aborted).
+ycards=cuda:allx2; ybatch=${YOLO_BATCH:-16}; yrow="$out/yolo-graph.txt"
+ysamples=${YOLO_SAMPLES:-32}
+[ "$backend" = onnxruntime ] && { ycards=auto; ybatch=1; ysamples=${YOLO_SAMPLES:-2}; }  # YOLO11l: seconds an image
+if room $((YOLO_S + 60)) "yolo-99 FP32 outputs under CUDA graphs (child process)"; then
+  say "yolo-99 fp32, fp32 outputs, CUDA graphs forced, $ycards batch $ybatch, accuracy (child process)"
+  ydata=$data-yolo
+  rc=0
+  ( appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$ysamples" -q &&
+    APPLIANCE_CUDA_GRAPH=1 APPLIANCE_IO_BINDING=1 timeout "$YOLO_S" "$py" -m harness.cli run --benchmark yolo-99 --data-dir "$ydata" \
+      --results /tmp/gpu-check-yolo --backend "$backend" --cards "$ycards" --batch-size "$ybatch" --precision fp32 \
+      --card-outputs fp32 --mode accuracy --json -q >"$out/run-yolo-graph.json" ) || rc=$?
+  "$py" - "$out/run-yolo-graph.json" "$rc" <<'PY' | tee "$yrow"
+import json, pathlib, signal, sys
+rc = int(sys.argv[2])
+what = "yolo-99 fp32, fp32 outputs, CUDA graphs forced (child process)"
+if rc > 128:
+    print(f"{what}: ABORTED by {signal.Signals(rc - 128).name} (the 2026-11-27 fault; graphs stay off by rule)")
+elif rc == 124:
+    print(f"{what}: TIMED OUT (hung; graphs stay off by rule)")
+elif rc:
+    print(f"{what}: FAILED, exit {rc} (its line is above)")
+else:
+    try:
+        (o,) = json.loads(pathlib.Path(sys.argv[1]).read_text())
+        m = json.loads((pathlib.Path(o["path"]) / "manifest.json").read_text())
+        io = m["cards"][0].get("io_binding") or {}
+        print(f"{what}: {o['accuracy']}; cuda_graph {io.get('cuda_graph')} ({io.get('graph_rule', '-')})")
+    except (OSError, ValueError, LookupError, TypeError) as exc:
+        print(f"{what}: exit 0 but no manifest ({type(exc).__name__})")
+PY
+  rm -f "$out/run-yolo-graph.json"
+fi
+
+# 4. ResNet50 at fp32 and fp16 (fp16's agreement with FP32 measured on the CPU).
 say "prepare resnet50 ($samples images), fp32 and fp16"
 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision fp16 -q | tee "$out/fp16.txt"
 
-# 4. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
+# 5. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
 results=/tmp/gpu-check-results
 rm -rf "$results"
 rm -f "$out"/run-*.json "$out/skipped.txt"
@@ -94,7 +134,7 @@ for precision in fp32 fp16; do  # each step within the call's budget (room, tool
     || echo "gpu_check: $precision accuracy failed (its line is above)"
 done
 
-# 5. The summary: one row per run, with the manifest's card and GPU.
+# 6. The summary: one row per run, with the manifest's card and GPU.
 say "summary"
 "$py" - "$out" "$backend" <<'PY'
 import json, pathlib, sys
@@ -134,6 +174,9 @@ for r in rows:
 log = (out / "check.log").read_text(errors="replace")
 native = sum(1 for line in log.splitlines() if "[E:onnxruntime" in line or "[W:onnxruntime" in line)
 lines.append(f"native log lines on the terminal: {native} (expected 0)")
+yolo = out / "yolo-graph.txt"
+if yolo.is_file():
+    lines.append(yolo.read_text().strip())
 if skipped.is_file():
     lines += [f"{line}: skipped, out of the call's budget" for line in skipped.read_text().splitlines()]
 text = "\n".join(lines)

@@ -17,6 +17,7 @@ from harness import __version__
 from harness.audit.compliance import TESTS
 from harness.core import progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
+from harness.core.native_lines import routed
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
@@ -144,7 +145,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
     layout = Layout(ensure_writable_dir(data_dir, "data folder"), bench)
     sweep_leftovers(layout, click.echo)
     check_space(layout, space_needed(layout, samples, source, precision, model_file, fetch))
-    with disk_faults_as_errors(layout):
+    with disk_faults_as_errors(layout), routed(data_dir, "native-prepare.log", click.echo):
         _prepare(layout, samples, source, model_file, fetch, precision, calibration_list)
     click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
                + (f" --precision {precision}" if precision != "fp32" else "")
@@ -377,6 +378,10 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
                    "repeat for several, '' for the provider's defaults [default: prefer_nhwc=0 and prefer_nhwc=1]. "
                    "Example: --provider-options prefer_nhwc=1 --provider-options 'prefer_nhwc=1 "
                    "cudnn_conv_algo_search=HEURISTIC'")
+@click.option("--card-outputs", type=click.Choice(CARD_OUTPUTS), default="fp32", show_default=True,
+              help="What the cards return, as for `appliance run --card-outputs` (detection: quantised outputs "
+                   "cross PCIe at half the bytes or less); a run of the record should give the same. "
+                   "Example: appliance tune -b yolo-99 --card-outputs quantised")
 @click.option("--server-search", is_flag=True,
               help="Confirm the Server choice with short LoadGen Server runs (a bisection on target_qps from the "
                    "ideal queue's figure); the record keeps both figures.")
@@ -387,8 +392,8 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes: tuple[int, ...] | None,
          backends: tuple[str, ...] | None, requests: tuple[int, ...], precisions: tuple[str, ...] | None,
-         layouts: tuple[str, ...], option_sets: tuple[str, ...], server_search: bool, output: Path | None,
-         as_json: bool, quiet: bool) -> None:
+         layouts: tuple[str, ...], option_sets: tuple[str, ...], card_outputs: str, server_search: bool,
+         output: Path | None, as_json: bool, quiet: bool) -> None:
     """Time each card layout x precision x backend x batch size x requests per card on this machine and choose
     per scenario.
 
@@ -406,6 +411,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
       appliance tune --backends openvino --requests 1,2,4 && appliance run --backend auto
       appliance tune --precisions fp32,int8 && appliance run --backend auto
       appliance tune --backends openvino --cards emulate:1,emulate:4,emulate:8 -s Server
+      appliance tune -b yolo-99 --card-outputs quantised -s Offline
       appliance run --backend auto --precision fp32     # the best fp32 candidate of the same record
     """
     import json as _json
@@ -419,8 +425,11 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
     sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
                   batch_sizes or None, requests, tuple(dict.fromkeys(layouts)),
-                  tuple(dict.fromkeys(map(canonical, option_sets))) or None)
-    path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search)
+                  tuple(dict.fromkeys(map(canonical, option_sets))) or None, card_outputs)
+    folder = (output or Layout(data_dir, bench).tuned).parent
+    with routed(folder, "native-tune.log", lambda line: click.echo(line, err=as_json)):
+        path, record = run_tune(bench.name, data_dir, chosen, sweep, output, server_search,
+                                lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(_json.dumps(record.to_json(), indent=2, sort_keys=True))
     else:

@@ -10,6 +10,13 @@ shown as well (a CUDA failure, an illegal address, `terminate called`). Everythi
 appliance's own lines, progress bars with their carriage returns) passes through at once, byte for byte. A
 process, not a thread: if the appliance dies (abort), the filter still drains the pipe, so the last words
 reach the terminal.
+
+What the libraries let us stop at the source is stopped before they load (`quiet_at_source`): cuDNN 9's own
+logging (CUDNN_LOGLEVEL_DBG, which replaces cuDNN 8's CUDNN_LOGINFO_DBG / LOGWARN / LOGERR) and the cuDNN
+frontend's (CUDNN_FRONTEND_LOG_INFO) off unless the user set them, onnxruntime's default logger at ERROR (its
+warnings, e.g. the plugin-EP lookup, are not written at all). The frontend's "No execution plans support the
+graph" comes through onnxruntime's ERROR severity (cudnn_fe_call.cc), which must stay on for real errors: it is
+filtered. Every command that starts a session routes fd 2 (`routed`): run, tune, prepare, tools/gpu_baseline.py.
 """
 
 from __future__ import annotations
@@ -19,10 +26,15 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.core import inbound
 from harness.core.outbound import move_into_place
+
+__all__ = ["HARMLESS", "ORT_ERROR", "QUIET_ENV", "Route", "filter_stream", "harmless", "native", "quiet_at_source",
+           "routed"]
 
 # a native log line starts with a colour escape or onnxruntime's timestamp
 _NATIVE_START = re.compile(rb"^(?:\x1b\[[0-9;]*m)?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[[VIWEF]:")
@@ -36,6 +48,34 @@ HARMLESS = (
 )
 _HARMLESS = re.compile(b"|".join(HARMLESS))
 _ESCAPES = re.compile(rb"\x1b\[[0-9;]*m")
+
+
+QUIET_ENV = {"CUDNN_LOGLEVEL_DBG": "0", "CUDNN_FRONTEND_LOG_INFO": "0"}  # cuDNN 9, cuDNN frontend: no own log
+ORT_ERROR = 3  # onnxruntime's severity ERROR: warnings and below never written
+
+
+def quiet_at_source() -> None:
+    """The libraries' own logging off where they allow it (see the module's docstring); a value the user set
+    stays. Before the first session, and before cuDNN loads (it reads its variables once)."""
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(ORT_ERROR)
+
+
+@contextlib.contextmanager
+def routed(folder: Path | None, name: str, echo: Callable[[str], None]) -> Iterator[Route]:
+    """fd 2 through the filter while a command's sessions run (`quiet_at_source` first); the native lines end in
+    `folder`/`name` (None, or no line: dropped), and one terminal line says where and how many."""
+    quiet_at_source()
+    route = Route(Path(tempfile.gettempdir()) / f"appliance-{os.getpid()}-{name}", file=name).start()
+    try:
+        yield route
+    finally:
+        kept = route.keep(folder if folder is not None and folder.is_dir() else None)
+        if kept and folder is not None:
+            echo(route.summary(str(folder / name)))
 
 
 def harmless(line: bytes) -> bool:
@@ -82,8 +122,8 @@ class Route:
 
     FILE = "native.log"
 
-    def __init__(self, log_path: Path, enabled: bool = True) -> None:
-        self.path, self.enabled = log_path, enabled
+    def __init__(self, log_path: Path, enabled: bool = True, file: str = FILE) -> None:
+        self.path, self.enabled, self.file = log_path, enabled, file
         self.lines = self.shown = 0
         self._saved: int | None = None
         self._child: subprocess.Popen[bytes] | None = None
@@ -132,8 +172,8 @@ class Route:
         if folder is None or not self.lines:
             self.path.unlink(missing_ok=True)
             return None
-        move_into_place(self.path, folder / self.FILE)
-        return {"file": self.FILE, "lines": self.lines, "shown_on_terminal": self.shown}
+        move_into_place(self.path, folder / self.file)
+        return {"file": self.file, "lines": self.lines, "shown_on_terminal": self.shown}
 
     def summary(self, where: str) -> str:
         """The one terminal line: how many native lines, where they are, how many were also shown."""

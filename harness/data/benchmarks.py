@@ -66,6 +66,10 @@ def _resnet50() -> Benchmark:
         test01_sampling_target=4096,  # compliance/TEST01/resnet50/audit.config
         params_reference=25.6e6, gops_reference=7.8, official_models=RESNET50_MODELS,
         default_batch=8, gpu_batch=512, output_specs=(((), "int64"), ((resnet50.NUM_CLASSES,), "float32")),
+        graphs_replayed=(("fp32", ("int64", "float32"), "H100, 2026-11-27: gpu_check fp32 Offline, Server, "
+                                                        "SingleStream, accuracy VALID under graphs"),
+                         ("fp16", ("int64", "float32"), "H100, 2026-11-27: gpu_check and gpu_bench fp16 runs VALID "
+                                                        "under graphs")),
         build_model=resnet50.build, preprocess=imagenet.preprocess, encode_response=FixedWidth(1, _argmax_into),
         preprocessing="MLCommons reference: BGR->RGB, INTER_AREA resize of the short side to 256, centre crop 224",
         accuracy=top1.SCORER,
@@ -243,6 +247,10 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             # Ultralytics' published yolo11l: 25.3M parameters, 86.9 GFLOPs at 640
             params_reference=25.3e6, gops_reference=86.9, official_models=(YOLO11L_MODEL,), default_batch=1,
             gpu_batch=32, checker_dataset_size=1525, offline_min_samples_per_query=1525,
+            graphs_replayed=(("fp16", ("float16",), "H100, 2026-11-27: gpu_bench yolo-99 Offline, accuracy, "
+                                                    "SingleStream (fp16 outputs, 2 cards, batch 16) under graphs"),),
+            graphs_faulted=(("fp32", ("float32",), "its replay faulted on the H100, 2026-11-27 (CUDA error 700, "
+                                                   "cuda_graph.cc, 2 cards, batch 16, accuracy mode)"),),
             compliance_tests=("TEST01",), test01_sampling_target=64,
             min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},
             datacenter_scenarios=(),

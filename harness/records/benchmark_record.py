@@ -217,6 +217,10 @@ class Benchmark:
     min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
     # Offline batch of a GPU card without a tuned record, before the memory cap (harness.run.gpu_defaults)
     gpu_batch: int = 64
+    # CUDA graphs (harness.run.cards.gpu_iobinding.graph_rule): (precision, output dtypes, the GPU run) that a GPU
+    # captured and replayed, and those whose replay faulted there
+    graphs_replayed: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    graphs_faulted: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     # the official submission checker's model name for a tree folder of this benchmark, when it differs from
     # `name` (its model_mapping: resnet50 -> resnet); the submission rounds are keyed by it
     checker_name: str = ""

@@ -113,6 +113,7 @@ def resolve(opts: RunOptions) -> RunPlan:
 
     if opts.system_name is not None:
         plain_name(opts.system_name, "--system")  # a folder of --results, never a path out of it
+    options_given = opts.provider_options is not None  # '' too: the provider's defaults, asked for
     opts, choice = tuned_choice.resolve(opts)
     bench = benchmarks.get(opts.benchmark)
     backends.get(opts.backend)  # an unknown one: one line naming the backends
@@ -136,6 +137,11 @@ def resolve(opts: RunOptions) -> RunPlan:
     if opts.provider_options:  # refused in one line for a provider that takes none
         provider_options.build(str(backends.get(cards.backend).provider), opts.provider_options)
         cards = replace(cards, provider_options=opts.provider_options)
+    elif choice.tuned is None and not options_given and cards.gpus:  # the GPU rule's (gpu_defaults)
+        default, why = gpu_defaults.provider_options(backends.get(cards.backend).provider)
+        if default:
+            cards = replace(cards, provider_options=default)
+            choice = replace(choice, provider_options=default, why=f"{choice.why}; {why}")
     if model.inference_precision:  # bf16: only where a backend and this CPU compute it
         from harness.hw import bf16_support
         backends.check_computes(cards.backend, "bf16")

@@ -28,7 +28,7 @@ from harness.core import inbound, leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
 from harness.core.fsutil import disk_fault, sha256_file, tmp_prefix
-from harness.core.native_lines import Route
+from harness.core.native_lines import Route, quiet_at_source
 from harness.core.outbound import atomic_write_text
 from harness.core.scenarios import Mode, Scenario
 from harness.core.sysfs import format_cpulist
@@ -242,6 +242,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     if p.folder.is_dir():
         rundirs.recover(p.folder, echo)  # accuracy / compliance folders left by killed processes
     rundirs.check_free_space(p.folder, _log_bytes(p), f"this {p.scenario} {p.mode} run")
+    quiet_at_source()
     sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
     # onnxruntime's and CUDA's own log lines: into the run's native.log, off the terminal (harness.core.native_lines)
     native = Route(Path(tempfile.gettempdir()) / f"{tmp_prefix('native-log')}log",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +40,7 @@ from harness.records.benchmark_record import Benchmark
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.model_record import ModelRecord, eligibility
 from harness.records.tuned import Measured
+from harness.run import gpu_defaults
 from harness.run.cards import backends, provider_options
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
 from harness.run.options import RunOptions
@@ -46,12 +48,38 @@ from harness.run.plan import check_buffer_memory, plan_cards
 from harness.run.runner import default_max_wait_s, make_sut
 from harness.tune import server_search
 
-__all__ = ["CONF_HEAD", "CPU_BATCHES", "DEADLINE_FRACTIONS", "DEFAULT_REQUESTS", "DEFAULT_SCENARIOS", "GPU_BATCHES",
-           "METHOD", "Candidate", "Measured", "Sweep", "available_backends", "choose", "prepared_precisions",
-           "server_choice", "server_qps", "summary", "tune", "user_conf_text"]
+__all__ = [
+    "CONF_HEAD",
+    "CPU_BATCHES",
+    "DEADLINE_FRACTIONS",
+    "DEFAULT_REQUESTS",
+    "DEFAULT_SCENARIOS",
+    "GPU_BATCHES",
+    "GPU_COARSE",
+    "GPU_SECONDS",
+    "METHOD",
+    "Candidate",
+    "Measured",
+    "Sweep",
+    "available_backends",
+    "choose",
+    "expected",
+    "prepared_precisions",
+    "server_choice",
+    "server_qps",
+    "summary",
+    "tune",
+    "user_conf_text",
+]
 
 CPU_BATCHES = (1, 2, 4, 8, 16)
 GPU_BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)  # a GPU card's batches, up to what its memory holds
+# without --batch-sizes a GPU backend is timed coarse first (these batches, the preferred option set only), then
+# refined around the best Offline and Server candidates (the batches either side in GPU_BATCHES, the other option
+# sets at the best batch): about 4 + 3 per layout instead of 8 x 2 (issue 43: 64 candidates, each a session with
+# an exhaustive cuDNN search, did not fit a 15-minute GPU loan)
+GPU_COARSE = (8, 64, 512)
+GPU_SECONDS = 6  # per GPU candidate, about: the H100 (2026-11-27) timed 6 ResNet50 fp16 candidates in 32 s
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
 DEADLINE_FRACTIONS = (0.02, 0.05, 0.1, 0.2)  # Server: fixed batching deadlines tried, as fractions of the bound
@@ -86,15 +114,44 @@ class Sweep:
     requests: tuple[int, ...] = DEFAULT_REQUESTS
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
     options: tuple[str, ...] | None = None  # provider option sets; None: each backend record's `tune_options`
+    card_outputs: str = "fp32"  # what the cards return (`run --card-outputs`): YOLO's fp16 outputs, say
 
     def candidates(self) -> list[Candidate]:
-        """Every combination, less the precisions meant for other backends (the backends' records)."""
+        """Every combination, less the precisions meant for other backends (the backends' records); a GPU backend
+        without --batch-sizes: the coarse round (GPU_COARSE, the preferred option set), `refinements` next."""
         return [(c, p, b, n, r, o) for layout in self.layouts for p in self.precisions for b in self.backends
                 if backends.get(b).computes(p)
                 for c in gpu_plan.tune_layouts(layout, backends.get(b).gpu)
-                for n in (self.batches or (GPU_BATCHES if backends.get(b).gpu else CPU_BATCHES))
+                for n in (self.batches or (GPU_COARSE if backends.get(b).gpu else CPU_BATCHES))
                 for r in (self.requests if backends.get(b).requests else (1,))
-                for o in self.option_sets(b)]
+                for o in self._first_options(b)]
+
+    def _first_options(self, backend: str) -> tuple[str, ...]:
+        sets = self.option_sets(backend)
+        if self.batches is not None or not backends.get(backend).gpu or self.options is not None:
+            return sets
+        return tuple(o for o in sets if o == gpu_defaults.NHWC) or sets
+
+    def refinements(self, rows: list[Measured], bench: Benchmark) -> list[Candidate]:
+        """The refining round of a coarse one: per layout, precision and GPU backend, around its best Offline
+        candidate and its best Server one, the batches either side (GPU_BATCHES) and the other option sets at the
+        best batch; none already timed."""
+        done = {(m.layout, m.precision, m.backend, m.batch_size, m.requests, m.provider_options) for m in rows}
+        more: list[Candidate] = []
+        groups = {(m.layout, m.precision, m.backend) for m in rows
+                  if self.batches is None and backends.get(m.backend).gpu}
+        for layout, precision, backend in sorted(groups):
+            mine = [m for m in rows if (m.layout, m.precision, m.backend) == (layout, precision, backend)]
+            bests = [max(mine, key=lambda m: m.samples_per_second)]
+            if bench.server_latency_ms is not None:
+                bests.append(max(mine, key=lambda m: (m.server_qps or 0.0, -m.batch_latency_ms)))
+            for best in bests:
+                at = GPU_BATCHES.index(best.batch_size) if best.batch_size in GPU_BATCHES else None
+                sides = [] if at is None else [GPU_BATCHES[i] for i in (at - 1, at + 1) if 0 <= i < len(GPU_BATCHES)]
+                more += [(layout, precision, backend, n, best.requests, best.provider_options) for n in sides]
+                more += [(layout, precision, backend, best.batch_size, best.requests, o)
+                         for o in self.option_sets(backend) if o != best.provider_options]
+        return [c for c in dict.fromkeys(more) if c not in done]
 
     def option_sets(self, backend: str) -> tuple[str, ...]:
         """The provider option sets timed on `backend`: those given where its provider takes options, else its
@@ -155,12 +212,12 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, bac
 
 
 def _check_memory(bench: Benchmark, models: dict[str, ModelRecord],
-                  candidates: list[Candidate], topology: Topology) -> None:
+                  candidates: list[Candidate], topology: Topology, card_outputs: str) -> None:
     """Every candidate's buffers against the memory free, before the first is timed (one line)."""
     for cards, precision, backend, batch, requests, _ in candidates:
         card_plan = plan_cards(cards, backend, bench.name, topology, requests)
-        check_buffer_memory(concrete.for_run(bench.name, model=models[precision]), card_plan, models[precision], batch,
-                            "--batch-sizes")
+        check_buffer_memory(concrete.for_run(bench.name, card_outputs, model=models[precision]), card_plan,
+                            models[precision], batch, "--batch-sizes")
 
 
 def server_qps(bench: Benchmark, batch: int, latency_s: float, servers: int, rate: float,
@@ -257,7 +314,7 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
 
 
 def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, ModelRecord],
-              candidates: list[Candidate]) -> list[Measured]:
+              candidates: list[Candidate], card_outputs: str) -> list[Measured]:
     """Every candidate timed; a batch its card says does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's
     larger batches."""
     rows: list[Measured] = []
@@ -270,7 +327,7 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, Mode
                 bar.update()
                 continue  # a smaller batch already did not fit in the GPU's memory
             try:
-                run_bench = concrete.for_run(bench.name, model=models[precision])
+                run_bench = concrete.for_run(bench.name, card_outputs, model=models[precision])
                 rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards, options))
             except BatchDoesNotFit:  # the card's own word (its device's memory): larger batches skipped
                 too_big[(cards, precision, backend)] = batch
@@ -280,7 +337,8 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, Mode
     return rows
 
 
-def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> tuple[float | None, str]:
+def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str,
+                    card_outputs: str) -> tuple[float | None, str]:
     """`--server-search`: the Server choice's highest VALID target QPS in short LoadGen runs, and the why with it;
     none where not even the ideal queue meets the bound (said, not run)."""
     if not m.server_qps:
@@ -289,7 +347,7 @@ def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> 
     def options_at(requested: Requested, results: Path) -> RunOptions:
         return RunOptions(bench.name, requested, data_dir, results, backend=m.backend, batch_size=m.batch_size,
                           cards=m.layout, precision=m.precision, requests=m.requests, max_wait_us=m.max_wait_us,
-                          provider_options=m.provider_options)
+                          provider_options=m.provider_options, card_outputs=card_outputs)
 
     confirmed, tried = server_search.confirm(options_at, m.server_qps, m.samples_per_second)
     runs = ", ".join(f"{q:g} {'VALID' if ok else 'INVALID'}" for q, ok in tried)
@@ -297,8 +355,21 @@ def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str) -> 
                        f"the ideal queue {m.server_qps:g}")
 
 
+def expected(candidates: list[Candidate], sweep: Sweep) -> str:
+    """The line tune prints before it starts: how many candidates, and about how long on a GPU."""
+    gpu = sum(backends.get(b).gpu for _, _, b, *_ in candidates)
+    line = f"tune: {len(candidates)} candidate(s)"
+    if gpu:
+        line += (f"; on a GPU about {gpu * GPU_SECONDS} s for the {gpu} GPU one(s) (~{GPU_SECONDS} s each on the "
+                 f"H100, 2026-11-27)")
+        if sweep.batches is None:
+            line += ", then up to 7 per layout and precision refining around the best"
+    return line
+
+
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
-         output: Path | None, server_search_runs: bool = False) -> tuple[Path, tuned.TunedRecord]:
+         output: Path | None, server_search_runs: bool = False,
+         announce: Callable[[str], None] = lambda _: None) -> tuple[Path, tuned.TunedRecord]:
     """Sweep, choose, write user.conf then the record (each atomically); return the record's path and it."""
     bench = benchmarks.get(benchmark)
     path = output or Layout(data_dir, bench).tuned
@@ -314,6 +385,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
         raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
                              f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
     sweep.check()
+    concrete.for_run(bench.name, sweep.card_outputs)  # outputs the benchmark has not: one line, nothing timed
     from harness.hw.topology import detect
 
     topology = detect()
@@ -334,18 +406,27 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     for model in models.values():
         integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(data_dir))
     candidates = sweep.candidates()
-    _check_memory(bench, models, candidates, topology)  # before anything is made
+    _check_memory(bench, models, candidates, topology, sweep.card_outputs)  # before anything is made
     ensure_writable_dir(path.parent, "tuned record folder")
-    rows = _time_all(bench, data, models, candidates)
+    announce(expected(candidates, sweep))
+    rows = _time_all(bench, data, models, candidates, sweep.card_outputs)
+    refine = sweep.refinements(rows, bench)
+    if refine:
+        announce(f"tune: refining around the best: {len(refine)} more candidate(s)")
+        _check_memory(bench, models, refine, topology, sweep.card_outputs)
+        rows += _time_all(bench, data, models, refine, sweep.card_outputs)
+        candidates += refine
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}
     left_out = "".join(f"; {p} not considered: {why}" for p, (ok, why) in eligible.items() if not ok)
+    if sweep.card_outputs != "fp32":  # the run must return the same outputs: said in every choice
+        left_out += f"; timed with --card-outputs {sweep.card_outputs} (run with the same)"
     chosen = {s: (m, f"{m.precision} ({eligible[m.precision][1]}): {why}{left_out}") for s, (m, why) in chosen.items()}
     confirmed: float | None = None
     if server_search_runs and Scenario.SERVER in chosen:
         m, why = chosen[Scenario.SERVER]
-        confirmed, why = _confirm_server(bench, data_dir, m, why)
+        confirmed, why = _confirm_server(bench, data_dir, m, why, sweep.card_outputs)
         chosen[Scenario.SERVER] = (m, why)
     atomic_write_text(conf, user_conf_text(bench, chosen, confirmed))
     record = tuned.TunedRecord(

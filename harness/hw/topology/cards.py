@@ -48,6 +48,8 @@ KINDS: tuple[CardKind, ...] = (
             0x20B5: "A100-PCIE-80GB",
             0x2330: "H100-SXM5-80GB",
             0x2331: "H100-PCIE-80GB",
+            0x2335: "H200-SXM-141GB",  # pci.ids: GH100 [H200 SXM 141GB]
+            0x233B: "H200-NVL",  # pci.ids: GH100 [H200 NVL]
             0x26B9: "L40S",
             0x27B8: "L4",
         },

@@ -38,7 +38,24 @@ staging buffers) and close one at a time (`_GPU_LOAD`): onnxruntime captures its
 capture mode, in which another thread's cudaMalloc or cudaHostRegister on the same device would invalidate the
 capture. Once captured, graphs replay side by side.
 
-Escape hatches, recorded in the manifest: APPLIANCE_CUDA_GRAPH=0 (no graphs), APPLIANCE_CUDA_USER_STREAM=0
+CUDA graphs (`graph_rule`): onnxruntime replays a captured graph without building an execution frame
+(`InferenceSession::Run` goes straight to the provider's `ReplayGraph`: cudaGraphLaunch, then cudaStreamSynchronize,
+cuda_graph.cc), so every address and shape of the capturing run is replayed as it was. Two patterns make a replay
+read memory the capture no longer owns, and a GPU card with either runs without graphs:
+- a MatMul whose batch dimensions cannot be one strided batched GEMM (matmul.cc's fallback): its pointer arrays
+  are built on the host each run and copied to the device from a pinned buffer released after the run, so a
+  replay copies whatever that buffer holds by then;
+- an op whose output shape depends on the data (NonZero, NonMaxSuppression, ...) or control flow: the replay
+  keeps the capture's shapes, and onnxruntime refuses control flow under graphs.
+The YOLO11l FP32 model with FP32 outputs has neither (tests/test_graph_rule.py), yet its replay faulted with
+CUDA error 700 on the H100 (2026-11-27); an error 700 is sticky, the process aborts in the provider's teardown
+(cudaGraphExecDestroy throws in a destructor), so no in-process check can catch it. Hence graphs are on by
+default only for a (precision, outputs) of a benchmark a GPU run has replayed (its record's
+`graphs_replayed`); elsewhere off,
+and tools/gpu_check.sh tries the formerly crashing case first, in a child process, to prove or refute it.
+
+Escape hatches, recorded in the manifest: APPLIANCE_CUDA_GRAPH=0 (no graphs) or =1 (graphs even where not proven,
+never past a hazard), APPLIANCE_CUDA_USER_STREAM=0
 (onnxruntime's own stream; the card then waits for its copy-in before running), APPLIANCE_CUDNN_SEARCH=
 EXHAUSTIVE | HEURISTIC | DEFAULT.
 """
@@ -68,8 +85,9 @@ from harness.run.cards.provider_options import SEARCHES
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
-__all__ = ["GRAPH_ENV", "REPLAY_TOLERANCE", "SEARCH_ENV", "STREAM_ENV", "WARM_RUNS", "IoBindingCard", "binding_problem",
-           "check_outputs", "cuda_settings", "u8_model"]
+__all__ = ["GRAPH_ENV", "REPLAY_TOLERANCE", "SEARCH_ENV", "STREAM_ENV", "WARM_RUNS",
+           "IoBindingCard", "binding_problem", "capture_hazards", "check_outputs", "cuda_settings", "graph_rule",
+           "u8_model"]
 
 REPLAY_TOLERANCE = 0.01  # relative: a graph replays the same kernels as the regular run it was captured from
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
@@ -80,12 +98,99 @@ _TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(in
 
 
 def cuda_settings() -> dict[str, Any]:
-    """The CUDA provider settings a GPU card uses (from the environment's escape hatches), one line each wrong."""
+    """The CUDA provider settings a GPU card uses (from the environment's escape hatches), one line each wrong;
+    `cuda_graph` is what APPLIANCE_CUDA_GRAPH asks (None: unset, `graph_rule` decides)."""
     search = os.environ.get(SEARCH_ENV, "EXHAUSTIVE").upper()
     if search not in SEARCHES:
         raise ApplianceError(f"{SEARCH_ENV}={search}: choose one of {', '.join(SEARCHES)}")
-    return {"cuda_graph": os.environ.get(GRAPH_ENV, "1") != "0",
+    graph = os.environ.get(GRAPH_ENV)
+    if graph not in (None, "0", "1"):
+        raise ApplianceError(f"{GRAPH_ENV}={graph}: use 0 (no CUDA graphs) or 1 (graphs where no hazard is found)")
+    return {"cuda_graph": None if graph is None else graph == "1",
             "user_stream": os.environ.get(STREAM_ENV, "1") != "0", "cudnn_conv_algo_search": search}
+
+
+_DATA_SHAPED = {"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan"}
+
+
+def capture_hazards(model: Any, batch: int = 2) -> list[str]:
+    """What in `model` (an onnx ModelProto) a replayed CUDA graph would get wrong (see the module's docstring):
+    MatMuls that take onnxruntime's pointer-array path at `batch`, ops with data-shaped outputs."""
+    from onnx import helper, shape_inference
+
+    found = [f"{n.op_type} {n.name or n.output[0]!r} (its output's shape depends on the data)"
+             for n in model.graph.node if n.op_type in _DATA_SHAPED
+             and not (n.op_type == "TopK" and _constant(model, n.input[1]))]
+    if not any(n.op_type == "MatMul" for n in model.graph.node):
+        return found
+    graph = model.graph  # shapes only: the weights stand in as inputs of their shape (no 100 MB copy)
+    small = [i for i in graph.initializer if int(np.prod(i.dims)) <= 64]  # Reshape's shapes and such: their values
+    named = {i.name for i in graph.input}  # an older model lists its weights as inputs too
+    weights = [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in graph.initializer
+               if int(np.prod(i.dims)) > 64 and i.name not in named]
+    slim = helper.make_model(helper.make_graph(list(graph.node), graph.name, [*graph.input, *weights],
+                                               list(graph.output), small),
+                             opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    for value in slim.graph.input[:len(graph.input)]:
+        dims = value.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value"):
+            dims[0].dim_value = batch
+    try:
+        inferred = shape_inference.infer_shapes(slim).graph
+    except Exception as exc:  # onnx raises its own errors: a MatMul's path then cannot be excluded
+        return [*found, f"the graph's shapes, which onnx cannot infer ({type(exc).__name__})"]
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+              for v in (*inferred.value_info, *inferred.input, *inferred.output)}
+    shapes.update({i.name: list(i.dims) for i in graph.initializer})
+    for node in graph.node:
+        if node.op_type == "MatMul" and _pointer_arrays(shapes.get(node.input[0]), shapes.get(node.input[1])):
+            found.append(f"MatMul {node.name or node.output[0]!r} {shapes[node.input[0]]} x {shapes[node.input[1]]} "
+                         f"(no strided batched GEMM: pointer arrays copied from the host each run)")
+    return found
+
+
+def _constant(model: Any, name: str) -> bool:
+    return any(i.name == name for i in model.graph.initializer) or \
+        any(n.op_type == "Constant" and name in n.output for n in model.graph.node)
+
+
+def _pointer_arrays(left: list[int] | None, right: list[int] | None) -> bool:
+    """Whether onnxruntime's CUDA MatMul (matmul.cc) runs these shapes as cublasGemmBatched over pointer arrays:
+    more than one output matrix, and not expressible as a strided batch (left rank >= 3, the right operand 2-D or
+    with as many matrices as the left)."""
+    if not left or not right or -1 in left or -1 in right:
+        return False
+    batches = int(np.prod(np.broadcast_shapes(tuple(left[:-2]), tuple(right[:-2])))) if len(left) > 1 else 1
+    if batches <= 1:
+        return False
+    if len(left) < 3:
+        return True
+    return len(right) >= 3 and int(np.prod(left[:-2])) != int(np.prod(right[:-2]))
+
+
+def graph_rule(model: Any, benchmark: str, precision: str, out_types: tuple[str, ...],
+               asked: bool | None) -> tuple[bool, str]:
+    """Whether a GPU card captures CUDA graphs for this model, and why (the manifest's `graph_rule`): never past
+    a hazard (`capture_hazards`); APPLIANCE_CUDA_GRAPH (`asked`) where set; else only where proven on a GPU."""
+    if asked is False:
+        return False, f"{GRAPH_ENV}=0"
+    hazards = capture_hazards(model)
+    if hazards:
+        return False, "no CUDA graphs: a replay would get " + "; ".join(hazards[:3]) + " wrong"
+    record = benchmarks.get(benchmark) if benchmark else None  # the GPU runs: the benchmark record's facts
+    replayed = {(p, o): run for p, o, run in (record.graphs_replayed if record else ())}
+    faulted = {(p, o): run for p, o, run in (record.graphs_faulted if record else ())}
+    key = (precision, out_types)
+    if asked:
+        return True, f"{GRAPH_ENV}=1 (no hazard found in the graph)" + \
+            (f"; note: {faulted[key]}" if key in faulted else "")
+    if key in replayed:
+        return True, f"proven: {replayed[key]}"
+    outputs = "/".join(out_types)
+    if key in faulted:
+        return False, f"no CUDA graphs: {benchmark} {precision} with {outputs} outputs: {faulted[key]}"
+    return False, (f"no CUDA graphs: {benchmark} {precision} with {outputs} outputs has not been replayed on a GPU "
+                   f"({GRAPH_ENV}=1 to try)")
 
 
 def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
@@ -170,6 +275,7 @@ class IoBindingCard(OnnxRuntimeCard):
         ref = spec.gpus[index] if spec.gpus else None
         self.ordinal = (ref.ordinal if ref is not None else index) if self.on_gpu else 0
         self.settings = cuda_settings() if self.on_gpu else {"cuda_graph": False, "user_stream": False}
+        self.graph_why = "the CPU provider: no CUDA graphs" if not self.on_gpu else "not a CUDA provider card"
         self.batch = max(1, spec.warm_batch)
         self.sizes = tuple(sorted(spec.buckets)) if spec.buckets else gpu_plan.bucket_sizes(self.batch)
         if self.sizes[-1] != self.batch:
@@ -204,7 +310,7 @@ class IoBindingCard(OnnxRuntimeCard):
             intra_op_threads=1 if self.on_gpu else self.info.details.get("intra_op_threads"),
             io_binding={
                 "device": f"{self.copies.device}:{self.ordinal}", "buckets": list(self.sizes),
-                "cuda_graph": self.settings["cuda_graph"],
+                "cuda_graph": self.settings["cuda_graph"], "graph_rule": self.graph_why,
                 "graph_ids": {str(s): i for i, s in enumerate(self.sizes)} if self.settings["cuda_graph"] else None,
                 "cudnn_conv_algo_search": self.settings.get("cudnn_conv_algo_search"),
                 "user_compute_stream": self.settings["user_stream"],
@@ -242,12 +348,25 @@ class IoBindingCard(OnnxRuntimeCard):
         stream = {"has_user_compute_stream": "1", "user_compute_stream": str(self.copies.stream)} \
             if self.settings["user_stream"] else {}
         if provider == "CUDAExecutionProvider":
+            self.settings["cuda_graph"], self.graph_why = graph_rule(
+                self._onnx_model(), self.spec.benchmark, self.spec.precision,
+                tuple(dtype for _, dtype in self.spec.output_specs), self.settings["cuda_graph"])
             options.update(provider_options.build(provider, self.spec.provider_options,
                                                   cudnn_conv_algo_search=str(self.settings["cudnn_conv_algo_search"]),
                                                   enable_cuda_graph="1" if self.settings["cuda_graph"] else "0",
                                                   **stream))
         elif provider == "TensorrtExecutionProvider":
+            self.settings["cuda_graph"] = self.settings["cuda_graph"] is not False
             options.update(self._tensorrt_options(), **stream)
+
+    def _onnx_model(self) -> Any:
+        """The model the session loads, as an onnx ModelProto (for `graph_rule`)."""
+        import onnx
+
+        if self._source_bytes is not None:
+            return onnx.load_from_string(self._source_bytes)
+        assert self.spec.model_path is not None
+        return inbound.load_onnx(str(self.spec.model_path))
 
     def _tensorrt_options(self) -> dict[str, str]:
         from harness.core.fsutil import sha256_file

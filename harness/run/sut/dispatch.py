@@ -48,7 +48,17 @@ from harness.run.sut.worker import CANNOT_TAKE, CardFactory, CardWorker, WarmUpC
 INTAKE_CHUNK = 1 << 16  # samples the intake thread takes at a time outside Server (an Offline query: in chunks)
 BURST_PER_DEPTH = 4  # a timed burst keeps a card full for this many batches per batch it holds in flight
 UNDER_LOAD_ROUNDS = 2  # `time_under_load` keeps the best of this many bursts of every card at once
+ROWS_SEED = 43  # the warm-up's and the timed bursts' rows: the same for every card and every tune candidate
 SERVER_TAKE_BATCHES = 64  # Server: full batches the intake thread takes at a time when LoadGen runs ahead
+
+
+def timed_rows(batch: int, loaded: int) -> np.ndarray:
+    """The samples of a warm-up or timed batch: `batch` of the `loaded` (rows 0..loaded-1) in a random order, as
+    LoadGen issues an Offline query (the performance set shuffled), so a card that copies from the replica makes
+    about one copy per sample as in a run (the H100: 508.5 copies a batch of 512), not the one or two runs of
+    consecutive rows it would time otherwise."""
+    rng = np.random.default_rng(ROWS_SEED)
+    return (rng.permutation(max(batch, loaded))[:batch] % loaded).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,7 @@ class SystemUnderTest:
         self.load_cards()
         n = min(self.batch_size, self.qsl.total_sample_count)
         self.qsl.load(list(range(n)))  # LoadGen replaces this with its own load before the test
-        indices = np.arange(self.batch_size, dtype=np.int64) % n
+        indices = timed_rows(self.batch_size, n)
 
         def measure(card: WarmUpCard) -> tuple[float, float]:
             stage = self.qsl.staging_buffer(self.batch_size, card.input_dtype)
@@ -209,7 +219,7 @@ class SystemUnderTest:
         is timed the same way (batches back to back), so `appliance tune` compares every candidate alike.
         The best of UNDER_LOAD_ROUNDS bursts: a busy machine's stall in one costs it, not the figure."""
         n = min(self.batch_size, self.qsl.total_sample_count)
-        indices = np.arange(self.batch_size, dtype=np.int64) % n
+        indices = timed_rows(self.batch_size, n)
         together = threading.Barrier(len(self.workers))
 
         def measure(card: WarmUpCard) -> list[tuple[float, float, float, float]]:
