@@ -160,12 +160,14 @@ def mapped_array(path: Path, shape: tuple[int, ...]) -> np.memmap:
     return array
 
 
-def copy_file(src: Path, dst: Path, *, limit: int = inbound.LOG, within: Path | None = None) -> None:
+def copy_file(src: Path, dst: Path, *, limit: int = inbound.LOG, within: Path | None = None,
+              sole: bool = False) -> None:
     """Copy `src` (contents and times) to a new `dst` in a folder being staged, read through the one door in
-    (harness.core.inbound: at most `limit` bytes, a link out of `within` or a device refused)."""
+    (harness.core.inbound: at most `limit` bytes, a link out of `within`, a device or, with `sole`, a file
+    with other hard links refused)."""
     make_dirs(dst.parent)
     with open(dst, "xb") as out:
-        inbound.copy_to(src, out, limit, within=within)
+        inbound.copy_to(src, out, limit, within=within, sole=sole)
     shutil.copystat(src, dst)
 
 

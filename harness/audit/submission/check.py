@@ -233,7 +233,10 @@ def _hygiene(sub: Path, rep: Report) -> None:
     def err(exc: OSError) -> None:
         found.setdefault("unreadable folders", []).append(f"{exc.filename} ({exc.strerror})")
 
-    for top, dirs, files in os.walk(sub, onerror=err):
+    real = Path(os.path.realpath(sub))
+    if not real.is_relative_to(tree):  # the submitter's folder itself (or its division) a link out: not walked
+        found["links leaving the tree"].append(f"{_rel(rep, sub)} -> {real}")
+    for top, dirs, files in os.walk(sub, onerror=err) if real.is_relative_to(tree) else ():
         t = Path(top)
         if not dirs and not files and t != sub:
             found["empty folders"].append(_rel(rep, t))

@@ -101,8 +101,12 @@ class OnnxRuntimeCard(PageableHostBuffers):
         self._configure(opts, providers, on_gpu)  # the IO-binding card's session settings (gpu_iobinding)
         log: list[str] = []
         try:
-            with native_log(on_gpu) as log:
+            with contextlib.ExitStack() as held, native_log(on_gpu) as log:
+                if isinstance(source, str):  # the file checked, held open: never a FIFO put at its name since
+                    source = held.enter_context(inbound.held(source, inbound.ARRAY, what="model"))
                 self.session = ort.InferenceSession(source, opts, providers=providers)
+        except inbound.Refused:
+            raise
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
             first = one_line(str(exc))
             if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
