@@ -261,3 +261,46 @@ def test_submission_build_reads_a_sparse_accuracy_log_in_pages(runs: Path, tmp_p
     assert proc.returncode == 0, proc.stderr
     kept = next((tmp_path / "sub").rglob("Offline/accuracy/mlperf_log_accuracy.json"))
     assert kept.stat().st_size == 2 * 4096 + len(b"\n\n...\n\n")
+
+
+def _fifo(path: Path) -> Path:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def test_a_fifo_as_val_map_is_called_a_fifo(tmp_path: Path) -> None:
+    """A FIFO or device was reported as "does not exist" / "not found" / "missing"."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _fifo(src / "val_map.txt")
+    proc = _limited("prepare", "--data-dir", tmp_path / "data", "--source", src, "-q", timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc)
+    assert "val_map.txt is a FIFO (named pipe), not a regular file" in line and "not found" not in line, line
+
+
+def test_a_fifo_as_model_is_called_a_fifo(tmp_path: Path) -> None:
+    proc = _limited("prepare", "--data-dir", tmp_path / "data", "--model", _fifo(tmp_path / "m.onnx"), "-q")
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc)
+    assert "m.onnx is a FIFO (named pipe), not a regular file" in line and "does not exist" not in line, line
+
+
+def test_check_calls_a_fifo_accuracy_txt_a_fifo(tmp_path: Path) -> None:
+    sub = make_tree(tmp_path / "t", "v6.1")
+    acc = _fifo(next(sub.rglob("accuracy/accuracy.txt")))
+    proc = _limited("submission", "check", tmp_path / "t")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{acc.relative_to(tmp_path / 't')}: is a FIFO (named pipe), not a regular file" in proc.stdout, \
+        proc.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "prepare"])
+def test_data_dir_dev_null_is_called_a_device(command: str, tmp_path: Path) -> None:
+    """`--data-dir /dev/null` "is damaged ... rerun prepare --data-dir /dev/null"."""
+    proc = _limited(command, "--data-dir", "/dev/null", *(["--results", tmp_path / "r"] if command == "run" else []))
+    assert proc.returncode == 2, proc.stderr
+    assert "/dev/null is a character device, not a folder" in proc.stderr, proc.stderr
+    assert "damaged" not in proc.stderr and "rerun" not in proc.stderr
+    assert not (tmp_path / "r").exists()

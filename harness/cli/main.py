@@ -15,7 +15,7 @@ from click.core import ParameterSource
 
 from harness import __version__
 from harness.audit.compliance import TESTS
-from harness.core import progress
+from harness.core import inbound, progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
@@ -74,8 +74,20 @@ def cli(debug: bool) -> None:
 DATA_DIR_HELP = "Where models and preprocessed data live [env APPLIANCE_DATA_DIR; default ./data]."
 _benchmark_opt = click.option("--benchmark", "-b", type=click.Choice(benchmarks.NAMES), default=benchmarks.RESNET50,
                               show_default=True, help="Benchmark to prepare or run.")
+
+
+def _a_folder(_ctx: click.Context, _param: click.Parameter, value: Path) -> Path:
+    """--data-dir, refused at once when something other than a folder is there (click checks regular files
+    only): /dev/null was "damaged ... rerun prepare --data-dir /dev/null"."""
+    kind = inbound.what_is(value)
+    if kind not in (None, "a folder"):
+        raise click.BadParameter(f"{value} is {kind}, not a folder; name the folder `appliance prepare` makes")
+    return value
+
+
 _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False),
-                             envvar="APPLIANCE_DATA_DIR", default=Path("data"), help=DATA_DIR_HELP)
+                             envvar="APPLIANCE_DATA_DIR", default=Path("data"), help=DATA_DIR_HELP,
+                             callback=_a_folder)
 
 
 @cli.command()

@@ -360,6 +360,24 @@ def is_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def what_is(path: str | os.PathLike[str]) -> str | None:
+    """What is at `path` (links followed), in words: "a folder", "a regular file", "a FIFO (named pipe)", "a
+    character device", "a link to nothing"...; None when nothing is there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a link to nothing" if os.path.islink(path) else None
+    return "a regular file" if stat.S_ISREG(mode) else _file_type(mode)
+
+
+def absent(path: str | os.PathLike[str], words: str = "does not exist") -> str:
+    """Why a file expected at `path` is not a regular file there, in words that are true: `words` (e.g. "does
+    not exist", "is missing") when nothing is there, else what is there ("is a FIFO (named pipe), not a
+    regular file")."""
+    kind = what_is(path)
+    return words if kind is None else f"is {kind}, not a regular file"
+
+
 def file_size(path: str | os.PathLike[str]) -> int | None:
     """The size a path's file claims (links followed), or None if it cannot be stat'ed."""
     try:

@@ -371,7 +371,7 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
         for name in rnd.scenario_files:
             f = measure / name
             if not f.is_file():
-                rep.problem(f"{_rel(rep, f)}: missing")
+                rep.problem(f"{_rel(rep, f)}: {inbound.absent(f, 'missing')}")
             elif f.stat().st_size == 0:
                 rep.problem(f"{_rel(rep, f)}: empty")
         _check_measurements(measure, ctx, results.name)
@@ -382,7 +382,8 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     _check_eligibility(rep, run1, perf_m)
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
-        rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
+        rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: {inbound.absent(acc / 'accuracy.txt', 'missing')} "
+                    f"(the accuracy run's score)")
     elif _files_present(acc, ACCURACY_FILES, rep, extras=separate):
         acc_m = _manifest(acc)
         _check_accuracy(acc, scenario, ctx, acc_m)
