@@ -9,8 +9,8 @@ A user's file, another tool's tree or a sysfs root can name anything: a FIFO (an
   spares a device the open (opening some devices acts); it decides nothing,
 - refuses a file with other hard links where it is to be published (`sole`): a hard link is the same file
   as one elsewhere, which no link check can see,
-- hands a library that opens files by name (onnx, onnxruntime) the descriptor it checked (`held`), not
-  the name, which could name another file by then,
+- hands a library that opens files by name (onnx, onnxruntime, numpy's memory map) the descriptor it
+  checked (`held`), not the name, which could name another file by then,
 - checks the size against the limit of its kind before reading, and stops reading past it (a file that
   grows, or a proc/sysfs file that says it is empty),
 - resolves links and refuses them where they leave `within`, the folder the user named,
@@ -166,14 +166,6 @@ def _opened(fd: int, path: str | os.PathLike[str]) -> str:
         return str(path)
 
 
-def regular(path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None,
-            what: str | None = None) -> Path:
-    """`path`, checked as `open_bounded` checks it: a regular file within `within`, at most `limit` bytes. For
-    a library that opens the file by name, `held` hands it the file checked instead."""
-    os.close(_open_fd(path, limit, within, what))
-    return Path(path)
-
-
 @contextlib.contextmanager
 def held(path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None,
          what: str | None = None) -> Iterator[str]:
@@ -321,10 +313,10 @@ def load_npy(path: str | os.PathLike[str], *, mmap: bool, limit: int = ARRAY,
              within: str | os.PathLike[str] | None = None, what: str | None = None) -> np.ndarray[Any, Any]:
     """A .npy array (never pickled objects): memory-mapped, or read whole when small. A damaged header or a
     file shorter than its header says is Refused."""
-    regular(path, limit, within=within, what=what)
     try:
         if mmap:
-            return np.load(path, mmap_mode="r", allow_pickle=False)  # type: ignore[no-any-return]
+            with held(path, limit, within=within, what=what) as name:  # the mapping outlives the descriptor
+                return np.load(name, mmap_mode="r", allow_pickle=False)  # type: ignore[no-any-return]
         return np.load(io.BytesIO(read_bytes(path, limit, within=within, what=what)),  # type: ignore[no-any-return]
                        allow_pickle=False)
     except EOFError as exc:  # numpy's, which click would take for a Ctrl-D: a short file, named as such
@@ -352,6 +344,19 @@ def load_onnx(path: str | os.PathLike[str], limit: int = ARRAY, *, what: str | N
     if any(uses_external_data(t) for t in model.graph.initializer):  # weights in files beside it, by name
         load_external_data_for_model(model, os.path.dirname(os.path.realpath(path)))
     return model
+
+
+def image_pixels(data: bytes) -> int | None:
+    """Width x height from an image's header, read before any pixel is decoded (a small PNG can claim 30,000
+    x 30,000 pixels: 2.7 GB to decode); None for a format Pillow (matplotlib's dependency) does not know."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = None  # Pillow's own bomb check warns on stderr; the caller judges the size
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return int(im.size[0]) * int(im.size[1])
+    except (OSError, ValueError, SyntaxError):
+        return None
 
 
 def is_digits(text: str) -> bool:

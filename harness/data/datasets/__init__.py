@@ -6,7 +6,6 @@ to read its official layout into a `Listing` and how to draw a synthetic one in 
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import cv2
@@ -18,19 +17,6 @@ from harness.core.errors import DataError
 MAX_PIXELS = 64 << 20  # 8192 x 8192; the datasets' largest images are a few megapixels
 
 
-def _pixels(data: bytes) -> int | None:
-    """Width x height from the image's header (Pillow reads the header only), None for a format it does not
-    know (cv2 then decodes under its own limit)."""
-    from PIL import Image  # matplotlib's dependency; the header only, no pixel is decoded
-
-    Image.MAX_IMAGE_PIXELS = None  # Pillow's own bomb check warns on stderr; the size is judged below
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            return int(im.size[0]) * int(im.size[1])
-    except (OSError, ValueError, SyntaxError):
-        return None
-
-
 def decode_image(path: Path, listed_in: str) -> np.ndarray:
     """Decode like the references (`cv2.imread`, 3-channel BGR), refusing damaged files loudly, and an image
     whose header claims more than MAX_PIXELS before a byte of it is decoded (a small PNG can claim 30,000 x
@@ -39,7 +25,7 @@ def decode_image(path: Path, listed_in: str) -> np.ndarray:
         data = inbound.read_bytes(path, inbound.RECORD, what="image")
     except OSError as exc:
         raise DataError(f"cannot read image {path}: {exc.strerror}") from None
-    pixels = _pixels(data)
+    pixels = inbound.image_pixels(data)
     if pixels is not None and pixels > MAX_PIXELS:
         raise DataError(f"image {path} claims {pixels:,} pixels, more than the {MAX_PIXELS:,} an image of these "
                         f"datasets may have; replace it or remove it from {listed_in}")

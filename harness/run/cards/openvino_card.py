@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, PageableHostBuffers
 from harness.run.cards.onnxruntime_card import THREADS_ENV
@@ -52,7 +53,10 @@ class OpenVinoCard(PageableHostBuffers):
                                  "version in requirements.lock)") from None
         self.core = ov.Core()
         try:
-            self.model = self.core.read_model(str(model_path))
+            with inbound.held(model_path, inbound.ARRAY, what="model") as name:  # the file checked, not its name
+                self.model = self.core.read_model(name)
+        except inbound.Refused:
+            raise
         except Exception as exc:  # OpenVINO raises RuntimeError with a multi-line report
             raise DataError(f"OpenVINO cannot load {model_path}: {str(exc).splitlines()[0][:200]}; "
                             f"rerun `appliance prepare` or pass a valid --model") from None
