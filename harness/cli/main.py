@@ -15,7 +15,7 @@ from click.core import ParameterSource
 
 from harness import __version__
 from harness.audit.compliance import TESTS
-from harness.core import inbound, progress
+from harness.core import environment, inbound, progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
@@ -69,6 +69,7 @@ def cli(debug: bool) -> None:
     """
     global _DEBUG
     _DEBUG = debug
+    environment.check_all()  # a wrong APPLIANCE_* value is one line before any work
 
 
 DATA_DIR_HELP = "Where models and preprocessed data live [env APPLIANCE_DATA_DIR; default ./data]."
@@ -347,7 +348,9 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
     def parse(ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[Any, ...] | None:
         if value is None:
             return None
-        try:
+        try:  # int() also takes '٣' (an Arabic-Indic three): ASCII digits only
+            if kind is int and not all(inbound.is_digits(v.strip()) for v in value.split(",") if v.strip()):
+                raise ValueError(value)
             items = tuple(kind(v.strip()) for v in value.split(",") if v.strip())
         except ValueError:
             raise click.BadParameter(f"{value!r} is not a comma-separated list of {kind.__name__}") from None

@@ -9,13 +9,12 @@ never presented as MLPerf Power results.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.sysfs import Sysfs
 
 POWERCAP = Path("sys/class/powercap")
@@ -38,8 +37,8 @@ def rapl_domains(root: Path = Path("/")) -> list[Domain]:
             continue
         rel = f"{POWERCAP}/{zone}"
         name, max_uj = fs.text(f"{rel}/name"), fs.integer(f"{rel}/max_energy_range_uj")
-        if name is None or max_uj is None or fs.integer(f"{rel}/energy_uj") is None:
-            continue  # unreadable (non-root on recent kernels): treated as absent
+        if name is None or max_uj is None or max_uj < 1 or fs.integer(f"{rel}/energy_uj") is None:
+            continue  # unreadable (non-root on recent kernels) or no range to wrap at: treated as absent
         domains.append(Domain(name, fs.path(f"{rel}/energy_uj"), max_uj))
     return domains
 
@@ -48,7 +47,7 @@ class EnergyMeter:
     """Start before the timed part, stop after; `result(samples)` gives watts and samples per joule."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.domains = rapl_domains(root or Path(os.environ.get(ROOT_ENV, "/")))
+        self.domains = rapl_domains(root or environment.path(ROOT_ENV) or Path("/"))
         self._start: list[int] = []
         self._t0 = self._t1 = 0.0
         self._end: list[int] = []
@@ -58,7 +57,7 @@ class EnergyMeter:
         return bool(self.domains)
 
     def _read(self) -> list[int]:
-        return [int(inbound.read_bytes(d.path, inbound.SYSFS)) for d in self.domains]
+        return [int(inbound.read_bytes(d.path, inbound.SYSFS)) for d in self.domains]  # ASCII digits: bytes
 
     def start(self) -> None:
         if self.available:
@@ -72,7 +71,7 @@ class EnergyMeter:
         """A counter that stops being readable ends the measurement, never the benchmark run."""
         try:
             return self._read()
-        except (OSError, ValueError):
+        except (OSError, ValueError, inbound.Refused):  # gone, garbage, or a FIFO / device put in its place
             self.domains = []
             return []
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnxruntime as ort
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.errors import ApplianceError, BatchDoesNotFit, DataError
 from harness.core.outbound import unnamed_file
 from harness.hw import gpu
@@ -137,7 +137,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         """Intra-op threads and whether they spin: the card's CPUs (APPLIANCE_INTRA_OP_THREADS overrides); threads
         that outnumber them do not spin, which would take the CPUs from the card's feeder and completion."""
         del on_gpu
-        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        threads = environment.threads(THREADS_ENV) or max(1, len(cpus))  # 1 to the machine's CPUs
         return threads, threads <= len(cpus)
 
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
