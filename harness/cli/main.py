@@ -568,8 +568,25 @@ def _main(argv: list[str] | None) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _signal_within(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C / SIGTERM / SIGHUP an error was raised while handling, if any (its cause or context chain)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None
+
+
 def _internal_error(exc: BaseException) -> int:
-    """A bug (never reported as an interrupt, whatever click made of it): one line, the traceback with --debug."""
+    """A bug (never reported as an interrupt, whatever click made of it): one line, the traceback with --debug.
+    An error raised while a signal was handled is that signal's stop (matplotlib's import: a RuntimeError)."""
+    stop = _signal_within(exc)
+    if stop is not None:
+        click.echo(f"appliance: {stopped_by(stop)}", err=True)
+        return interrupt_exit_code(stop)
     if _DEBUG:
         traceback.print_exception(exc)
     else:

@@ -49,6 +49,7 @@ INTAKE_CHUNK = 1 << 16  # samples the intake thread takes at a time outside Serv
 BURST_PER_DEPTH = 4  # a timed burst keeps a card full for this many batches per batch it holds in flight
 UNDER_LOAD_ROUNDS = 2  # `time_under_load` keeps the best of this many bursts of every card at once
 SERVER_TAKE_BATCHES = 64  # Server: full batches the intake thread takes at a time when LoadGen runs ahead
+STOP_GRACE_S = 10.0  # a stop waits this long for the cards' threads, then leaves them (daemons) to the exit
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,9 @@ class SystemUnderTest:
             self.backlog.clear()
         for w in self.workers:
             w.stop()
+        deadline = time.monotonic() + STOP_GRACE_S
         for w in self.workers:
-            w.join()
+            w.join(deadline)
 
     def stats(self) -> SutStats:
         """What dispatch and each card did, frozen (read after `stop()`)."""
