@@ -15,6 +15,7 @@ from click.core import ParameterSource
 
 from harness import __version__
 from harness.audit.compliance import TESTS
+from harness.cli import stdout
 from harness.core import environment, inbound, progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
@@ -518,13 +519,19 @@ def _register_subcommands() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug. Ctrl-C, SIGTERM
     and SIGHUP stop every command the same way: one line, exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP).
-    A command that fails leaves none of the folders it made empty behind."""
+    A command that fails leaves none of the folders it made empty behind. Standard output that cannot be
+    written (closed, full) is said to be so (harness.cli.stdout)."""
     _register_subcommands()
     forget_made()
-    code = _main(argv)
+    with stdout.guarded() as out:
+        code = _main(argv) if out is not None else 2
+    if out is None or (out.failed is not None and not isinstance(out.failed, BrokenPipeError)):  # `| head`: chosen
+        click.echo(f"appliance: error: {stdout.lost(None if out is None else out.failed)}", err=True)
+        code = code or 2
     if code != 0:
         remove_made_if_empty()
     return code
+
 
 
 def _main(argv: list[str] | None) -> int:
