@@ -18,6 +18,7 @@ from harness.audit.compliance import TESTS
 from harness.cli import stdout
 from harness.core import environment, inbound, progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
+from harness.core.fsutil import shown
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
 from harness.data import benchmarks
@@ -534,9 +535,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 
+def _utf8_args(argv: list[str]) -> None:
+    """Every argument UTF-8 text: a name with byte 0xFF reached LoadGen (`FromConfig(): incompatible function
+    arguments`) or a JSON writer (UnicodeEncodeError); Python keeps such bytes as surrogates."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = os.fsencode(arg[exc.start])[0]
+            raise ApplianceError(f"the argument {shown(arg)} is not UTF-8 text (byte 0x{byte:02X}); name files, "
+                                 f"folders and systems in UTF-8") from None
+
+
 def _main(argv: list[str] | None) -> int:
     try:
         with interrupts_raised():
+            _utf8_args(sys.argv[1:] if argv is None else argv)
             code = cli.main(args=argv, prog_name="appliance", standalone_mode=False)
     except click.exceptions.Abort as exc:  # click's form of a KeyboardInterrupt (or Terminated) in a command
         if exc.__cause__ is not None and not isinstance(exc.__cause__, KeyboardInterrupt):
@@ -556,7 +570,7 @@ def _main(argv: list[str] | None) -> int:
     except ApplianceError as exc:
         if _DEBUG and exc.traceback:
             traceback.print_exc()
-        click.echo(f"appliance: error: {exc}", err=True)
+        click.echo(f"appliance: error: {shown(str(exc))}", err=True)  # one line, whatever names it holds
         return exc.exit_code
     except KeyboardInterrupt as exc:
         click.echo(f"appliance: {stopped_by(exc)}", err=True)
@@ -607,6 +621,10 @@ def _file_fault(exc: OSError) -> str | None:
     from harness.core.fsutil import disk_fault
 
     fault = disk_fault(exc)
+    if exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 120 else f"{name[:60]}…{name[-50:]}"
+        return f"{shown}: {exc.strerror} ({len(os.fsencode(name))} bytes); choose a shorter folder"
     if fault is not None:
         return f"{fault}; nothing half-written was left there: free some space or choose a writable folder"
     if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:

@@ -38,6 +38,7 @@ from harness.core.fsutil import NAME_MAX, tmp_prefix, umask
 PATH_MAX = 4096  # bytes in a path, the terminating NUL included (Linux PATH_MAX)
 # what `tmp_prefix` and `mkstemp` add to a name: ".", ".<pid up to 7 digits>.", 8 random, ".tmp", ".old"
 AFFIXES = 32
+FOLDER_ROOM = 512  # what a command adds below a folder it writes into: <system>/<benchmark>/.../run_N/<log>
 # what marks a folder as a run's (harness.run.rundirs names, LoadGen's logs, the manifest): nothing is written there
 RUN_FOLDER = re.compile(r"run_\d+(\.incomplete)?|(accuracy|TEST0\d)(_\d+)?\.incomplete|\..*\.staging-\d+")
 RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "manifest.json")
@@ -254,9 +255,9 @@ def publish_dir(tmp: Path, final: Path, said: str) -> None:
                              f"kept: choose a new folder") from None
 
 
-def check_name(path: Path, said: str) -> Path:
+def check_name(path: Path, said: str, room: int = 0) -> Path:
     """`path` when the file system takes its name and our temporaries beside it, else one line (`said`:
-    how the line names it, e.g. "report -o x.html")."""
+    how the line names it, e.g. "report -o x.html"). `room`: bytes of path the command adds below it."""
     raw = os.fsencode(path.absolute())
     longest = max((c for c in path.parts), key=lambda c: len(os.fsencode(c)), default="")
     if len(os.fsencode(longest)) > NAME_MAX - AFFIXES:
@@ -264,9 +265,10 @@ def check_name(path: Path, said: str) -> Path:
                              f"{len(os.fsencode(longest))} bytes; a file or folder name may be at most "
                              f"{NAME_MAX - AFFIXES} bytes here ({NAME_MAX} less the temporary's affixes): "
                              f"choose a shorter name")
-    if len(raw) >= PATH_MAX - AFFIXES:
+    if len(raw) >= PATH_MAX - AFFIXES - room:
         raise ApplianceError(f"{said[:80]}...: the path is {len(raw)} bytes; at most "
-                             f"{PATH_MAX - AFFIXES - 1} are possible here: choose a shorter one")
+                             f"{PATH_MAX - AFFIXES - room - 1} are possible here (the paths below it take the "
+                             f"rest of {PATH_MAX}): choose a shorter one")
     return path
 
 
@@ -366,7 +368,7 @@ def inside_results(path: Path, results: Path, option: str) -> Path:
 def ensure_writable_dir(path: Path, what: str) -> Path:
     """Create `path` if needed and prove it is writable (its name one the file system takes, not inside
     a run folder), or say so in one line."""
-    check_name(path, f"{what} {path}")
+    check_name(path, f"{what} {path}", room=FOLDER_ROOM)
     run = run_folder(path.absolute()) or run_folder(path.resolve())
     if run is not None:
         raise ApplianceError(f"{what} {path} lies in the run folder {run}, which holds a run's logs; choose a "

@@ -30,6 +30,7 @@ from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
 from harness.core import inbound
 from harness.core.errors import ApplianceError
+from harness.core.fsutil import shown
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks as appliance_benchmarks
 from harness.records import detail_log
@@ -68,9 +69,9 @@ class Report:
         return {**asdict(self), "ok": self.ok}
 
     def lines(self) -> list[str]:
-        out = [f"note: {n}" for n in self.notes]
-        out += [f"problem: {p}" for p in self.problems]
-        out += [f"synthetic: {s}" for s in self.synthetic]
+        out = [f"note: {shown(n)}" for n in self.notes]  # one line each, whatever names they hold
+        out += [f"problem: {shown(p)}" for p in self.problems]
+        out += [f"synthetic: {shown(s)}" for s in self.synthetic]
         verdict = "PASS" if self.ok else f"FAIL ({len(self.problems)} problem(s))"
         extra = f", {len(self.synthetic)} synthetic-data finding(s) not counted" if self.synthetic else ""
         out.append(f"{verdict} {self.version}{extra}")
