@@ -39,9 +39,12 @@ PATH_MAX = 4096  # bytes in a path, the terminating NUL included (Linux PATH_MAX
 # what `tmp_prefix` and `mkstemp` add to a name: ".", ".<pid up to 7 digits>.", 8 random, ".tmp", ".old"
 AFFIXES = 32
 FOLDER_ROOM = 512  # what a command adds below a folder it writes into: <system>/<benchmark>/.../run_N/<log>
-# what marks a folder as a run's (harness.run.rundirs names, LoadGen's logs, the manifest): nothing is written there
-RUN_FOLDER = re.compile(r"run_\d+(\.incomplete)?|(accuracy|TEST0\d)(_\d+)?\.incomplete|\..*\.staging-\d+")
-RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "manifest.json")
+# what marks a folder as a run's, by what is written there, never by a name a user may give a folder (`run_3`)
+# or a file name others use (a web app's manifest.json): LoadGen's logs, our INCOMPLETE.txt, our staging
+# folders' names, a manifest.json that is ours (its first key "appliance"). Nothing else is written there.
+RUN_FOLDER = re.compile(r"\..*\.staging-\d+")
+RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "INCOMPLETE.txt")
+OUR_MANIFEST = b'{\n  "appliance": '  # how atomic_write_json begins a run's manifest (sorted keys, indent 2)
 SPACE_MARGIN = 1 << 20  # bytes kept free beyond an estimate: the file system's own blocks, a manifest
 
 
@@ -273,9 +276,10 @@ def check_name(path: Path, said: str, room: int = 0) -> Path:
 
 
 def run_folder(folder: Path) -> Path | None:
-    """The run folder `folder` is or lies in (by name or by LoadGen's logs in it), if any."""
+    """The run folder `folder` is or lies in (by what the appliance and LoadGen write there), if any."""
     for f in (folder, *folder.parents):
-        if RUN_FOLDER.fullmatch(f.name) or any((f / name).is_file() for name in RUN_FILES):
+        if RUN_FOLDER.fullmatch(f.name) or any((f / name).is_file() for name in RUN_FILES) \
+                or head(f / "manifest.json", len(OUR_MANIFEST)) == OUR_MANIFEST:
             return f
     return None
 
