@@ -63,8 +63,9 @@ def test_the_table_lists_every_variable() -> None:
     from harness.core.environment import VARIABLES
 
     doc = (ROOT / "docs" / "environment.md").read_text()
-    listed = set(re.findall(r"^\| `([A-Za-z_]+)` \|", doc, re.MULTILINE))
-    assert listed == set(VARIABLES)
+    rows = dict(re.findall(r"^\| `([A-Za-z_]+)` \|.*\| ([^|]+) \|$", doc, re.MULTILINE))
+    assert set(rows) == set(VARIABLES)
+    assert {n: v.strip() for n, v in rows.items()} == {n: v.meaning for n, v in VARIABLES.items()}
 
 
 def test_the_checks_fail_on_snippets_that_break_the_rule() -> None:

@@ -63,7 +63,7 @@ def guarded() -> Iterator[Guarded | None]:
         yield None
         return
     guard = Guarded(real)
-    sys.stdout = guard  # type: ignore[assignment]
+    sys.stdout = guard
     try:
         yield guard
     finally:
