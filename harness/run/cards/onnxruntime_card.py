@@ -204,8 +204,15 @@ def _gpu_words(ref: gpu.GpuRef | None) -> str:
 
 
 def provider_available(backend: str) -> bool:
-    """Whether this onnxruntime build has the backend's provider (a GPU backend's record's `available`)."""
-    return PROVIDERS[backend][0] in ort.get_available_providers()
+    """Whether this onnxruntime build has the backend's provider and its library loads (a GPU backend's record's
+    `available`): onnxruntime-gpu lists CUDA and TensorRT without a driver, and `tune --backends` offered them,
+    then refused them."""
+    provider = PROVIDERS[backend][0]
+    if provider not in ort.get_available_providers():
+        return False
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
+        ort.preload_dlls()  # CUDA / cuDNN from NVIDIA's wheels first, as a card loads them
+    return provider_library_error(provider) is None
 
 
 def require_provider(backend: str) -> None:
