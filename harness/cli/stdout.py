@@ -9,10 +9,11 @@ line that the output was lost, and why, and exits non-zero.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
+
+from harness.core.outbound import discard_writes
 
 
 class Guarded:
@@ -24,10 +25,8 @@ class Guarded:
 
     def _guard(self, exc: OSError) -> None:
         self.failed = self.failed or exc
-        with contextlib.suppress(OSError):  # what the stream still buffers goes nowhere, not to a failing fd
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self._real.fileno())
-            os.close(null)
+        with contextlib.suppress(OSError, ValueError):  # what it still buffers goes nowhere, not to a failing fd
+            discard_writes(self._real.fileno())
 
     def write(self, text: str) -> int:
         if self.failed is None:

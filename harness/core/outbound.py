@@ -152,6 +152,16 @@ def save_array(path: Path, array: np.ndarray) -> None:
     np.save(path, array, allow_pickle=False)
 
 
+def discard_writes(fd: int) -> None:
+    """Point `fd` at /dev/null: a stream whose file failed (a full or closed stdout) drops what it still holds
+    instead of failing again at exit."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 def mapped_array(path: Path, shape: tuple[int, ...]) -> np.memmap:
     """A new uint8 `.npy` file mapped for writing, its blocks allocated at once: a disk too full for it fails
     here with ENOSPC, where writing into a sparse mapping would kill the process with SIGBUS."""
