@@ -119,9 +119,10 @@ def _outcome(energy: dict | None, host_nms: dict | None) -> RunOutcome:
 
 def test_summary_has_an_energy_column_and_an_nms_line_only_when_measured():
     plain = summary_table([_outcome(None, None)])
-    assert "energy" not in plain.splitlines()[0] and "host NMS" not in plain
+    assert "energy" not in plain.splitlines()[0] and "host NMS" not in plain and "not MLPerf Power" not in plain
     host = share([(0, 0)], [(100, 50_000_000)], 1.0, [(0,)])
     text = summary_table([_outcome({"available": False, "gpu": gpu_result()}, host), _outcome(None, None)])
     head, _, row, other = text.splitlines()[:4]
     assert head.split()[5] == "energy" and "GPU 0.25-0.5 J/sample per card" in row and other.split()[5] == "-"
+    assert "note: energy: measured inside the system (RAPL counters, NVML), not MLPerf Power" in text
     assert "yolo-99 Offline: host NMS 0.500 ms an image; busiest done thread 5.0% busy" in text

@@ -88,6 +88,7 @@ def test_energy_appears_in_the_report_on_a_machine_with_rapl(data_dir, tmp_path,
     assert appliance("report", tmp_path / "r", "-o", tmp_path / "report.html") == 0
     page = (tmp_path / "report.html").read_text()
     assert "J/sample (RAPL, " in page and " W)" in page and "Energy: not measured" not in page
+    assert "Energy: measured inside the system (RAPL counters, NVML), not MLPerf Power" in page
 
 
 @pytest.mark.slow

@@ -84,9 +84,8 @@ def ours(tree: Path, version: str) -> tuple[set[tuple[str, str]], str | None, li
     return {(place(p), topic(p, 0)) for p in report.problems}, None, report.problems
 
 
-def theirs(tree: Path, version: str, checker: Path, python: str) -> tuple[set[tuple[str, str]], str | None,
-                                                                          list[str]]:
-    """The official checker's findings: a submission_checker.py (up to v5.1) or the submission_checker/
+def official_text(tree: Path, version: str, checker: Path, python: str) -> str:
+    """The official checker's whole output: a submission_checker.py (up to v5.1) or the submission_checker/
     package (v6.x, run as `python -m submission_checker.main`)."""
     if checker.is_dir():
         cmd = [python, "-m", "submission_checker.main", "--input", str(tree.resolve()), "--version", version,
@@ -96,7 +95,13 @@ def theirs(tree: Path, version: str, checker: Path, python: str) -> tuple[set[tu
     else:
         cmd = [python, str(checker), "--input", ".", "--version", version, "--csv", "/dev/null"]
         done = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, timeout=600)
-    text = done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def theirs(tree: Path, version: str, checker: Path, python: str) -> tuple[set[tuple[str, str]], str | None,
+                                                                          list[str]]:
+    """The official checker's findings, sorted into topics per scenario folder, and its crash if any."""
+    text = official_text(tree, version, checker, python)
     crash = None
     if "Traceback (most recent call last)" in text:
         crash = text.strip().splitlines()[-1][:160]
@@ -170,6 +175,28 @@ def _lower_accuracy(text: str) -> str:
     return re.sub(r"^(accuracy|mAP)=[\d.]+", r"\1=1.000", text, flags=re.MULTILINE)
 
 
+def _rename_benchmark(tree: Path, new: str) -> bool:
+    """Every folder of the first benchmark (results, measurements, compliance, code) renamed `new`."""
+    bench = _first(tree, "*/*/results/*/resnet50")
+    if bench is None:
+        return False
+    sub = bench.parents[2]
+    for kind in ("results", "measurements", "compliance"):
+        for d in sorted(sub.glob(f"{kind}/*/resnet50")):
+            d.rename(d.with_name(new))
+    if (sub / "code" / "resnet50").is_dir():
+        (sub / "code" / "resnet50").rename(sub / "code" / new)
+    return True
+
+
+def _spare_system(tree: Path) -> bool:
+    path = _first(tree, "*/*/systems/*.json")
+    if path is None:
+        return False
+    shutil.copy(path, path.with_name("spare_system.json"))
+    return True
+
+
 # Single faults put into a copy of a real tree: name -> edit (False: the tree has no place for it).
 FAULTS: dict[str, Callable[[Path], bool]] = {
     "wrong qsl_rng_seed": lambda t: _set_key(_detail(t), "effective_qsl_rng_seed", 1),
@@ -186,6 +213,14 @@ FAULTS: dict[str, Callable[[Path], bool]] = {
     "system JSON bad status": lambda t: _system_edit(t, lambda d: d.update(status="bogus")),
     "TEST01 verify_performance removed": lambda t: _unlink(_first(t, "*/*/*/*/*/*/TEST01/verify_performance.txt")),
     "user.conf removed": lambda t: _unlink(_first(t, "*/*/*/*/*/*/user.conf")),
+    # issue 42's disagreements: what the official checker accepts (the first three; ours warns on two)
+    "resnet50 folders named mobilenet": lambda t: _rename_benchmark(t, "mobilenet"),
+    "system JSON with no results": _spare_system,
+    "TEST01 performance run INVALID": lambda t: _set_key(
+        _first(t, "*/*/*/*/*/*/TEST01/performance/run_1/mlperf_log_detail.txt"), "result_validity", "INVALID"),
+    "TEST04 performance run INVALID": lambda t: _set_key(
+        _first(t, "*/*/*/*/*/*/TEST04/performance/run_1/mlperf_log_detail.txt"), "result_validity", "INVALID"),
+    "accelerators_per_node \"two\"": lambda t: _system_edit(t, lambda d: d.update(accelerators_per_node="two")),
 }
 
 
@@ -240,6 +275,44 @@ def move_to(tree: Path, dest: Path, version: str) -> None:
             _set_key(log, f"effective_{k}", seeds[k])
 
 
+OFFICIAL_POWER = re.compile(r"Results (\S+) [\d.]+ with power_metric = ([\d.]+) and power_efficiency "
+                            r"\(samples/J\) = ([\d.]+)")
+
+
+def power_rows(tree: Path, version: str, checker: Path, python: str) -> list[str]:
+    """One table row per power result: the official checker's verdict and printed figures beside ours."""
+    text = official_text(tree, version, checker, python)
+    official = {m.group(1): (m.group(2), m.group(3)) for m in OFFICIAL_POWER.finditer(text)}
+    report = check_tree(tree, version)
+    verdicts = f"{'FAIL' if 'has errors' in text or 'Traceback' in text else 'PASS'} / " \
+               f"{'PASS' if report.ok else 'FAIL'}"
+    rows = []
+    for p in report.power:
+        theirs_ = official.pop(p.where, ("-", "-"))
+        ours_ = (f"{p.metric:f}", f"{p.samples_per_joule:f}") if p.metric is not None \
+            and p.samples_per_joule is not None else ("-", "-")
+        same = "yes" if theirs_ == ours_ else "NO"
+        rows.append(f"| {tree.name} | {version} | {verdicts} | {p.where.split('/results/')[1]} | {p.unit} | "
+                    f"{theirs_[0]} / {ours_[0]} | {theirs_[1]} / {ours_[1]} | {same} |")
+    rows += [f"| {tree.name} | {version} | {verdicts} | {w} (only theirs) | | {m} / - | {e} / - | NO |"
+             for w, (m, e) in official.items()]
+    return rows
+
+
+def power_table(corpus: Path, checkers: dict[str, Path], python: str) -> int:
+    """`--power`: the table of every power result in the corpus; 1 when a verdict or a figure differs."""
+    print("| tree | round | verdict (official / ours) | power result | unit | metric (official / ours) | "
+          "samples/J (official / ours) | same |\n|---|---|---|---|---|---|---|---|")
+    lines = []
+    for tree in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        round_file = tree.with_name(tree.name + ".round")
+        version = round_file.read_text().strip() if round_file.is_file() else "auto"
+        if version in checkers:
+            lines += power_rows(tree, version, checkers[version], python)
+    print("\n".join(lines))
+    return 1 if any(line.endswith("| NO |") or "FAIL" in line.split("|")[3] for line in lines) else 0
+
+
 def table(rows: Iterable[tuple[str, str, str, str, str, str]]) -> str:
     head = ("tree", "round", "both found", "only ours", "only theirs", "crashes")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -267,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", type=int, default=0, metavar="N",
                     help="also put single faults into copies of the first N trees and count who notices, "
                          "e.g. --faults 4")
+    ap.add_argument("--power", action="store_true",
+                    help="only the power results: both checkers' verdicts and printed power figures, per result")
     ap.add_argument("-v", "--verbose", action="store_true", help="also print every finding of both checkers")
     args = ap.parse_args(argv)
     checkers = {}
@@ -279,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.corpus.is_dir():
         print(f"{args.corpus} is not a folder", file=sys.stderr)
         return 2
+    if args.power:
+        return power_table(args.corpus, checkers, args.python)
     rows = []
     disagreements = 0
     for tree in sorted(p for p in args.corpus.iterdir() if p.is_dir()):

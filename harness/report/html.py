@@ -20,7 +20,7 @@ from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_wri
 from harness.records import manifest as run_manifest
 from harness.records.detail_log import perf_result
 from harness.report.groups import Collected, Run, Series, by_scenario, collect, latest_per_setup, scaling_series
-from harness.report.measured import energy_text, nms_text
+from harness.report.measured import ENERGY_NOTE, energy_text, nms_text, power_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -186,7 +186,9 @@ def _summary_row(run: Run, collected: Collected, results: Path) -> list[str]:
         status, constraint = "scored", "-"
     if run_manifest.not_submittable(m) is not None:
         status += ", NOT SUBMITTABLE"
-    beside = [t for t in (energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess"))) if t]
+    official = power_text(run.path, run.scenario) if run.mode == "performance" else None
+    beside = [t for t in (official, energy_text(m.get("energy"), each_card=True), nms_text(m.get("host_postprocess")))
+              if t]
     return [run.setup.text(), str(run.cards), run.mode, metric, status, constraint, _compliance(run, collected),
             "; ".join(beside) or "-", str(run.path.relative_to(results))]
 
@@ -254,7 +256,8 @@ def render(results: Path, out: Path) -> Path:
     extra = [("per-card", per_card_plot(runs)), ("card-map", card_map_plot(widest))]
     scaling += [_figure(name, png, out, pngs) for name, png in extra if png is not None]
     flags = _flags(runs)
-    energy_note = "" if any(energy_text(r.manifest.get("energy")) for r in runs) else \
+    energy_note = f"<p class=note>{html.escape(ENERGY_NOTE[0].upper() + ENERGY_NOTE[1:])}.</p>" \
+        if any(energy_text(r.manifest.get("energy")) for r in runs) else \
         "<p class=note>Energy: not measured (no readable RAPL counters or NVML on the machine that ran these).</p>"
     last = runs[-1].manifest
     brief = {k: last.get(k) for k in ("benchmark", "scenario", "backend", "batch_size", "created_utc")}

@@ -7,9 +7,18 @@ Manifests may come from other trees: anything missing or malformed gives None (n
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-__all__ = ["energy_text", "gpu_energy", "host_energy", "nms_text"]
+from harness.audit.submission import power, standin
+from harness.core import inbound
+from harness.core.scenarios import SCENARIOS, Scenario
+
+__all__ = ["ENERGY_NOTE", "energy_text", "gpu_energy", "host_energy", "nms_text", "power_text"]
+
+# what the energy figures are, said wherever they are shown: the official figure is MLPerf Power's (docs/power.md)
+ENERGY_NOTE = ("energy: measured inside the system (RAPL counters, NVML), not MLPerf Power: no power analyzer "
+               "at the wall; docs/power.md")
 
 
 def _num(d: Any, key: str) -> float | None:
@@ -77,3 +86,21 @@ def nms_text(host: Any) -> str | None:
     elif cores is not None:
         line += f"; {cores:.3f} cores in all"
     return line + ("" if host.get("keeps_up") is not False else ": the host holds the cards back")
+
+
+def power_text(run: Path, scenario: str) -> str | None:
+    """'MLPerf Power 250.000000 W, 4.938000 samples/J (SIMULATED)' for the performance run a power session of its
+    scenario folder measured (the session's run_1 holds this run's detail log), else None."""
+    session = run.parent.parent / standin.SESSION_FOLDER
+    if scenario not in SCENARIOS or not (session / "run_1" / "mlperf_log_detail.txt").is_file():
+        return None
+    try:
+        same = inbound.read_bytes(session / "run_1" / "mlperf_log_detail.txt", inbound.LOG) == \
+            inbound.read_bytes(run / "mlperf_log_detail.txt", inbound.LOG)
+    except (OSError, inbound.Refused):
+        return None
+    figure = power.session_figure(session, Scenario(scenario)) if same else None
+    if figure is None or figure.metric is None or figure.samples_per_joule is None:
+        return None
+    unit = "W" if figure.unit == "Watts" else "mJ/query"
+    return f"MLPerf Power {figure.metric:f} {unit}, {figure.samples_per_joule:f} samples/J ({figure.status})"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.report.measured import energy_text, nms_text
+from harness.report.measured import ENERGY_NOTE, energy_text, nms_text
 from harness.run.runner import RunOutcome
 
 
@@ -28,4 +28,6 @@ def summary_table(outcomes: list[RunOutcome]) -> str:
     notes = sorted({n for o in outcomes for n in o.notes})
     warnings = sorted({w for o in outcomes for w in (*o.warnings, o.not_submittable)} - {""})
     nms = [f"{o.benchmark} {o.scenario}: {t}" for o in outcomes if (t := nms_text(o.host_nms))]
+    if any(energies):
+        notes.insert(0, ENERGY_NOTE)
     return "\n".join(lines + nms + [f"warning: {w}" for w in warnings] + [f"note: {n}" for n in notes])

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.audit.submission import rounds
+from harness.audit.submission import power, rounds
 from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
 from harness.core import inbound
@@ -56,6 +56,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     synthetic: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    power: list[power.PowerResult] = field(default_factory=list)
 
     def problem(self, text: str) -> None:
         """Record one thing that makes the tree unacceptable."""
@@ -72,8 +73,11 @@ class Report:
         out = [f"note: {shown(n)}" for n in self.notes]  # one line each, whatever names they hold
         out += [f"problem: {shown(p)}" for p in self.problems]
         out += [f"synthetic: {shown(s)}" for s in self.synthetic]
+        out += [f"power: {shown(r.line())}" for r in self.power]
         verdict = "PASS" if self.ok else f"FAIL ({len(self.problems)} problem(s))"
         extra = f", {len(self.synthetic)} synthetic-data finding(s) not counted" if self.synthetic else ""
+        checked = sum(r.status == "checked" for r in self.power)
+        extra += f", {checked} power result(s) checked" if checked else ""
         out.append(f"{verdict} {self.version}{extra}")
         return out
 
@@ -211,16 +215,21 @@ def _check_submitter(sub: Path, division: str, rnd: Round, rep: Report) -> None:
     systems = _dirs(results)
     with_results = {s.name for s in systems}
     for f in _files(sub / "systems"):
-        if f.endswith(".json") and f[:-5] not in with_results:
-            rep.problem(f"{_rel(rep, sub / 'systems' / f)}: a system with no results/{f[:-5]}/")
+        if f.endswith(".json") and f[:-5] not in with_results:  # the official checker never looks at it
+            rep.notes.append(f"warning: {_rel(rep, sub / 'systems' / f)}: a system with no results/{f[:-5]}/ "
+                             f"(not checked; the official checker ignores it too)")
     if layout == rounds.SEPARATE:
         for m in _dirs(sub / "measurements"):
             if m.name not in with_results:
                 rep.problem(f"{_rel(rep, m)}: measurements of a system with no results/{m.name}/")
+    mapping = None
+    if division == "open" and (sub / "model_mapping.json").is_file():
+        mapping = read_json_object(sub / "model_mapping.json", _rel(rep, sub / "model_mapping.json"), rep.problem)
     for system in systems:
-        sys_type = _check_system_json(sub / "systems" / f"{system.name}.json", division, sub.name, rep)
+        sys_type = _check_system_json(sub / "systems" / f"{system.name}.json", division, sub.name, rep,
+                                      counts=rnd.layout == rounds.FOLDED)
         for bench in _dirs(system):
-            _check_benchmark(bench, sys_type, division, sub, rnd, rep)
+            _check_benchmark(bench, sys_type, division, sub, rnd, rep, mapping)
 
 
 def _hygiene(sub: Path, rep: Report) -> None:
@@ -267,8 +276,10 @@ def _hygiene(sub: Path, rep: Report) -> None:
             rep.problem(f"{_rel(rep, sub)}: {what}: {', '.join(paths[:SHOW])}{more}")
 
 
-def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -> str | None:
-    """The system_type when the system JSON is usable, else None (problems reported)."""
+def _check_system_json(path: Path, division: str, submitter: str, rep: Report, counts: bool = False) -> str | None:
+    """The system_type when the system JSON is usable, else None (problems reported). With `counts` (v6.0+,
+    whose checker multiplies them as integers), number_of_nodes and accelerators_per_node must be whole
+    numbers."""
     where = _rel(rep, path)
     if not path.exists():
         rep.problem(f"{where}: missing system description")
@@ -282,6 +293,11 @@ def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -
     empty = [k for k in rounds.SYSTEM_MEANINGFUL if k in data and not data[k]]
     if empty:
         rep.problem(f"{where}: empty values (a numeric 0 counts as empty; write \"0\"): {', '.join(empty)}")
+    for key in ("number_of_nodes", "accelerators_per_node") if counts else ():
+        value = data.get(key)
+        if key in data and not ((isinstance(value, int) and not isinstance(value, bool))
+                                or (isinstance(value, str) and value.strip().isdigit())):
+            rep.problem(f"{where}: {key} {value!r} is not a whole number (the checker multiplies it; write e.g. 2)")
     status, sys_type = data.get("status"), data.get("system_type")
     ok = True
     if not isinstance(status, str) or status.lower() not in rounds.STATUSES:
@@ -298,12 +314,13 @@ def _check_system_json(path: Path, division: str, submitter: str, rep: Report) -
 
 
 def _check_benchmark(bench: Path, sys_type: str | None, division: str, sub: Path, rnd: Round,
-                     rep: Report) -> None:
-    model = rnd.model_of(bench.name)
+                     rep: Report, mapping: dict[str, Any] | None = None) -> None:
+    model = rnd.model_of(bench.name, mapping)
     rules = rnd.benchmarks.get(model)
     if rules is None and (bench.name in rounds.OTHER_BENCHMARKS or model in rounds.OTHER_BENCHMARKS):
         rep.notes.append(f"{_rel(rep, bench)}: not checked (outside this appliance's benchmarks: {bench.name} is "
                          f"one of the official checker's, whose rules are not recorded here)")
+        rep.power += [power.not_checked(_rel(rep, s)) for s in _dirs(bench) if power.has_power(s)]
         return
     if rules is None:
         rep.problem(f"{_rel(rep, bench)}: {bench.name!r} is not a benchmark {rnd.version} defines here "
@@ -378,9 +395,17 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
         _check_measurements(measure, ctx, results.name)
     run1 = results / "performance" / "run_1"
     perf_m = _manifest(run1)
-    if _files_present(run1, PERF_FILES, rep, extras=separate, optional=("mlperf_log_accuracy.json",)):
+    powered = power.has_power(results)
+    # with power, power.check holds run_1 to its file list (LoadGen's logs and spl.txt)
+    if _files_present(run1, PERF_FILES, rep, extras=separate and not powered,
+                      optional=("mlperf_log_accuracy.json",)):
         _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, perf_m)
     _check_eligibility(rep, run1, perf_m)
+    if powered:
+        if separate and rnd.power.measure_files and measure.is_dir():
+            _power_measure_files(measure, rep)
+        rep.power.append(power.check(results, scenario, rnd.power, lambda p: _rel(rep, p), rep.problem,
+                                     rep.synthetic.append))
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
         rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: {inbound.absent(acc / 'accuracy.txt', 'missing')} "
@@ -392,6 +417,19 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
     if ctx.division != "open":
         for test in ctx.rules.compliance_tests:
             _check_compliance(compliance / test, test, scenario, ctx, perf_m)
+
+
+def _power_measure_files(measure: Path, rep: Report) -> None:
+    """Pre-v6.0, a power result's measurements folder (or one of the three above it) holds analyzer_table.* and
+    power_settings.* (the checker's REQUIRED_POWER_MEASURE_FILES), not empty."""
+    folders = [measure, measure.parent, measure.parent.parent, measure.parent.parent.parent]
+    for stem in ("analyzer_table", "power_settings"):
+        found = [f for d in folders for n in _files(d) if n.startswith(stem) and (f := d / n)]
+        if not found:
+            rep.problem(f"{_rel(rep, measure)}: no {stem}.* here or in the folders above it (a power result "
+                        f"describes its analyzer and power settings)")
+        elif found[-1].stat().st_size == 0:
+            rep.problem(f"{_rel(rep, found[-1])}: empty")
 
 
 def _check_eligibility(rep: Report, run: Path, manifest: dict[str, Any]) -> None:
@@ -416,7 +454,9 @@ def _files_present(folder: Path, names: tuple[str, ...], rep: Report, extras: bo
     if extras:
         extra = [n for n in have if n not in names and n not in optional and n not in OPTIONAL_FILES]
         if extra:
-            rep.problem(f"{_rel(rep, folder)}: files the round does not allow here: {', '.join(extra)}")
+            hint = " (spl.txt belongs to a power result, and there is no performance/power/)" \
+                if "spl.txt" in extra else ""
+            rep.problem(f"{_rel(rep, folder)}: files the round does not allow here: {', '.join(extra)}{hint}")
     return not missing
 
 
@@ -445,8 +485,10 @@ def _seeds_for(path: Path, rnd: Round) -> dict[str, int]:
     return dict(rnd.test05_seeds) if "TEST05" in path.parts and rnd.test05_seeds else dict(rnd.seeds)
 
 
-def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any]) -> None:
-    """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately)."""
+def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, Any], compliance: bool = False
+                ) -> None:
+    """A performance detail log, by the round's check_performance_dir (plus INVALID/errors, deliberately; a
+    compliance run's INVALID only as a warning: the checker reads its verdict from verify_performance.txt)."""
     rep, rnd, rules = ctx.rep, ctx.rnd, ctx.rules
     where = _rel(rep, path)
     d = detail_log.read(path, where, rep.problem)
@@ -463,8 +505,13 @@ def _check_perf(path: Path, scenario: Scenario, ctx: Ctx, manifest: dict[str, An
     validity = d.raw("result_validity")
     if validity != "VALID":
         reason = d.raw("result_invalid_reason")
-        rep.problem(f"{where}: LoadGen result is {validity if isinstance(validity, str) else 'missing'}"
-                    + (f" ({reason})" if isinstance(reason, str) and reason else ""))
+        text = (f"{where}: LoadGen result is {validity if isinstance(validity, str) else 'missing'}"
+                + (f" ({reason})" if isinstance(reason, str) and reason else ""))
+        if compliance:
+            rep.notes.append(f"warning: {text} (a compliance run: its verdict is verify_performance.txt's, "
+                             f"which the official checker reads)")
+        else:
+            rep.problem(text)
     min_ms = d.integer("effective_min_duration_ms")
     if min_ms is not None and min_ms < rnd.min_duration_ms:
         rep.problem(f"{where}: effective_min_duration_ms {min_ms} < {rnd.min_duration_ms} "
@@ -625,7 +672,7 @@ def _check_compliance(t: Path, test: str, scenario: Scenario, ctx: Ctx, perf_man
     run1 = t / "performance" / "run_1"
     if _files_present(run1, PERF_FILES, rep, extras=True, optional=("mlperf_log_accuracy.json",)):
         manifest = _manifest(t / "appliance") or perf_manifest
-        _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, manifest)
+        _check_perf(run1 / "mlperf_log_detail.txt", scenario, ctx, manifest, compliance=True)
     if test != "TEST01":
         return
     passed = _passed(t / "verify_accuracy.txt", rep)

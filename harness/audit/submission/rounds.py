@@ -13,17 +13,18 @@ a round states only where its checker differed from the records, with that round
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks
 from harness.records.benchmark_record import Benchmark
 
-__all__ = ["ACC_PATTERNS", "BOTH", "DC", "DIVISIONS", "EARLY_STOPPING", "EDGE", "FOLDED", "FOLDERS", "INFERABLE",
-           "MEASUREMENT_KEYS", "MS", "OFFLINE", "OLD_FOLDERS", "OTHER_BENCHMARKS", "RESNET", "RESULT_FIELDS",
-           "RETINANET", "RETINANET_TESTS", "ROUNDS", "SCENARIOS", "SCENARIO_SPELLINGS", "SEED_KEYS", "SEPARATE",
-           "SERVER", "SS", "STATUSES", "SYSTEM_MEANINGFUL", "SYSTEM_REQUIRED", "SYSTEM_TYPES", "YOLO_95", "YOLO_99",
-           "BenchmarkRules", "Round", "round_of_seeds"]
+__all__ = ["ACC_PATTERNS", "ANALYZERS", "BOTH", "DC", "DIVISIONS", "EARLY_STOPPING", "EDGE", "FOLDED", "FOLDERS",
+           "GUESSED_BERT", "GUESSED_RESNET", "INFERABLE", "MEASUREMENT_KEYS", "MS", "OFFLINE", "OLD_FOLDERS",
+           "OTHER_BENCHMARKS", "RESNET", "RESULT_FIELDS", "RETINANET", "RETINANET_TESTS", "ROUNDS", "SCENARIOS",
+           "SCENARIO_SPELLINGS", "SEED_KEYS", "SEPARATE", "SERVER", "SOURCES_V41", "SOURCES_V50", "SS", "STATUSES",
+           "SYSTEM_MEANINGFUL", "SYSTEM_REQUIRED", "SYSTEM_TYPES", "YOLO_95", "YOLO_99", "BenchmarkRules",
+           "PowerRules", "Round", "round_of_seeds"]
 
 SS, MS, SERVER, OFFLINE = Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER, Scenario.OFFLINE
 SCENARIOS = (SS, MS, SERVER, OFFLINE)  # the checker's order
@@ -50,6 +51,9 @@ OTHER_BENCHMARKS = frozenset({
     "pointpainting", "deepseek-r1", "deepseek-r1-interactive", "whisper", "gpt-oss-120b", "wan-2.2-t2v-a14b",
     "qwen3-vl-235b-a22b",
 })
+# get_mlperf_model's last resort (every round v4.1 to master): a folder naming one of these is that model
+GUESSED_RESNET = ("mobilenet", "efficientnet", "resnet50")
+GUESSED_BERT = ("bert-99.9", "bert-99")
 SEPARATE, FOLDED = "separate", "folded"  # results/ measurements/ compliance/ apart, or all under results/
 
 SYSTEM_REQUIRED = (
@@ -93,6 +97,46 @@ class BenchmarkRules:
 
 
 @dataclass(frozen=True)
+class PowerRules:
+    """What the round's power checker (`tools/submission/power/power_checker.py` at the tag, and the submission
+    checker's check_power_dir around it) accepts. The rules themselves are in power.py."""
+
+    ptd_versions: tuple[str, ...]            # SUPPORTED_VERSION: PTDaemon's version in its `Identify` reply
+    sources: Mapping[str, str]               # sources_checksums.json: the power client/server files' sha1
+    amps_range_commands: tuple[int, ...]     # the `SR,A` command that restores the amps range (3rd; v5.1+: or 4th)
+    ptd_config_list: bool                    # server.json's ptd_config: one analyzer, or a list of them (v5.1+)
+    measure_files: bool                      # analyzer_table.*, power_settings.* beside the measurements (pre-v6.0)
+
+
+# SUPPORTED_MODEL of every tag v4.1 to master: the analyzers (PTDaemon device names and numbers) accepted
+ANALYZERS = {"YokogawaWT210": 8, "YokogawaWT500": 35, "YokogawaWT500_multichannel": 48, "YokogawaWT310": 49,
+             "YokogawaWT310E": 49, "YokogawaWT330": 52, "YokogawaWT330E": 52, "YokogawaWT330_multichannel": 77,
+             "YokogawaWT210_DC": 508, "YokogawaWT310_DC": 549, "YokogawaWT330_DC": 586}
+# sources_checksums.json (sha1 of each file of mlcommons/power-dev's ptd_client_server): the same 13 files at
+# every tag, lib/server.py and lib/summary.py changed at v5.0 (one list entry per tag, v4.1 to master)
+_SOURCES = {
+    "__init__.py": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "client.py": "33ca4f26368777ac06e01f9567b714a4b8063886",
+    "lib/__init__.py": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "lib/client.py": "ac2aa093c8e8bbc9569b9e2a3471bc64e58a2258",
+    "lib/common.py": "611d8b29633d331eb19c9455ea3b5fa3284ed6df",
+    "lib/external/__init__.py": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "lib/external/ntplib.py": "4da8f970656505a40483206ef2b5d3dd5e81711d",
+    "lib/source_hashes.py": "60a2e02193209e8d392803326208d5466342da18",
+    "lib/time_sync.py": "80894ef2389e540781ff78de94db16aa4203a14e",
+    "server.py": "c3f90f2f7eeb4db30727556d0c815ebc89b3d28b",
+    "tests/unit/__init__.py": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "tests/unit/test_server.py": "948c1995d4008bc2aa6c4046a34ffa3858d6d671",
+    "tests/unit/test_source_hashes.py": "00468a2907583c593e6574a1f6b404e4651c221a",
+}
+SOURCES_V41 = {**_SOURCES, "lib/server.py": "99303c836c683aa9017ec565104e636161d02acb",
+               "lib/summary.py": "aa92f0a3f975eecd44d3c0cd0236342ccc9f941d"}
+SOURCES_V50 = {**_SOURCES, "lib/server.py": "9bc9a3b6b9b716520658ac175913bcbbdb354336",
+               "lib/summary.py": "602a9fedfa503e5544d27ab3b0067f235047efc3"}
+_POWER_V51 = PowerRules(("1.11.1",), SOURCES_V50, (3, 4), ptd_config_list=True, measure_files=True)
+
+
+@dataclass(frozen=True)
 class Round:
     version: str
     source: str                      # where the facts come from
@@ -105,9 +149,22 @@ class Round:
     folder_names: Mapping[str, str] = field(default_factory=dict)  # tree folder -> checker model name
     calibration_doc: bool = False    # closed division needs calibration.md
     min_duration_ms: int = 600_000
+    power: PowerRules = _POWER_V51
 
-    def model_of(self, folder: str) -> str:
-        return self.folder_names.get(folder, folder)
+    def model_of(self, folder: str, extra: Mapping[str, object] | None = None) -> str:
+        """The checker's model for a benchmark folder, as every round's get_mlperf_model finds it: its own name,
+        the round's folder mapping, the submitter's model_mapping.json (open division), then its guess by
+        substring (a `mobilenet`, `efficientnet` or `resnet50` folder is resnet)."""
+        if folder in self.benchmarks or folder in OTHER_BENCHMARKS:
+            return folder
+        if folder in self.folder_names:
+            return self.folder_names[folder]
+        mapped = (extra or {}).get(folder)
+        if isinstance(mapped, str) and mapped:
+            return mapped
+        if any(word in folder for word in GUESSED_RESNET):
+            return self.folder_names.get(RESNET, RESNET)
+        return next((b for b in GUESSED_BERT if b in folder), folder)
 
     def required(self, system_type: str, model: str) -> tuple[Scenario, ...] | None:
         """Scenarios a system of this type must have for `model`; None when the type may not enter it."""
@@ -164,7 +221,8 @@ ROUNDS: dict[str, Round] = {r.version: r for r in (
         required_scenarios={"datacenter": {RESNET: DC, RETINANET: DC},
                             "edge": {RESNET: EDGE, RETINANET: EDGE},
                             "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH}},
-        layout=SEPARATE, scenario_files=("mlperf.conf", "user.conf", "README.md"), folder_names=OLD_FOLDERS),
+        layout=SEPARATE, scenario_files=("mlperf.conf", "user.conf", "README.md"), folder_names=OLD_FOLDERS,
+        power=PowerRules(("1.10.0",), SOURCES_V41, (3,), ptd_config_list=False, measure_files=True)),
     Round(
         version="v5.0", source="mlcommons/inference tag v5.0, tools/submission/submission_checker.py",
         seeds={"qsl_rng_seed": 6023615788873153749, "sample_index_rng_seed": 15036839855038426416,
@@ -176,7 +234,8 @@ ROUNDS: dict[str, Round] = {r.version: r for r in (
                             "edge": {RESNET: EDGE, RETINANET: EDGE},
                             "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH}},
         layout=SEPARATE, scenario_files=("user.conf", "README.md"),
-        folder_names={k: v for k, v in OLD_FOLDERS.items() if v == RESNET}),
+        folder_names={k: v for k, v in OLD_FOLDERS.items() if v == RESNET},
+        power=PowerRules(("1.11.1",), SOURCES_V50, (3,), ptd_config_list=False, measure_files=True)),
     Round(
         version="v5.1", source="mlcommons/inference tag v5.1, tools/submission/submission_checker.py",
         seeds={"qsl_rng_seed": 1780908523862526354, "sample_index_rng_seed": 14771362308971278857,
@@ -195,7 +254,8 @@ ROUNDS: dict[str, Round] = {r.version: r for r in (
         required_scenarios={"datacenter": {},
                             "edge": {RESNET: EDGE, YOLO_95: EDGE, YOLO_99: EDGE},
                             "datacenter,edge": {RESNET: BOTH, RETINANET: BOTH, YOLO_95: EDGE, YOLO_99: EDGE}},
-        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"), folder_names=FOLDERS),
+        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"), folder_names=FOLDERS,
+        power=replace(_POWER_V51, measure_files=False)),
     Round(
         version="v6.1", source="mlcommons/inference master, tools/submission/submission_checker/constants.py",
         seeds={"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
@@ -204,7 +264,8 @@ ROUNDS: dict[str, Round] = {r.version: r for r in (
         required_scenarios={"datacenter": {},
                             "edge": {RESNET: EDGE, YOLO_95: EDGE, YOLO_99: EDGE},
                             "datacenter,edge": {RESNET: BOTH, YOLO_95: EDGE, YOLO_99: EDGE}},
-        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"), folder_names=FOLDERS),
+        layout=FOLDED, scenario_files=("user.conf", "README.md", "measurements.json"), folder_names=FOLDERS,
+        power=replace(_POWER_V51, measure_files=False)),
 )}
 
 

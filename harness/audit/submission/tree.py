@@ -10,6 +10,7 @@ v6.1 checker allows; compliance runs keep theirs in `TEST0x/appliance/`, because
     closed/<ORG>/results/<NAME>/<benchmark>/<Scenario>/
         README.md user.conf mlperf.conf measurements.json
         performance/run_1/   the latest complete performance run (never a `.incomplete` one)
+        performance/ranging/ run_1/ power/   a power session's folders, when the scenario holds power_session/
         accuracy/            accuracy.txt (+ hash line), mlperf_log_accuracy.json truncated, logs
         TEST01/ TEST04/      copied when the runs have them
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.audit.submission import system_json
+from harness.audit.submission import standin, system_json
 from harness.audit.submission.truncate import truncate_accuracy_log, with_hash
 from harness.core import inbound, leftovers
 from harness.core.errors import ApplianceError, DataError
@@ -275,9 +276,14 @@ def _copy(src: Path, dst: Path, within: Path) -> None:
 
 def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path, within: Path) -> None:
     run1 = dest / "performance" / "run_1"
+    session = perf.parent.parent / standin.SESSION_FOLDER
+    if session.is_dir():  # a power result: run_1 holds the session's files, the appliance's go beside
+        _write_power_session(session, dest / "performance", within)
     for name in (*PERF_FILES, *RUN_EXTRAS):
-        if (perf / name).is_file():
+        if (perf / name).is_file() and not session.is_dir():
             _copy(perf / name, run1 / name, within)
+        elif name in RUN_EXTRAS and (perf / name).is_file():
+            _copy(perf / name, dest / "performance" / "appliance" / name, within)
     _copy(perf / "user.conf", dest / "user.conf", within)
     _copy(perf / "mlperf.conf", dest / "mlperf.conf", within)
     adir = dest / "accuracy"
@@ -293,6 +299,16 @@ def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path, within:
     perf_m, acc_m = _manifest(perf), _manifest(acc)
     atomic_write_json(dest / "measurements.json", measurements(perf_m or acc_m))
     atomic_write_text(dest / "README.md", _scenario_readme(sr, perf, acc, perf_m, acc_m))
+
+
+def _write_power_session(session: Path, perf: Path, within: Path) -> None:
+    """A power session's folders (ranging/, run_1/, power/, as the power client leaves them) into the scenario's
+    performance/, byte for byte (the session records every file's sha1). Its run_1 is the measured testing run;
+    the appliance's files of that run go to performance/appliance/, since a power result's run_1 may hold only
+    LoadGen's logs and spl.txt."""
+    for sub in ("ranging", "run_1", "power"):
+        for f in sorted(p for p in (session / sub).iterdir() if p.is_file()):
+            _copy(f, perf / sub / f.name, within)
 
 
 def _copy_test(src: Path, dst: Path, within: Path) -> None:
