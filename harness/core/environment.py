@@ -15,6 +15,9 @@ from pathlib import Path
 
 from harness.core.errors import ApplianceError
 
+__all__ = ["MAX_TEXT", "VARIABLES", "Variable", "assign", "check_all", "child", "choice", "count", "machine_cpus",
+           "path", "present", "raw", "switch", "threads"]
+
 MAX_TEXT = 4096  # the longest value any variable here may hold (a path: PATH_MAX)
 
 
