@@ -216,7 +216,7 @@ def test_cuda_settings_escape_hatches(monkeypatch):
     monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "heuristic")
     assert cuda_settings()["cuda_graph"] is False and cuda_settings()["cudnn_conv_algo_search"] == "HEURISTIC"
     monkeypatch.setenv("APPLIANCE_CUDNN_SEARCH", "fastest")
-    with pytest.raises(ApplianceError, match="choose one of EXHAUSTIVE"):
+    with pytest.raises(ApplianceError, match="it takes one of EXHAUSTIVE"):
         cuda_settings()
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness.audit.submission.check import check_tree
+from harness.core import environment
 
 # (topic, pattern in our problem lines, pattern in the official checker's ERROR lines)
 TOPICS = (
@@ -90,7 +90,7 @@ def official_text(tree: Path, version: str, checker: Path, python: str) -> str:
     if checker.is_dir():
         cmd = [python, "-m", "submission_checker.main", "--input", str(tree.resolve()), "--version", version,
                "--csv", "/dev/null"]
-        env = {**os.environ, "PYTHONPATH": str(checker.resolve().parent)}
+        env = environment.child(PYTHONPATH=str(checker.resolve().parent))
         done = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, timeout=600, env=env)
     else:
         cmd = [python, str(checker), "--input", ".", "--version", version, "--csv", "/dev/null"]

@@ -55,6 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.core import environment
 from harness.data import benchmarks, nms
 
 RECORDS = {name: benchmarks.get(name) for name in benchmarks.NAMES}  # host NMS takes records, not names
@@ -361,7 +362,7 @@ def main() -> int:
         sys.path.append(str(found[-1]))
     cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
-    os.environ["OMP_NUM_THREADS"] = "1"
+    environment.assign("OMP_NUM_THREADS", "1")
     chosen: list[str] = args.benchmark or ["ssd-mobilenet", "ssd-resnet34"]  # argparse gives Any: typed here
     specs = [benchmarks.YOLO_DETECTION if b == "yolo" else nms.layout(RECORDS[b]) for b in chosen]
     baseline = None if args.baseline is None else load_baseline(args.baseline)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 from bench_backends import median_spread, vector_extensions
 
 from harness.cli.main import main as appliance
+from harness.core import environment
 from harness.core.errors import ApplianceError
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
@@ -42,7 +42,7 @@ from harness.run.runner import RunOptions, run
 
 def offline(args: argparse.Namespace, cards: str, process: bool) -> dict[str, Any]:
     """One Offline performance run: LoadGen's images/s, its verdict and each card's CPUs."""
-    os.environ[PROCESS_ENV] = "1" if process else "0"
+    environment.assign(PROCESS_ENV, "1" if process else "0")
     try:
         with tempfile.TemporaryDirectory() as results:
             outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE,
@@ -52,7 +52,7 @@ def offline(args: argparse.Namespace, cards: str, process: bool) -> dict[str, An
                         echo=lambda m: None)
             manifest = json.loads((outcome.path / "manifest.json").read_text())
     finally:
-        os.environ.pop(PROCESS_ENV, None)
+        environment.assign(PROCESS_ENV, None)
     assert outcome.perf is not None
     return {"images_per_s": round(float(outcome.perf.metric or 0.0), 2), "valid": outcome.perf.valid,
             "card_cpus": [c["cpus"] for c in manifest["cards"]],

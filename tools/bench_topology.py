@@ -26,6 +26,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sysfs_fixtures import build  # noqa: E402
 
+from harness.core import environment  # noqa: E402
 from harness.hw.topology import detect, plan  # noqa: E402
 
 
@@ -59,7 +60,7 @@ def main() -> int:
         if lstopo is None:
             print("lstopo: not installed (apt-get install hwloc); no baseline")
             return 0
-        env = dict(os.environ, HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="linux,stop")
+        env = environment.child(HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="linux,stop")
         cmd = [lstopo, "--of", "xml", "--whole-io", "-"]
         theirs = median_seconds(lambda: subprocess.run(cmd, env=env, check=True, capture_output=True), args.repeat)
         print(f"lstopo-no-graphics --of xml:       {theirs * 1000:8.1f} ms")

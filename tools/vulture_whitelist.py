@@ -23,6 +23,8 @@ _.log_severity_level  # onnxruntime SessionOptions: read by InferenceSession
 _.get_next  # onnxruntime CalibrationDataReader method: called by quantize_static (harness/prepare/quantize.py)
 _.readable  # io.RawIOBase method of inbound._Capped: called by io.BufferedReader (harness/core/inbound.py)
 _.readinto  # io.RawIOBase method of inbound._Capped: called by io.BufferedReader (harness/core/inbound.py)
+_.MAX_IMAGE_PIXELS  # Pillow's Image module global: read by Image.open's own bomb check (inbound.image_pixels)
+_.meaning  # environment.Variable: docs/environment.md's last column, compared by tests/test_environment_rule.py
 
 # Click commands: registered by their decorators, called by click
 _.detect_cmd  # `appliance topology detect`

@@ -83,8 +83,12 @@ class Target:
 
 
 def parse_tolerance(text: str) -> float:
+    """5% or 0.05, in ASCII (float() also takes '٥' and ' 5_0')."""
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        number = text[:-1] if text.endswith("%") else text
+        if not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", number):
+            raise ValueError(text)
+        value = float(number) / 100 if text.endswith("%") else float(number)
     except ValueError:
         raise ApplianceError(f"--tolerance {text!r} is not a number or a percentage such as 5%") from None
     if not 0 <= value < 1:

@@ -15,8 +15,10 @@ from click.core import ParameterSource
 
 from harness import __version__
 from harness.audit.compliance import TESTS
-from harness.core import progress
+from harness.cli import stdout
+from harness.core import environment, inbound, progress
 from harness.core.errors import ApplianceError, Interrupted, interrupt_exit_code, interrupts_raised, stopped_by
+from harness.core.fsutil import shown
 from harness.core.native_lines import routed
 from harness.core.outbound import ensure_writable_dir, forget_made, remove_made_if_empty
 from harness.core.scenarios import MODES, SCENARIOS, Mode, Scenario
@@ -70,13 +72,26 @@ def cli(debug: bool) -> None:
     """
     global _DEBUG
     _DEBUG = debug
+    environment.check_all()  # a wrong APPLIANCE_* value is one line before any work
 
 
 DATA_DIR_HELP = "Where models and preprocessed data live [env APPLIANCE_DATA_DIR; default ./data]."
 _benchmark_opt = click.option("--benchmark", "-b", type=click.Choice(benchmarks.NAMES), default=benchmarks.RESNET50,
                               show_default=True, help="Benchmark to prepare or run.")
+
+
+def _a_folder(_ctx: click.Context, _param: click.Parameter, value: Path) -> Path:
+    """--data-dir, refused at once when something other than a folder is there (click checks regular files
+    only): /dev/null was "damaged ... rerun prepare --data-dir /dev/null"."""
+    kind = inbound.what_is(value)
+    if kind not in (None, "a folder"):
+        raise click.BadParameter(f"{value} is {kind}, not a folder; name the folder `appliance prepare` makes")
+    return value
+
+
 _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False),
-                             envvar="APPLIANCE_DATA_DIR", default=Path("data"), help=DATA_DIR_HELP)
+                             envvar="APPLIANCE_DATA_DIR", default=Path("data"), help=DATA_DIR_HELP,
+                             callback=_a_folder)
 
 
 @cli.command()
@@ -336,7 +351,9 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
     def parse(ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[Any, ...] | None:
         if value is None:
             return None
-        try:
+        try:  # int() also takes '٣' (an Arabic-Indic three): ASCII digits only
+            if kind is int and not all(inbound.is_digits(v.strip()) for v in value.split(",") if v.strip()):
+                raise ValueError(value)
             items = tuple(kind(v.strip()) for v in value.split(",") if v.strip())
         except ValueError:
             raise click.BadParameter(f"{value!r} is not a comma-separated list of {kind.__name__}") from None
@@ -514,18 +531,37 @@ def _register_subcommands() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line per error, a non-zero exit code, tracebacks only with --debug. Ctrl-C, SIGTERM
     and SIGHUP stop every command the same way: one line, exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP).
-    A command that fails leaves none of the folders it made empty behind."""
+    A command that fails leaves none of the folders it made empty behind. Standard output that cannot be
+    written (closed, full) is said to be so (harness.cli.stdout)."""
     _register_subcommands()
     forget_made()
-    code = _main(argv)
+    with stdout.guarded() as out:
+        code = _main(argv) if out is not None else 2
+    if out is None or (out.failed is not None and not isinstance(out.failed, BrokenPipeError)):  # `| head`: chosen
+        click.echo(f"appliance: error: {stdout.lost(None if out is None else out.failed)}", err=True)
+        code = code or 2
     if code != 0:
         remove_made_if_empty()
     return code
 
 
+
+def _utf8_args(argv: list[str]) -> None:
+    """Every argument UTF-8 text: a name with byte 0xFF reached LoadGen (`FromConfig(): incompatible function
+    arguments`) or a JSON writer (UnicodeEncodeError); Python keeps such bytes as surrogates."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = os.fsencode(arg[exc.start])[0]
+            raise ApplianceError(f"the argument {shown(arg)} is not UTF-8 text (byte 0x{byte:02X}); name files, "
+                                 f"folders and systems in UTF-8") from None
+
+
 def _main(argv: list[str] | None) -> int:
     try:
         with interrupts_raised():
+            _utf8_args(sys.argv[1:] if argv is None else argv)
             code = cli.main(args=argv, prog_name="appliance", standalone_mode=False)
     except click.exceptions.Abort as exc:  # click's form of a KeyboardInterrupt (or Terminated) in a command
         if exc.__cause__ is not None and not isinstance(exc.__cause__, KeyboardInterrupt):
@@ -545,7 +581,7 @@ def _main(argv: list[str] | None) -> int:
     except ApplianceError as exc:
         if _DEBUG and exc.traceback:
             traceback.print_exc()
-        click.echo(f"appliance: error: {exc}", err=True)
+        click.echo(f"appliance: error: {shown(str(exc))}", err=True)  # one line, whatever names it holds
         return exc.exit_code
     except KeyboardInterrupt as exc:
         click.echo(f"appliance: {stopped_by(exc)}", err=True)
@@ -564,8 +600,25 @@ def _main(argv: list[str] | None) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _signal_within(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C / SIGTERM / SIGHUP an error was raised while handling, if any (its cause or context chain)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None
+
+
 def _internal_error(exc: BaseException) -> int:
-    """A bug (never reported as an interrupt, whatever click made of it): one line, the traceback with --debug."""
+    """A bug (never reported as an interrupt, whatever click made of it): one line, the traceback with --debug.
+    An error raised while a signal was handled is that signal's stop (matplotlib's import: a RuntimeError)."""
+    stop = _signal_within(exc)
+    if stop is not None:
+        click.echo(f"appliance: {stopped_by(stop)}", err=True)
+        return interrupt_exit_code(stop)
     if _DEBUG:
         traceback.print_exception(exc)
     else:
@@ -579,6 +632,10 @@ def _file_fault(exc: OSError) -> str | None:
     from harness.core.fsutil import disk_fault
 
     fault = disk_fault(exc)
+    if exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 120 else f"{name[:60]}…{name[-50:]}"
+        return f"{shown}: {exc.strerror} ({len(os.fsencode(name))} bytes); choose a shorter folder"
     if fault is not None:
         return f"{fault}; nothing half-written was left there: free some space or choose a writable folder"
     if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:

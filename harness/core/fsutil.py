@@ -21,6 +21,15 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def shown(text: str) -> str:
+    """`text` for a line on the terminal: control characters (a newline in a folder name would forge a line of
+    its own) and bytes that are not UTF-8 (kept by Python as surrogates) escaped, the rest as it is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def umask() -> int:
     """The process's umask, read without changing it (Linux /proc; else set and restored at once)."""
     try:

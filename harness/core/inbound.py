@@ -3,8 +3,14 @@
 A user's file, another tool's tree or a sysfs root can name anything: a FIFO (an open that never returns),
 /dev/zero behind a link (a read that never ends), a link out of the folder the user named, a YAML alias bomb
 (a 527-byte file that expands to gigabytes), `null` where a record belongs. So every read here
-- opens regular files only (stat first, then an O_NONBLOCK open and fstat: a FIFO, device or socket is one
-  line, never a blocked open),
+- opens regular files only, and judges the descriptor it reads from: the name is resolved, its last
+  component opened with O_NOFOLLOW | O_NONBLOCK (a link or FIFO swapped in after the check is refused, never
+  a blocked open), and that descriptor's fstat decides (type, size, hard links). A stat before the open only
+  spares a device the open (opening some devices acts); it decides nothing,
+- refuses a file with other hard links where it is to be published (`sole`): a hard link is the same file
+  as one elsewhere, which no link check can see,
+- hands a library that opens files by name (onnx, onnxruntime, numpy's memory map) the descriptor it
+  checked (`held`), not the name, which could name another file by then,
 - checks the size against the limit of its kind before reading, and stops reading past it (a file that
   grows, or a proc/sysfs file that says it is empty),
 - resolves links and refuses them where they leave `within`, the folder the user named,
@@ -109,22 +115,40 @@ def _refuse_size(path: str | os.PathLike[str], size: int, limit: int, what: str 
                       f"hold; not the file expected")
 
 
+def inside(root: str | os.PathLike[str], name: str, what: str) -> Path:
+    """The file a document names (`name`, relative to `root`, the folder the document belongs to), resolved;
+    Refused (naming `what`, the document) when it is absolute or it or its links lead out of `root`."""
+    if not name or os.path.isabs(name) or ".." in Path(name).parts:
+        raise Refused(what, f"names {name!r}, outside {root}; it may name only files inside that folder")
+    real = Path(os.path.realpath(Path(root) / name))
+    if not real.is_relative_to(os.path.realpath(root)):
+        raise Refused(what, f"names {name!r}, which links outside {root} (to {real}); copy the file into the "
+                      f"folder instead of linking to it")
+    return real
+
+
 def _open_fd(path: str | os.PathLike[str], limit: int, within: str | os.PathLike[str] | None,
-             what: str | None) -> int:
-    """A read-only descriptor of a regular file of at most `limit` bytes (by its size); never blocks."""
-    if within is not None:
-        check_within(path, within, what)
-    _refuse_type(path, os.stat(path), what)  # before the open: opening a FIFO or a device can block or act
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+             what: str | None, sole: bool = False) -> int:
+    """A read-only descriptor of a regular file of at most `limit` bytes (by its size); never blocks. `sole`:
+    refused when the file has other hard links."""
+    real = check_within(path, within, what) if within is not None else Path(os.path.realpath(path))
+    _refuse_type(path, os.stat(path), what)  # spares a device the open; the descriptor's fstat below decides
+    try:  # the resolved name, its last component not followed: a link swapped in since is ELOOP, not followed
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (swapped in since the stat)
             raise Refused(_label(path, what), f"is a socket, {_NOT_REGULAR}") from None
-        raise
+        if exc.errno == errno.ELOOP:
+            raise Refused(_label(path, what), "was replaced by a link while it was opened; not the file "
+                          "checked") from None
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
     try:
         st = os.fstat(fd)  # the file opened, whatever was swapped in since the stat
         _refuse_type(path, st, what)
         _refuse_size(path, st.st_size, limit, what)
+        if sole and st.st_nlink > 1:
+            raise Refused(_label(path, what), f"has {st.st_nlink - 1} other hard link(s): the same file as one "
+                          f"elsewhere, which is not published; copy it (cp, not ln) if it is this run's")
         if within is not None:  # the file opened, not the name checked: a link swapped in between is caught
             check_within(_opened(fd, path), within, what)
         os.set_blocking(fd, True)
@@ -142,12 +166,18 @@ def _opened(fd: int, path: str | os.PathLike[str]) -> str:
         return str(path)
 
 
-def regular(path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None,
-            what: str | None = None) -> Path:
-    """`path`, checked as `open_bounded` checks it, for a library that opens the file itself by name (onnx,
-    onnxruntime, a memory map): a regular file within `within`, at most `limit` bytes."""
-    os.close(_open_fd(path, limit, within, what))
-    return Path(path)
+@contextlib.contextmanager
+def held(path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None,
+         what: str | None = None) -> Iterator[str]:
+    """A name for the file checked as `open_bounded` checks it, held open while the caller's library opens it:
+    /proc/self/fd/N opens the descriptor's file, so a FIFO or link put in its place after the check is never
+    what the library reads (the path itself where /proc is absent)."""
+    fd = _open_fd(path, limit, within, what)
+    try:
+        proc = f"/proc/self/fd/{fd}"
+        yield proc if os.path.exists(proc) else str(path)
+    finally:
+        os.close(fd)
 
 
 class _Capped(io.RawIOBase):
@@ -183,9 +213,10 @@ class _Capped(io.RawIOBase):
 
 @contextlib.contextmanager
 def open_bounded(path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None,
-                 what: str | None = None) -> Iterator[IO[bytes]]:
-    """A binary reader of a regular file that stops at `limit` bytes (Refused past it), read in pages."""
-    raw = _Capped(_open_fd(path, limit, within, what), limit, _label(path, what))
+                 what: str | None = None, sole: bool = False) -> Iterator[IO[bytes]]:
+    """A binary reader of a regular file that stops at `limit` bytes (Refused past it), read in pages; `sole`:
+    a file with other hard links is refused."""
+    raw = _Capped(_open_fd(path, limit, within, what, sole), limit, _label(path, what))
     with io.BufferedReader(raw, buffer_size=_PAGE) as f:
         yield f
 
@@ -282,10 +313,10 @@ def load_npy(path: str | os.PathLike[str], *, mmap: bool, limit: int = ARRAY,
              within: str | os.PathLike[str] | None = None, what: str | None = None) -> np.ndarray[Any, Any]:
     """A .npy array (never pickled objects): memory-mapped, or read whole when small. A damaged header or a
     file shorter than its header says is Refused."""
-    regular(path, limit, within=within, what=what)
     try:
         if mmap:
-            return np.load(path, mmap_mode="r", allow_pickle=False)  # type: ignore[no-any-return]
+            with held(path, limit, within=within, what=what) as name:  # the mapping outlives the descriptor
+                return np.load(name, mmap_mode="r", allow_pickle=False)  # type: ignore[no-any-return]
         return np.load(io.BytesIO(read_bytes(path, limit, within=within, what=what)),  # type: ignore[no-any-return]
                        allow_pickle=False)
     except EOFError as exc:  # numpy's, which click would take for a Ctrl-D: a short file, named as such
@@ -295,10 +326,10 @@ def load_npy(path: str | os.PathLike[str], *, mmap: bool, limit: int = ARRAY,
 
 
 def copy_to(src: str | os.PathLike[str], out: IO[bytes], limit: int, *,
-            within: str | os.PathLike[str] | None = None, what: str | None = None) -> None:
+            within: str | os.PathLike[str] | None = None, what: str | None = None, sole: bool = False) -> None:
     """`src`'s bytes into `out` (a file the caller opened for writing), page by page: a link out of `within`,
-    a device or a file past `limit` is refused before a byte of it is copied."""
-    with open_bounded(src, limit, within=within, what=what) as f:
+    a device, a file past `limit` or (`sole`) one with other hard links is refused before a byte is copied."""
+    with open_bounded(src, limit, within=within, what=what, sole=sole) as f:
         while chunk := f.read(_PAGE):
             out.write(chunk)
 
@@ -306,14 +337,50 @@ def copy_to(src: str | os.PathLike[str], out: IO[bytes], limit: int, *,
 def load_onnx(path: str | os.PathLike[str], limit: int = ARRAY, *, what: str | None = None) -> Any:
     """An ONNX model file, read through this door (onnx imported here only when a model is read)."""
     import onnx
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
-    return onnx.load(str(regular(path, limit, what=what)))  # by name: its external data beside it too
+    with held(path, limit, what=what) as name:  # the file checked, whatever is put at its name meanwhile
+        model = onnx.load(name, load_external_data=False)
+    if any(uses_external_data(t) for t in model.graph.initializer):  # weights in files beside it, by name
+        load_external_data_for_model(model, os.path.dirname(os.path.realpath(path)))
+    return model
+
+
+def image_pixels(data: bytes) -> int | None:
+    """Width x height from an image's header, read before any pixel is decoded (a small PNG can claim 30,000
+    x 30,000 pixels: 2.7 GB to decode); None for a format Pillow (matplotlib's dependency) does not know."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = None  # Pillow's own bomb check warns on stderr; the caller judges the size
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return int(im.size[0]) * int(im.size[1])
+    except (OSError, ValueError, SyntaxError):
+        return None
 
 
 def is_digits(text: str) -> bool:
     """Whether `text` is a whole number in ASCII digits: str.isdigit() and int() also take '٣' (an
     Arabic-Indic three) and '³', which no file or option of the appliance means."""
     return text.isascii() and text.isdigit()
+
+
+def what_is(path: str | os.PathLike[str]) -> str | None:
+    """What is at `path` (links followed), in words: "a folder", "a regular file", "a FIFO (named pipe)", "a
+    character device", "a link to nothing"...; None when nothing is there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a link to nothing" if os.path.islink(path) else None
+    return "a regular file" if stat.S_ISREG(mode) else _file_type(mode)
+
+
+def absent(path: str | os.PathLike[str], words: str = "does not exist") -> str:
+    """Why a file expected at `path` is not a regular file there, in words that are true: `words` (e.g. "does
+    not exist", "is missing") when nothing is there, else what is there ("is a FIFO (named pipe), not a
+    regular file")."""
+    kind = what_is(path)
+    return words if kind is None else f"is {kind}, not a regular file"
 
 
 def file_size(path: str | os.PathLike[str]) -> int | None:

@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.outbound import move_into_place
 
 __all__ = ["HARMLESS", "ORT_ERROR", "QUIET_ENV", "Route", "filter_stream", "harmless", "native", "quiet_at_source",
@@ -58,7 +58,8 @@ def quiet_at_source() -> None:
     """The libraries' own logging off where they allow it (see the module's docstring); a value the user set
     stays. Before the first session, and before cuDNN loads (it reads its variables once)."""
     for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
+        if not environment.present(key):
+            environment.assign(key, value)
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(ORT_ERROR)

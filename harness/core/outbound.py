@@ -38,9 +38,13 @@ from harness.core.fsutil import NAME_MAX, tmp_prefix, umask
 PATH_MAX = 4096  # bytes in a path, the terminating NUL included (Linux PATH_MAX)
 # what `tmp_prefix` and `mkstemp` add to a name: ".", ".<pid up to 7 digits>.", 8 random, ".tmp", ".old"
 AFFIXES = 32
-# what marks a folder as a run's (harness.run.rundirs names, LoadGen's logs, the manifest): nothing is written there
-RUN_FOLDER = re.compile(r"run_\d+(\.incomplete)?|(accuracy|TEST0\d)(_\d+)?\.incomplete|\..*\.staging-\d+")
-RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "manifest.json")
+FOLDER_ROOM = 512  # what a command adds below a folder it writes into: <system>/<benchmark>/.../run_N/<log>
+# what marks a folder as a run's, by what is written there, never by a name a user may give a folder (`run_3`)
+# or a file name others use (a web app's manifest.json): LoadGen's logs, our INCOMPLETE.txt, our staging
+# folders' names, a manifest.json that is ours (its first key "appliance"). Nothing else is written there.
+RUN_FOLDER = re.compile(r"\..*\.staging-\d+")
+RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json", "INCOMPLETE.txt")
+OUR_MANIFEST = b'{\n  "appliance": '  # how atomic_write_json begins a run's manifest (sorted keys, indent 2)
 SPACE_MARGIN = 1 << 20  # bytes kept free beyond an estimate: the file system's own blocks, a manifest
 
 
@@ -148,6 +152,16 @@ def save_array(path: Path, array: np.ndarray) -> None:
     np.save(path, array, allow_pickle=False)
 
 
+def discard_writes(fd: int) -> None:
+    """Point `fd` at /dev/null: a stream whose file failed (a full or closed stdout) drops what it still holds
+    instead of failing again at exit."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 def mapped_array(path: Path, shape: tuple[int, ...]) -> np.memmap:
     """A new uint8 `.npy` file mapped for writing, its blocks allocated at once: a disk too full for it fails
     here with ENOSPC, where writing into a sparse mapping would kill the process with SIGBUS."""
@@ -160,12 +174,14 @@ def mapped_array(path: Path, shape: tuple[int, ...]) -> np.memmap:
     return array
 
 
-def copy_file(src: Path, dst: Path, *, limit: int = inbound.LOG, within: Path | None = None) -> None:
+def copy_file(src: Path, dst: Path, *, limit: int = inbound.LOG, within: Path | None = None,
+              sole: bool = False) -> None:
     """Copy `src` (contents and times) to a new `dst` in a folder being staged, read through the one door in
-    (harness.core.inbound: at most `limit` bytes, a link out of `within` or a device refused)."""
+    (harness.core.inbound: at most `limit` bytes, a link out of `within`, a device or, with `sole`, a file
+    with other hard links refused)."""
     make_dirs(dst.parent)
     with open(dst, "xb") as out:
-        inbound.copy_to(src, out, limit, within=within)
+        inbound.copy_to(src, out, limit, within=within, sole=sole)
     shutil.copystat(src, dst)
 
 
@@ -252,9 +268,9 @@ def publish_dir(tmp: Path, final: Path, said: str) -> None:
                              f"kept: choose a new folder") from None
 
 
-def check_name(path: Path, said: str) -> Path:
+def check_name(path: Path, said: str, room: int = 0) -> Path:
     """`path` when the file system takes its name and our temporaries beside it, else one line (`said`:
-    how the line names it, e.g. "report -o x.html")."""
+    how the line names it, e.g. "report -o x.html"). `room`: bytes of path the command adds below it."""
     raw = os.fsencode(path.absolute())
     longest = max((c for c in path.parts), key=lambda c: len(os.fsencode(c)), default="")
     if len(os.fsencode(longest)) > NAME_MAX - AFFIXES:
@@ -262,16 +278,18 @@ def check_name(path: Path, said: str) -> Path:
                              f"{len(os.fsencode(longest))} bytes; a file or folder name may be at most "
                              f"{NAME_MAX - AFFIXES} bytes here ({NAME_MAX} less the temporary's affixes): "
                              f"choose a shorter name")
-    if len(raw) >= PATH_MAX - AFFIXES:
+    if len(raw) >= PATH_MAX - AFFIXES - room:
         raise ApplianceError(f"{said[:80]}...: the path is {len(raw)} bytes; at most "
-                             f"{PATH_MAX - AFFIXES - 1} are possible here: choose a shorter one")
+                             f"{PATH_MAX - AFFIXES - room - 1} are possible here (the paths below it take the "
+                             f"rest of {PATH_MAX}): choose a shorter one")
     return path
 
 
 def run_folder(folder: Path) -> Path | None:
-    """The run folder `folder` is or lies in (by name or by LoadGen's logs in it), if any."""
+    """The run folder `folder` is or lies in (by what the appliance and LoadGen write there), if any."""
     for f in (folder, *folder.parents):
-        if RUN_FOLDER.fullmatch(f.name) or any((f / name).is_file() for name in RUN_FILES):
+        if RUN_FOLDER.fullmatch(f.name) or any((f / name).is_file() for name in RUN_FILES) \
+                or head(f / "manifest.json", len(OUR_MANIFEST)) == OUR_MANIFEST:
             return f
     return None
 
@@ -364,7 +382,7 @@ def inside_results(path: Path, results: Path, option: str) -> Path:
 def ensure_writable_dir(path: Path, what: str) -> Path:
     """Create `path` if needed and prove it is writable (its name one the file system takes, not inside
     a run folder), or say so in one line."""
-    check_name(path, f"{what} {path}")
+    check_name(path, f"{what} {path}", room=FOLDER_ROOM)
     run = run_folder(path.absolute()) or run_folder(path.resolve())
     if run is not None:
         raise ApplianceError(f"{what} {path} lies in the run folder {run}, which holds a run's logs; choose a "

@@ -102,12 +102,12 @@ def parse_mask(text: str, bound: CpuBound = FIXED_BOUND) -> set[int]:
     return cpus
 
 
-def _read_capped(path: Path) -> bytes:
+def _read_capped(path: Path, within: Path) -> bytes:
     """At most MAX_FILE_BYTES, read in pages through the one door in (inbound.Refused past it, or for a FIFO
     or device): /proc/sys files allocate a kernel buffer of the size asked for, so one read of
     MAX_FILE_BYTES fails there with ENOMEM (boot_id read as unreadable)."""
     chunks: list[bytes] = []
-    with inbound.open_bounded(path, MAX_FILE_BYTES) as f:
+    with inbound.open_bounded(path, MAX_FILE_BYTES, within=within) as f:
         while chunk := f.read(1 << 16):
             chunks.append(chunk)
     return b"".join(chunks)
@@ -118,6 +118,8 @@ class Sysfs:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
+        for top in ("sys", "proc"):  # a copy whose sys/ links to the live /sys would describe this machine
+            inbound.check_within(self.root / top, self.root, f"sysfs root {root}: its {top}/")
         self.garbage: dict[Path, str] = {}  # file -> the unparseable value it held
         self.why: dict[Path, str] = {}      # file -> why its value is refused, where more than "garbage"
         self._bound: CpuBound | None = None
@@ -160,7 +162,7 @@ class Sysfs:
     def text(self, rel: str) -> str | None:
         """File content without trailing NUL bytes and whitespace; None if unreadable."""
         try:
-            raw = _read_capped(self.path(rel))
+            raw = _read_capped(self.path(rel), self.root)  # a link out of the root is refused, not followed
         except inbound.Refused as exc:
             self._bad(rel, "(not read)", f"larger than {MAX_FILE_BYTES >> 20} MB, or not a regular file ({exc})")
             return None
@@ -211,8 +213,8 @@ class Sysfs:
 
     def listdir(self, rel: str) -> list[str]:
         try:
-            return sorted(os.listdir(self.path(rel)))
-        except OSError:
+            return sorted(os.listdir(inbound.check_within(self.path(rel), self.root)))
+        except (OSError, inbound.Refused):
             return []
 
     def realpath(self, rel: str) -> Path:

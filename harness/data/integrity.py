@@ -78,7 +78,8 @@ def _verify(model: Path, model_sha256: str, prepared: Path, manifest: dict[str, 
         bad.append(Mismatch(model, "missing"))
     for name in store.verify_digests(prepared, manifest, sha256_once):
         file = prepared / name
-        bad.append(Mismatch(file, "sha256 differs from the prepare manifest" if file.exists() else "missing"))
+        bad.append(Mismatch(file, "sha256 differs from the prepare manifest" if file.is_file()
+                            else inbound.absent(file, "missing")))
     return bad
 
 

@@ -9,13 +9,12 @@ never presented as MLPerf Power results.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.sysfs import Sysfs
 
 POWERCAP = Path("sys/class/powercap")
@@ -50,7 +49,7 @@ class EnergyMeter:
     """Start before the timed part, stop after; `result(samples)` gives watts and samples per joule."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.domains = rapl_domains(root or Path(os.environ.get(ROOT_ENV, "/")))
+        self.domains = rapl_domains(root or environment.path(ROOT_ENV) or Path("/"))
         self._start: list[int] = []
         self._t0 = self._t1 = 0.0
         self._end: list[int] = []
@@ -77,7 +76,7 @@ class EnergyMeter:
         """A counter that stops being readable ends the measurement, never the benchmark run."""
         try:
             return self._read()
-        except (OSError, ValueError):
+        except (OSError, ValueError, inbound.Refused):  # gone, garbage, or a FIFO / device put in its place
             self.domains = []
             return []
 

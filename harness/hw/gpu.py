@@ -11,12 +11,11 @@ refused in one line rather than guessed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.errors import ApplianceError
 
 ORDER_ENV = "CUDA_DEVICE_ORDER"
@@ -25,7 +24,7 @@ VISIBLE_ENVS = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")  # applied in 
 
 def cuda_order() -> None:
     """Make CUDA number GPUs by PCI bus id (its default, FASTEST_FIRST, need not match sysfs order)."""
-    os.environ[ORDER_ENV] = "PCI_BUS_ID"
+    environment.assign(ORDER_ENV, "PCI_BUS_ID")
 
 
 def bus_id(text: str) -> str:

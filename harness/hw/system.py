@@ -8,7 +8,7 @@ import platform
 import re
 from functools import cache
 
-from harness.core import inbound
+from harness.core import environment, inbound
 
 __all__ = ["PACKAGES", "available_cpus", "cpu_flags", "cpu_model", "default_system_name", "gb", "image_identity",
            "memory_available", "package_versions", "slug"]
@@ -61,11 +61,11 @@ def image_identity() -> dict[str, str | None] | None:
     The image id / digest cannot be known inside the image itself; the launcher passes it in
     APPLIANCE_IMAGE_DIGEST (e.g. `-e APPLIANCE_IMAGE_DIGEST=$(docker image inspect -f '{{.Id}}' IMAGE)`).
     """
-    env = os.environ
-    if not any(env.get(k) for k in ("APPLIANCE_IMAGE_VERSION", "APPLIANCE_IMAGE_REVISION", "APPLIANCE_IMAGE_DIGEST")):
+    env = environment.raw
+    if not any(env(k) for k in ("APPLIANCE_IMAGE_VERSION", "APPLIANCE_IMAGE_REVISION", "APPLIANCE_IMAGE_DIGEST")):
         return None
-    return {"version": env.get("APPLIANCE_IMAGE_VERSION"), "revision": env.get("APPLIANCE_IMAGE_REVISION"),
-            "variant": env.get("APPLIANCE_IMAGE_VARIANT"), "digest": env.get("APPLIANCE_IMAGE_DIGEST") or None}
+    return {"version": env("APPLIANCE_IMAGE_VERSION"), "revision": env("APPLIANCE_IMAGE_REVISION"),
+            "variant": env("APPLIANCE_IMAGE_VARIANT"), "digest": env("APPLIANCE_IMAGE_DIGEST")}
 
 
 def slug(text: str) -> str:

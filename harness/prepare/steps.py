@@ -280,15 +280,17 @@ def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, o
     import cv2
 
     names = listing.names
+    listed = str(raw / bench.dataset.index_file)  # its names lead nowhere outside the source folder
+    paths = [inbound.inside(raw, n, listed) for n in names]
 
     cv2.setNumThreads(1)  # parallelism comes from the thread pool below
     shards = []
     with progress.bar(len(names), f"preprocessing {bench.dataset.name}") as bar, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for s, start in enumerate(range(0, len(names), store.SHARD_SIZE)):
-            chunk = names[start:start + store.SHARD_SIZE]
+            chunk = paths[start:start + store.SHARD_SIZE]
             block = store.create_array(out, store.shard_name(s), (len(chunk), *bench.input_shape))
-            for j, img in enumerate(pool.map(lambda n: bench.preprocess(raw / n), chunk)):
+            for j, img in enumerate(pool.map(bench.preprocess, chunk)):
                 block[j] = img
                 bar.update(1)
             entry = store.close_array(out, store.shard_name(s), block)
@@ -322,7 +324,8 @@ def reference_pass(model_path: str | Path, bench: Benchmark, data: store.Prepare
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    with inbound.held(model_path, inbound.ARRAY, what="model") as name:  # the file checked, not its name
+        sess = ort.InferenceSession(name, opts, providers=["CPUExecutionProvider"])
     raw = next(i.type for i in sess.get_inputs() if i.name == bench.input_name) == "tensor(uint8)"
     outputs = list(bench.outputs)
     return dataset_pass(lambda x: list(sess.run(outputs, {bench.input_name: x})), raw, bench, data, batch, label)

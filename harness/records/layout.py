@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.records import model_record
 from harness.records.benchmark_record import Benchmark
@@ -95,7 +96,7 @@ def read_model_record(layout: Layout, precision: str = "fp32") -> ModelRecord:
         raise DataError(f"{exc}; rerun `{hint}`") from None
     model = located(layout.data_dir, record.path, "models")
     if not model.is_file():
-        raise DataError(f"model {model} (named in {path}) is missing; rerun `{hint}`")
+        raise DataError(f"model {model} (named in {path}) {inbound.absent(model, 'is missing')}; rerun `{hint}`")
     return replace(record, path=str(model))
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import syscalls
+from harness.core import environment, syscalls
 from harness.core.sysfs import Sysfs, format_cpulist
 from harness.hw.topology.model import Topology
 
@@ -68,7 +68,7 @@ def warnings(facts: LaunchFacts) -> list[str]:
 
 def in_container(root: Path = Path("/")) -> bool:
     """Docker leaves /.dockerenv, Podman and buildah /run/.containerenv; `container=` is set by some runtimes."""
-    return (root / ".dockerenv").exists() or (root / "run/.containerenv").exists() or bool(os.environ.get("container"))  # noqa: SIM112
+    return (root / ".dockerenv").exists() or (root / "run/.containerenv").exists() or environment.present("container")
 
 
 def try_set_mempolicy() -> int | None:

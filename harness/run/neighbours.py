@@ -20,7 +20,8 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from harness.core import inbound
+from harness.core import environment, inbound
+from harness.core.errors import ApplianceError
 from harness.core.sysfs import format_cpulist
 
 REGISTRY_ENV = "APPLIANCE_RUN_REGISTRY"
@@ -28,10 +29,27 @@ REGISTRY_ENV = "APPLIANCE_RUN_REGISTRY"
 
 def registry() -> Path:
     """The machine-wide folder of the runs' entries."""
-    named = os.environ.get(REGISTRY_ENV)
-    if named:
-        return Path(named)
+    named = environment.path(REGISTRY_ENV)
+    if named is not None:
+        return named
     return (Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())) / "appliance-runs"
+
+
+def _check_registry(folder: Path) -> None:
+    """A registry found is a folder of run entries only: a run folder or the user's own folder named in
+    APPLIANCE_RUN_REGISTRY is refused, never written into."""
+    if not folder.is_dir():
+        raise ApplianceError(f"{REGISTRY_ENV}={folder} is {inbound.what_is(folder)}, not a folder; name a folder "
+                             f"of its own for the runs' entries, or unset it")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise ApplianceError(f"{REGISTRY_ENV}={folder} cannot be read ({exc.strerror}); name a folder of its "
+                             f"own for the runs' entries, or unset it") from None
+    foreign = [n for n in names if not (n.endswith(".run") or (n.startswith(".") and n.endswith(".tmp")))]
+    if foreign:
+        raise ApplianceError(f"{REGISTRY_ENV}={folder} holds files that are not run entries ({', '.join(foreign[:3])}"
+                             f"{'…' if len(foreign) > 3 else ''}); name an empty folder of its own, or unset it")
 
 
 class Neighbours:
@@ -63,9 +81,13 @@ class Neighbours:
 
     def _register(self) -> None:
         folder = registry()
-        folder.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            os.chmod(folder, 0o1777)  # every user's runs share it (sticky: each removes only its own)
+        try:
+            folder.mkdir(parents=True)
+            if environment.path(REGISTRY_ENV) is None:  # the default, made now: every user's runs share it
+                with contextlib.suppress(OSError):
+                    os.chmod(folder, 0o1777)  # (sticky: each removes only its own); never a folder found
+        except FileExistsError:
+            _check_registry(folder)
         me = self._line()
         name = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp = self._tmp = folder / f".{name}.tmp"  # locked before it appears under its name: never a killed run's

@@ -24,7 +24,7 @@ from typing import Any
 
 import mlperf_loadgen as lg
 
-from harness.core import inbound, leftovers, progress
+from harness.core import environment, inbound, leftovers, progress
 from harness.core.build_info import appliance_info
 from harness.core.errors import ApplianceError, Interrupted, interrupts_raised, stopped_by
 from harness.core.fsutil import disk_fault, sha256_file, tmp_prefix
@@ -116,7 +116,7 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
                        cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
                        inference_precision=model.inference_precision or "f32", gpus=cards.gpus,
                        warm_batch=batch, benchmark=bench.name, precision=model.precision,
-                       io_binding=os.environ.get(IO_BINDING_ENV) == "1", buckets=run_buckets(scenario, batch),
+                       io_binding=environment.switch(IO_BINDING_ENV), buckets=run_buckets(scenario, batch),
                        provider_options=cards.provider_options)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
@@ -509,7 +509,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                      "redispatched_samples": stats.redispatched,
                      "card_failures": list(stats.card_failures)},
         "host": {"cpu_model": system.cpu_model(), "available_cpus": list(system.available_cpus()),
-                 "image_digest": os.environ.get("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity(),
+                 "image_digest": environment.raw("APPLIANCE_IMAGE_DIGEST"), "image": system.image_identity(),
                  "nvidia": gpu.host_facts(), "node": node_facts.facts(system.available_cpus())},
         "packages": system.package_versions(),
         "loadgen": {"version": loadgen_version(),

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
@@ -139,7 +140,9 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     batch: int | None
     if opts.backend == "auto":
         backend, batch, requests, cards = pick.backend, pick.batch_size, pick.requests, pick.cards
-        user_conf: Path | None = path.parent / record.user_conf if pick == chosen else None
+        # the record's user.conf: a name in a document, so a file inside the record's folder or refused
+        user_conf: Path | None = inbound.inside(path.parent, record.user_conf, f"tuned record {path}: user_conf") \
+            if pick == chosen else None
     else:
         backend, user_conf = opts.backend, None
         rows = [m for m in record.measured if m.backend == backend and m.precision == pick.precision]

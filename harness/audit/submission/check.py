@@ -30,6 +30,7 @@ from harness.audit.submission.rounds import ROUNDS, BenchmarkRules, Round
 from harness.audit.submission.truncate import HASH_LINE, MAX_ACCURACY_LOG_BYTES
 from harness.core import inbound
 from harness.core.errors import ApplianceError
+from harness.core.fsutil import shown
 from harness.core.scenarios import Scenario
 from harness.data import benchmarks as appliance_benchmarks
 from harness.records import detail_log
@@ -70,10 +71,10 @@ class Report:
         return {**asdict(self), "ok": self.ok}
 
     def lines(self) -> list[str]:
-        out = [f"note: {n}" for n in self.notes]
-        out += [f"problem: {p}" for p in self.problems]
-        out += [f"synthetic: {s}" for s in self.synthetic]
-        out += [f"power: {r.line()}" for r in self.power]
+        out = [f"note: {shown(n)}" for n in self.notes]  # one line each, whatever names they hold
+        out += [f"problem: {shown(p)}" for p in self.problems]
+        out += [f"synthetic: {shown(s)}" for s in self.synthetic]
+        out += [f"power: {shown(r.line())}" for r in self.power]
         verdict = "PASS" if self.ok else f"FAIL ({len(self.problems)} problem(s))"
         extra = f", {len(self.synthetic)} synthetic-data finding(s) not counted" if self.synthetic else ""
         checked = sum(r.status == "checked" for r in self.power)
@@ -243,7 +244,10 @@ def _hygiene(sub: Path, rep: Report) -> None:
     def err(exc: OSError) -> None:
         found.setdefault("unreadable folders", []).append(f"{exc.filename} ({exc.strerror})")
 
-    for top, dirs, files in os.walk(sub, onerror=err):
+    real = Path(os.path.realpath(sub))
+    if not real.is_relative_to(tree):  # the submitter's folder itself (or its division) a link out: not walked
+        found["links leaving the tree"].append(f"{_rel(rep, sub)} -> {real}")
+    for top, dirs, files in os.walk(sub, onerror=err) if real.is_relative_to(tree) else ():
         t = Path(top)
         if not dirs and not files and t != sub:
             found["empty folders"].append(_rel(rep, t))
@@ -388,7 +392,7 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
         for name in rnd.scenario_files:
             f = measure / name
             if not f.is_file():
-                rep.problem(f"{_rel(rep, f)}: missing")
+                rep.problem(f"{_rel(rep, f)}: {inbound.absent(f, 'missing')}")
             elif f.stat().st_size == 0:
                 rep.problem(f"{_rel(rep, f)}: empty")
         _check_measurements(measure, ctx, results.name)
@@ -407,7 +411,8 @@ def _check_scenario(ctx: Ctx, results: Path, scenario: Scenario) -> None:
                                      rep.synthetic.append))
     acc = results / "accuracy"
     if not (acc / "accuracy.txt").is_file():
-        rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: missing (the accuracy run's score)")
+        rep.problem(f"{_rel(rep, acc / 'accuracy.txt')}: {inbound.absent(acc / 'accuracy.txt', 'missing')} "
+                    f"(the accuracy run's score)")
     elif _files_present(acc, ACCURACY_FILES, rep, extras=separate):
         acc_m = _manifest(rep, acc)
         _check_accuracy(acc, scenario, ctx, acc_m)

@@ -279,7 +279,7 @@ def _links_out(folders: list[tuple[Path, Path]]) -> list[str]:
 
 
 def _copy(src: Path, dst: Path, within: Path) -> None:
-    copy_file(src, dst, limit=inbound.ACCURACY_LOG, within=within)
+    copy_file(src, dst, limit=inbound.ACCURACY_LOG, within=within, sole=True)  # published: no hard link in
 
 
 def _write_scenario(dest: Path, sr: ScenarioRuns, perf: Path, acc: Path, within: Path) -> None:

@@ -6,12 +6,12 @@ A submission keeps the sha256 of the full `mlperf_log_accuracy.json` as a `hash=
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
 from harness.core import inbound
 from harness.core.errors import DataError
-from harness.core.fsutil import sha256_file
 from harness.core.outbound import atomic_write_bytes
 
 VIEWABLE_BYTES = 4096           # kept from each end of the log
@@ -20,14 +20,18 @@ HASH_LINE = re.compile(r"^hash=([\w\d]+)$")
 
 
 def truncate_accuracy_log(src: Path, dst: Path) -> str:
-    """Write the truncated form of `src` to `dst`; returns the sha256 of the full `src`."""
-    digest = sha256_file(src)
-    data = inbound.read_bytes(src, inbound.ACCURACY_LOG)
-    if len(data) < VIEWABLE_BYTES:
-        atomic_write_bytes(dst, data)
-    else:
-        atomic_write_bytes(dst, data[:VIEWABLE_BYTES] + b"\n\n...\n\n" + data[-VIEWABLE_BYTES:])
-    return digest
+    """Write the truncated form of `src` to `dst`; returns the sha256 of the full `src`. Read once, in pages,
+    keeping only its two ends: a 2 GB log (or a sparse one) never sits in memory whole."""
+    digest = hashlib.sha256()
+    head, tail, size = b"", b"", 0
+    with inbound.open_bounded(src, inbound.ACCURACY_LOG, sole=True) as f:
+        while page := f.read(1 << 20):
+            digest.update(page)
+            size += len(page)
+            head += page[:max(0, VIEWABLE_BYTES - len(head))]
+            tail = (tail + page)[-VIEWABLE_BYTES:]
+    atomic_write_bytes(dst, head if size < VIEWABLE_BYTES else head + b"\n\n...\n\n" + tail)
+    return digest.hexdigest()
 
 
 def hash_of(accuracy_txt: str) -> str | None:

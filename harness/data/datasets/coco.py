@@ -110,7 +110,8 @@ class CocoLayout:
         """The first `limit` images of the annotation file, their ground truth, and checks that they exist."""
         path = root / self.annotations
         if not path.is_file():
-            raise DataError(f"{path} not found: a {self.name} folder holds {self.annotations} and {self.images}/")
+            raise DataError(f"{path} {inbound.absent(path, 'not found')}: a {self.name} folder holds "
+                            f"{self.annotations} and {self.images}/")
         try:
             doc = inbound.read_json(path, inbound.ANNOTATIONS)
         except OSError as exc:

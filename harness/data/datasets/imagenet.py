@@ -33,7 +33,8 @@ def read_val_map(root: Path, limit: int | None = None) -> tuple[list[str], np.nd
     """Image paths (relative to `root`) and labels, in file order (= LoadGen sample index)."""
     path = root / VAL_MAP
     if not path.is_file():
-        raise DataError(f"{path} not found: an ImageNet folder holds the JPEG files and val_map.txt")
+        raise DataError(f"{path} {inbound.absent(path, 'not found')}: an ImageNet folder holds the JPEG files "
+                        f"and val_map.txt")
     names: list[str] = []
     labels: list[int] = []
     for lineno, line in enumerate(inbound.read_text(path, inbound.RECORD).splitlines(), start=1):

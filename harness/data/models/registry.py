@@ -62,7 +62,7 @@ def check_model_file(path: Path, benchmark: str, registry: Sequence[Artefact] | 
     `registry`: the candidates (default: the catalogue's artefacts of `benchmark`)."""
     if not path.is_file():
         raise DataError(
-            f"model file {path} does not exist; pass --model FILE or fetch the official one with "
+            f"model file {path} {inbound.absent(path)}; pass --model FILE or fetch the official one with "
             f"`appliance prepare --benchmark {benchmark} --fetch`"
         )
     md5, sha256 = file_digests(path)

@@ -7,11 +7,11 @@ its other products); NICs, NVMe drives, bridges and the BMC's VGA never match.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import environment
 from harness.core.errors import ApplianceError
 from harness.hw import gpu, gpu_plan
 from harness.hw.topology.model import PciDevice, Topology
@@ -196,7 +196,7 @@ def find_cards(topology: Topology, spec: str | CardSpec = "auto") -> list[FoundC
         return found or _emulated(len(topology.cache_domains()))
     gpus = sorted((c for c in found if c.ordinal is not None), key=lambda c: c.ordinal or 0)
     if not gpus:
-        hidden = [f"{v}={os.environ[v]}" for v in gpu.VISIBLE_ENVS if v in os.environ]
+        hidden = [f"{v}={environment.raw(v) or ''}" for v in gpu.VISIBLE_ENVS if environment.present(v)]
         raise ApplianceError(f"--cards {card_spec.text}: no NVIDIA GPU is visible ("
                              + (f"{', '.join(hidden)} hides them all" if hidden and _nvidia(topology) else
                                 "none on PCI") + ")")
@@ -216,7 +216,7 @@ def _nvidia(topology: Topology) -> list[str]:
 
 def cuda_ordinals(topology: Topology) -> dict[str, int]:
     """Bus id -> CUDA ordinal of each NVIDIA GPU this process may use (harness.hw.gpu.visible)."""
-    env = {v: os.environ[v] for v in gpu.VISIBLE_ENVS if v in os.environ}
+    env = {v: environment.raw(v) or "" for v in gpu.VISIBLE_ENVS if environment.present(v)}
     uuids = gpu.uuid_map() if any("GPU-" in value for value in env.values()) else None
     return {pci: i for i, pci in enumerate(gpu.visible(_nvidia(topology), env, uuids))}
 

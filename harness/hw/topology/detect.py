@@ -18,6 +18,8 @@ _PCI_DIR = "sys/bus/pci/devices"
 _CPU_RE = re.compile(r"cpu([0-9]+)$")
 _NODE_RE = re.compile(r"node([0-9]+)$")
 _INDEX_RE = re.compile(r"index([0-9]+)$")
+# domain:bus:device.function, as the kernel names a PCI device
+_PCI_RE = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 # Device nodes drivers create under the PCI device in sysfs -> the /dev path a container needs.
 _DEVICE_NODE_DIRS = {"accel": "/dev/accel/{}", "drm": "/dev/dri/{}", "tenstorrent": "/dev/tenstorrent/{}"}
 
@@ -181,6 +183,9 @@ def _cgroup_cpuset(fs: Sysfs) -> set[int] | None:
 def _pci_devices(fs: Sysfs, online: set[int], nodes: dict[int, frozenset[int]]) -> tuple[PciDevice, ...]:
     devices = []
     for address in fs.listdir(_PCI_DIR):
+        if not _PCI_RE.fullmatch(address):  # not a name the kernel gives (a newline in a copy's folder name)
+            fs.garbage.setdefault(fs.path(f"{_PCI_DIR}/{address}"), "(not a PCI address)")
+            continue
         base = f"{_PCI_DIR}/{address}"
         class_code, vendor, device = (
             fs.integer(f"{base}/class"),

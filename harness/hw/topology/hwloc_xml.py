@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.errors import ApplianceError
 from harness.core.sysfs import FIXED_MAX_CPU, format_cpulist
 from harness.hw.topology.model import Core, PciDevice, Topology
@@ -152,9 +152,8 @@ def lstopo_xml(out: Path, lstopo: str, fsroot: Path | None = None) -> Path:
     CPUs outside the cpuset, as our description does, --whole-io every PCI function."""
     import subprocess
 
-    env = dict(os.environ)
-    if fsroot is not None:
-        env.update(HWLOC_FSROOT=str(fsroot), HWLOC_COMPONENTS="linux,stop")
+    env = environment.child() if fsroot is None else \
+        environment.child(HWLOC_FSROOT=str(fsroot), HWLOC_COMPONENTS="linux,stop")
     subprocess.run([lstopo, "--of", "xml", "--disallowed", "--whole-io", "-f", str(out)], env=env, check=True,
                    capture_output=True)
     return out

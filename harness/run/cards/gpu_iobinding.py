@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -74,14 +73,13 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
 from harness.run.cards import backends, provider_options
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
 from harness.run.cards.onnxruntime_card import SPINNING, OnnxRuntimeCard, batch_fault, cast_outputs, one_line
-from harness.run.cards.provider_options import SEARCHES
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
 
@@ -100,14 +98,8 @@ _TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(in
 def cuda_settings() -> dict[str, Any]:
     """The CUDA provider settings a GPU card uses (from the environment's escape hatches), one line each wrong;
     `cuda_graph` is what APPLIANCE_CUDA_GRAPH asks (None: unset, `graph_rule` decides)."""
-    search = os.environ.get(SEARCH_ENV, "EXHAUSTIVE").upper()
-    if search not in SEARCHES:
-        raise ApplianceError(f"{SEARCH_ENV}={search}: choose one of {', '.join(SEARCHES)}")
-    graph = os.environ.get(GRAPH_ENV)
-    if graph not in (None, "0", "1"):
-        raise ApplianceError(f"{GRAPH_ENV}={graph}: use 0 (no CUDA graphs) or 1 (graphs where no hazard is found)")
-    return {"cuda_graph": None if graph is None else graph == "1",
-            "user_stream": os.environ.get(STREAM_ENV, "1") != "0", "cudnn_conv_algo_search": search}
+    return {"cuda_graph": environment.tristate(GRAPH_ENV), "user_stream": environment.switch(STREAM_ENV),
+            "cudnn_conv_algo_search": environment.choice(SEARCH_ENV)}
 
 
 _DATA_SHAPED = {"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan"}

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnxruntime as ort
 
-from harness.core import inbound
+from harness.core import environment, inbound
 from harness.core.errors import ApplianceError, BatchDoesNotFit, DataError
 from harness.core.outbound import unnamed_file
 from harness.hw import gpu
@@ -101,8 +101,12 @@ class OnnxRuntimeCard(PageableHostBuffers):
         self._configure(opts, providers, on_gpu)  # the IO-binding card's session settings (gpu_iobinding)
         log: list[str] = []
         try:
-            with native_log(on_gpu) as log:
+            with contextlib.ExitStack() as held, native_log(on_gpu) as log:
+                if isinstance(source, str):  # the file checked, held open: never a FIFO put at its name since
+                    source = held.enter_context(inbound.held(source, inbound.ARRAY, what="model"))
                 self.session = ort.InferenceSession(source, opts, providers=providers)
+        except inbound.Refused:
+            raise
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
             first = one_line(str(exc))
             if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
@@ -133,7 +137,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         """Intra-op threads and whether they spin: the card's CPUs (APPLIANCE_INTRA_OP_THREADS overrides); threads
         that outnumber them do not spin, which would take the CPUs from the card's feeder and completion."""
         del on_gpu
-        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        threads = environment.threads(THREADS_ENV) or max(1, len(cpus))  # 1 to the machine's CPUs
         return threads, threads <= len(cpus)
 
     def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
@@ -200,8 +204,15 @@ def _gpu_words(ref: gpu.GpuRef | None) -> str:
 
 
 def provider_available(backend: str) -> bool:
-    """Whether this onnxruntime build has the backend's provider (a GPU backend's record's `available`)."""
-    return PROVIDERS[backend][0] in ort.get_available_providers()
+    """Whether this onnxruntime build has the backend's provider and its library loads (a GPU backend's record's
+    `available`): onnxruntime-gpu lists CUDA and TensorRT without a driver, and `tune --backends` offered them,
+    then refused them."""
+    provider = PROVIDERS[backend][0]
+    if provider not in ort.get_available_providers():
+        return False
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
+        ort.preload_dlls()  # CUDA / cuDNN from NVIDIA's wheels first, as a card loads them
+    return provider_library_error(provider) is None
 
 
 def require_provider(backend: str) -> None:

@@ -21,7 +21,6 @@ its CPUs) waits on each request in turn, the GIL released, and signals ready.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections import deque
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import environment, inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, PageableHostBuffers
 from harness.run.cards.onnxruntime_card import THREADS_ENV
@@ -52,7 +52,10 @@ class OpenVinoCard(PageableHostBuffers):
                                  "version in requirements.lock)") from None
         self.core = ov.Core()
         try:
-            self.model = self.core.read_model(str(model_path))
+            with inbound.held(model_path, inbound.ARRAY, what="model") as name:  # the file checked, not its name
+                self.model = self.core.read_model(name)
+        except inbound.Refused:
+            raise
         except Exception as exc:  # OpenVINO raises RuntimeError with a multi-line report
             raise DataError(f"OpenVINO cannot load {model_path}: {str(exc).splitlines()[0][:200]}; "
                             f"rerun `appliance prepare` or pass a valid --model") from None
@@ -69,7 +72,7 @@ class OpenVinoCard(PageableHostBuffers):
                 raise DataError(f"the model record asks for inference precision {inference_precision!r}; "
                                 f"OpenVINO cards compute f32 or {HINT}: rerun `appliance prepare`")
             require(f"openvino card {index} cannot compute bf16")
-        threads = int(os.environ.get(THREADS_ENV) or 0) or max(1, len(cpus))
+        threads = environment.threads(THREADS_ENV) or max(1, len(cpus))  # 1 to the machine's CPUs
         self.config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": self.depth,
                        "PERFORMANCE_HINT": "LATENCY" if self.depth == 1 else "THROUGHPUT",
                        "ENABLE_CPU_PINNING": False, "INFERENCE_PRECISION_HINT": inference_precision}

@@ -46,6 +46,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 import harness
+from harness.core import environment
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, Outputs, PageableHostBuffers
 from harness.run.cards.spec import PROCESS_ENV
@@ -97,7 +98,7 @@ class OpenVinoProcessCard(PageableHostBuffers):
         self._why = ""
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the child's stderr, closed in close())
         root = str(Path(harness.__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        env = environment.child(PYTHONPATH=os.pathsep.join(p for p in (root, environment.raw("PYTHONPATH")) if p))
         # started from the card thread: the child inherits the card's CPUs at fork, before it runs anything
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.run.cards.openvino_process", ",".join(map(str, self.cpus)), str(index),
@@ -331,7 +332,7 @@ def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OpenVinoC
     """The openvino backend's cards (its record's `card`): each in a worker process of its own with
     `spec.processes` (several cards) or APPLIANCE_OPENVINO_PROCESS=1, else in this process."""
     assert spec.model_path is not None
-    if spec.processes or os.environ.get(PROCESS_ENV) == "1":
+    if spec.processes or environment.switch(PROCESS_ENV):
         return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
                                    spec.requests, spec.inference_precision)
     from harness.run.cards.openvino_card import OpenVinoCard

@@ -50,6 +50,7 @@ BURST_PER_DEPTH = 4  # a timed burst keeps a card full for this many batches per
 UNDER_LOAD_ROUNDS = 2  # `time_under_load` keeps the best of this many bursts of every card at once
 ROWS_SEED = 43  # the warm-up's and the timed bursts' rows: the same for every card and every tune candidate
 SERVER_TAKE_BATCHES = 64  # Server: full batches the intake thread takes at a time when LoadGen runs ahead
+STOP_GRACE_S = 10.0  # a stop waits this long for the cards' threads, then leaves them (daemons) to the exit
 
 
 def timed_rows(batch: int, loaded: int) -> np.ndarray:
@@ -171,8 +172,9 @@ class SystemUnderTest:
             self.backlog.clear()
         for w in self.workers:
             w.stop()
+        deadline = time.monotonic() + STOP_GRACE_S
         for w in self.workers:
-            w.join()
+            w.join(deadline)
 
     def stats(self) -> SutStats:
         """What dispatch and each card did, frozen (read after `stop()`)."""

@@ -242,11 +242,13 @@ class CardWorker:
         """Any thread: this card's threads made so far (the feeder once the card is made). Reads only."""
         return [t for t in (self.card_thread, self.feeder, self.completer) if t is not None]
 
-    def join(self) -> None:
-        """The main thread, after `stop`: wait for this card's threads to end."""
+    def join(self, deadline: float) -> None:
+        """The main thread, after `stop`: wait for this card's threads to end, until `deadline` (time.monotonic):
+        a batch that takes longer (a card hung, a simulated card of 0.001 samples/s) is left to its daemon
+        thread, so a stop is never longer than the grace."""
         for t in self.threads:
             if t.is_alive():
-                t.join()
+                t.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self) -> None:
         """The main thread: finish the batches in flight, drop what is still queued (LoadGen has stopped waiting),
