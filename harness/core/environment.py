@@ -118,12 +118,21 @@ def choice(name: str) -> str:
     return given.upper()
 
 
-def machine_cpus() -> int:
-    """The CPUs this process may run on: the bound of any thread count read here."""
+def _allowed_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+_AT_START = _allowed_cpus()  # read on the importing (main) thread, before any card thread is pinned
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on: the bound of any thread count read here. The larger of the set at
+    start and the calling thread's own, since a card reads its thread count on its thread, pinned to its
+    few CPUs (the bound is the process's, not that thread's)."""
+    return max(_AT_START, _allowed_cpus())
 
 
 def count(name: str, most: int) -> int | None:
