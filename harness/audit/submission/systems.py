@@ -20,7 +20,7 @@ from typing import Any
 from harness.audit.submission import tree
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, plain_name
-from harness.core.outbound import check_new_folder, make_dirs, move_into_place, new_staging_dir, publish_dir
+from harness.core.outbound import check_new_folder, make_dirs, move_into_place, new_staging_dir
 
 __all__ = ["Node", "build_fleet", "choose", "hardware", "hardware_problems", "metric", "read_fleet", "representative"]
 
@@ -180,7 +180,7 @@ def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
     except OSError as exc:
         why = disk_fault(exc, name_file=False) or exc.strerror
         raise ApplianceError(f"cannot write the tree in {out.parent}: {why}; choose another -o folder") from None
-    try:
+    with tree.publishing(staging, out):
         sub = staging / division / submitter
         for system, node in chosen.items():
             done = sum(n.complete for n in fleet[system])
@@ -189,14 +189,6 @@ def build_fleet(root: Path, out: Path, submitter: str, division: str = "closed",
                               overrides_file, _prefixed(echo, f"  {system}: "))
             _merge(part / division / submitter, sub)
         shutil.rmtree(staging / ".parts")
-        publish_dir(staging, out, f"submission build -o {out}")
-    except BaseException as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        fault = disk_fault(exc, name_file=False)
-        if fault is not None:
-            raise ApplianceError(f"cannot write the tree in {out.parent}: {fault}; nothing was left there: free "
-                                 f"some space or choose another -o folder") from None
-        raise
     return out
 
 

@@ -19,8 +19,9 @@ The tree is written into a hidden folder beside `-o` and renamed at the end; the
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,6 +189,22 @@ def collect(inputs: Iterable[Path], system_dir: str | None = None
     return found, problems, skipped
 
 
+@contextlib.contextmanager
+def publishing(staging: Path, out: Path) -> Iterator[None]:
+    """What the block writes in `staging` becomes `out` whole when it ends; on any fault the staging goes, and a
+    full or failing disk is one line (nothing is left beside `out`)."""
+    try:
+        yield
+        publish_dir(staging, out, f"submission build -o {out}")
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        fault = disk_fault(exc, name_file=False)
+        if fault is not None:
+            raise ApplianceError(f"cannot write the tree in {out.parent}: {fault}; nothing was left there: free "
+                                 f"some space or choose another -o folder") from None
+        raise
+
+
 def build(inputs: list[Path], out: Path, submitter: str, system_name: str, division: str = "closed",
           overrides_file: Path | None = None, echo: Callable[[str], None] = print,
           system_dir: str | None = None) -> Path:
@@ -227,7 +244,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     except OSError as exc:
         why = disk_fault(exc, name_file=False) or exc.strerror
         raise ApplianceError(f"cannot write the tree in {out.parent}: {why}; choose another -o folder") from None
-    try:
+    with publishing(tmp, out):
         sub = tmp / division / submitter
         atomic_write_json(sub / "systems" / f"{system_name}.json", sys_json)
         for bench in sorted({b for b, _ in found}):
@@ -243,14 +260,6 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
             if missing:
                 echo(f"{sr.label}: no {' / '.join(missing)} folder in the runs; add the compliance runs "
                      f"({', '.join(f'`{_mode_hint(sr, t)}`' for t in missing)}) before submitting")
-        publish_dir(tmp, out, f"submission build -o {out}")
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        fault = disk_fault(exc, name_file=False)
-        if fault is not None:
-            raise ApplianceError(f"cannot write the tree in {out.parent}: {fault}; nothing was left there: free "
-                                 f"some space or choose another -o folder") from None
-        raise
     todo = system_json.undetected(sys_json)
     if todo:
         echo(f"system JSON: not detectable here, set in --system-overrides: {', '.join(todo)}")
