@@ -367,6 +367,19 @@ def expected(candidates: list[Candidate], sweep: Sweep) -> str:
     return line
 
 
+def _check_backends(asked: tuple[str, ...]) -> None:
+    """One line when a backend asked for cannot be timed here: a known one's own reason (the library that does
+    not load) where it has one, else which ones can."""
+    have = available_backends()
+    missing = [b for b in asked if b not in have]
+    for name in missing:
+        if name in backends.RECORDS:
+            backends.RECORDS[name].check_libraries()
+    if missing or not asked:
+        raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
+                             f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
+
+
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
          output: Path | None, server_search_runs: bool = False,
          announce: Callable[[str], None] = lambda _: None) -> tuple[Path, tuned.TunedRecord]:
@@ -379,11 +392,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
                  what="the tuned record", given=path)
     if bench.server_latency_ms is None and Scenario.SERVER in scenarios:
         raise ApplianceError(f"{bench.name} is an edge benchmark: no Server scenario to tune")
-    have = available_backends()
-    missing = [b for b in sweep.backends if b not in have]
-    if missing or not sweep.backends:
-        raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
-                             f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
+    _check_backends(sweep.backends)
     sweep.check()
     concrete.for_run(bench.name, sweep.card_outputs)  # outputs the benchmark has not: one line, nothing timed
     from harness.hw.topology import detect
