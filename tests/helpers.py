@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -127,3 +128,12 @@ def manifest_json(**sections: object) -> dict[str, object]:
     }
     body.update(sections)
     return body
+
+
+def dotted_name(node: ast.expr) -> str:
+    """`os.environ`, `np.load`: the dotted name an AST expression spells (the guard tests' reading of calls)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted_name(node.value)}.{node.attr}"
+    return "?"

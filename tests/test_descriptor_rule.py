@@ -13,18 +13,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import dotted_name
+
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 DOOR = HARNESS / "core" / "inbound.py"
 BY_NAME = {"InferenceSession", "read_model", "compile_model", "onnx.load", "onnx.load_model", "np.load",
            "np.memmap", "numpy.load", "cv2.imread"}
-
-
-def _name(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_name(node.value)}.{node.attr}"
-    return "?"
 
 
 def door_opens(source: str) -> list[str]:
@@ -35,13 +29,13 @@ def door_opens(source: str) -> list[str]:
         if not isinstance(fn, ast.FunctionDef):
             continue
         calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
-        opens = [c for c in calls if _name(c.func) == "os.open"]
+        opens = [c for c in calls if dotted_name(c.func) == "os.open"]
         for c in opens:
             flags = {n.attr for n in ast.walk(c.args[1]) if isinstance(n, ast.Attribute)} if len(c.args) > 1 \
                 else set()
             problems += [f"{fn.name}:{c.lineno}: os.open without {f}" for f in ("O_NOFOLLOW", "O_NONBLOCK")
                          if f not in flags]
-        if opens and not any(_name(c.func) == "os.fstat" for c in calls):
+        if opens and not any(dotted_name(c.func) == "os.fstat" for c in calls):
             problems.append(f"{fn.name}: opens a file and never fstat's the descriptor")
     return problems
 
@@ -52,11 +46,11 @@ def made_names(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call) or not node.args:
             continue
-        name = _name(node.func)
+        name = dotted_name(node.func)
         if not (name in BY_NAME or name.rsplit(".", 1)[-1] in BY_NAME):
             continue
         arg = node.args[0]
-        made = isinstance(arg, ast.JoinedStr) or (isinstance(arg, ast.Call) and _name(arg.func) == "str") \
+        made = isinstance(arg, ast.JoinedStr) or (isinstance(arg, ast.Call) and dotted_name(arg.func) == "str") \
             or (isinstance(arg, ast.Attribute) and arg.attr == "path")
         if made:
             found.append((node.lineno, name))

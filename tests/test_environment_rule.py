@@ -11,25 +11,19 @@ import ast
 import re
 from pathlib import Path
 
+from helpers import dotted_name
+
 ROOT = Path(__file__).resolve().parent.parent
 READER = ROOT / "harness" / "core" / "environment.py"
 _CALLS = {"os.environ", "os.getenv", "os.putenv", "os.unsetenv", "os.environb", "os.getenvb"}
-
-
-def _name(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_name(node.value)}.{node.attr}"
-    return "?"
 
 
 def env_access(source: str) -> list[tuple[int, str]]:
     """(line, what) of every direct use of the process environment in `source`."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Attribute) and _name(node) in _CALLS:
-            found.append((node.lineno, _name(node)))
+        if isinstance(node, ast.Attribute) and dotted_name(node) in _CALLS:
+            found.append((node.lineno, dotted_name(node)))
         elif isinstance(node, ast.ImportFrom) and node.module == "os" and \
                 {a.name for a in node.names} & {"environ", "getenv", "putenv", "environb"}:
             found.append((node.lineno, "from os import environ"))

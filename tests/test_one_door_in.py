@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import dotted_name
+
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 DOOR = "harness/core/inbound.py"
 
@@ -29,14 +31,6 @@ _PARSERS = {
     "cv2.imread", "Image.open", "io.open", "codecs.open",
 }
 _WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
-
-
-def _name(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_name(node.value)}.{node.attr}"
-    return "?"
 
 
 def _mode(call: ast.Call, position: int) -> ast.expr | None:
@@ -68,7 +62,7 @@ def raw_reads(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
             continue
-        name = _name(node.func)
+        name = dotted_name(node.func)
         if name.startswith("inbound."):
             continue  # the door itself
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
