@@ -288,7 +288,7 @@ def _draw(bench: Benchmark, folder: Path, count: int) -> None:
 
 def _prepared_or_none(layout: Layout, echo: Echo) -> store.PreparedData | None:
     """The prepared set there, or None (none, or damaged: prepared again, which its message would say)."""
-    if not (layout.preprocessed / store.MANIFEST).is_file():
+    if inbound.what_is(layout.preprocessed / store.MANIFEST) is None:
         return None
     try:
         return store.open_prepared(layout.preprocessed, "")
