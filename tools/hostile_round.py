@@ -22,17 +22,20 @@ APP = [sys.executable, "-m", "harness.cli"]
 RUN = "run --backend null -q --duration-ms 300"
 
 
-def _cases() -> list[tuple[str, str, str, bool]]:
-    """(class, case, shell command in the work folder, bad input?)."""
-    c: list[tuple[str, str, str, bool]] = []
+Case = tuple[str, str, str, bool, dict[str, str]]
 
-    def add(cls: str, case: str, cmd: str, bad: bool = True) -> None:
-        c.append((cls, case, cmd, bad))
+
+def _cases() -> list[Case]:
+    """(class, case, shell command in the work folder, bad input?, files written there before it)."""
+    c: list[Case] = []
+
+    def add(cls: str, case: str, cmd: str, bad: bool = True, files: dict[str, str] | None = None) -> None:
+        c.append((cls, case, cmd, bad, files or {}))
 
     # fields inside documents: card maps, tuned records, system overrides, fleet node maps, hwloc XML
     maps = {
-        "cards a string": "cards: abc\n",
-        "cards a number": "cards: 5\n",
+        "no version": "cards: []\n",
+        "cards a string": "version: 1\ncards: abc\n",
         "card cpus a mapping": "cards:\n- {index: 0, cpus: {a: 1}}\n",
         "card index -1": "cards:\n- {index: -1, cpus: '0'}\n",
         "card index 1e400": "cards:\n- {index: 1e400, cpus: '0'}\n",
@@ -45,9 +48,11 @@ def _cases() -> list[tuple[str, str, str, bool]]:
         "10,000 cards": "cards:\n" + "".join(f"- {{index: {i}, cpus: '0'}}\n" for i in range(10000)),
     }
     for i, (case, text) in enumerate(maps.items()):
-        add("fields", f"card map: {case}", f"printf %s {json.dumps(text)!s} > map{i}.yaml; "
-            f"$APP topology show map{i}.yaml")
-        add("fields", f"run --cards map: {case}", f"$APP {RUN} --data-dir data --results r-map{i} --cards map{i}.yaml")
+        text = text if case in ("no version", "cards a string", "a list at the top") else "version: 1\n" + text
+        add("fields", f"card map: {case}", f"$APP topology show map{i}.yaml", files={f"map{i}.yaml": text})
+        if i % 3 == 0:
+            add("fields", f"run --cards map: {case}", f"$APP {RUN} --data-dir data --results r-map{i} "
+                f"--cards map{i}.yaml", files={f"map{i}.yaml": text})
     tuned = {
         "chosen a list": {"chosen": [1]},
         "batch 'x'": {"chosen": {"Offline": {"batch_size": "x"}}},
@@ -56,14 +61,14 @@ def _cases() -> list[tuple[str, str, str, bool]]:
         "null": None,
     }
     for i, (case, doc) in enumerate(tuned.items()):
-        add("fields", f"--tuned: {case}", f"printf %s '{json.dumps(doc)}' > tuned{i}.json; "
-            f"$APP {RUN} --data-dir data --results r-t{i} --tuned tuned{i}.json")
+        add("fields", f"--tuned: {case}", f"$APP {RUN} --data-dir data --results r-t{i} --tuned tuned{i}.json",
+            files={f"tuned{i}.json": json.dumps(doc)})
     overrides = {"a list": [1], "a number field": {"host_processor_core_count": "x" * 5000},
                  "nested": {"a": {"b": {"c": [1] * 100000}}}, "NaN": "NaN"}
     for i, (case, doc) in enumerate(overrides.items()):
         text = "NaN" if doc == "NaN" else json.dumps(doc)
-        add("fields", f"--system-overrides: {case}", f"printf %s '{text}' > ov{i}.json; $APP submission build "
-            f"--submitter Org --system box --system-overrides ov{i}.json runs -o sub-ov{i}")
+        add("fields", f"--system-overrides: {case}", f"$APP submission build --submitter Org --system box "
+            f"--system-overrides ov{i}.json runs -o sub-ov{i}", files={f"ov{i}.json": text})
     nodes = {"a list": "[1]", "a node of 5": '{"nodes": {"a": 5}}', "empty": "", "binary": "\\377\\376"}
     for i, (case, text) in enumerate(nodes.items()):
         add("fields", f"fleet --node-map: {case}", f"printf '{text}' > nodes{i}.json; "
@@ -75,8 +80,7 @@ def _cases() -> list[tuple[str, str, str, bool]]:
            "external entity": "<!DOCTYPE t [<!ENTITY x SYSTEM 'file:///etc/passwd'>]><topology>&x;</topology>",
            "not XML": "hello"}
     for i, (case, text) in enumerate(xml.items()):
-        add("fields", f"hwloc XML: {case}", f"printf %s {json.dumps(text)} > h{i}.xml; "
-            f"$APP topology detect --hwloc-xml h{i}.xml")
+        add("fields", f"hwloc XML: {case}", f"$APP topology detect --hwloc-xml h{i}.xml", files={f"h{i}.xml": text})
 
     # check-then-open: FIFOs, devices and links where files are read, in other commands
     for what, make in (("a FIFO", "mkfifo {}"), ("/dev/zero", "ln -s /dev/zero {}"),
@@ -210,7 +214,9 @@ def main() -> int:
     cases = [x for x in _cases() if a.only in (None, x[0])]
     print("| # | class | case | command | exit | first stderr line | break |")
     print("|---|---|---|---|---|---|---|")
-    for n, (cls, case, cmd, bad) in enumerate(cases, 1):
+    for n, (cls, case, cmd, bad, files) in enumerate(cases, 1):
+        for name, text in files.items():
+            (work / name).write_text(text)
         before = _hidden(work)
         try:
             done = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True, text=True,
