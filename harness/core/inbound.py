@@ -389,3 +389,9 @@ def file_size(path: str | os.PathLike[str]) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+def open_folder(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> int:
+    """A folder held open by its descriptor (its last component not followed if a link): what a command works
+    in is then reached through it, whatever becomes of the path (a run's folder moved or replaced by a link)."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)

@@ -58,9 +58,8 @@ class RunFolder:
     _where: tuple[int, int, str] = field(init=False)  # the parent's device, inode and real path at the claim
 
     def __post_init__(self) -> None:
-        self.home = os.open(self.final.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self._staged = os.open(self.staging.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                               dir_fd=self.home)
+        self.home = inbound.open_folder(os.path.realpath(self.final.parent))  # links inside --results followed
+        self._staged = inbound.open_folder(self.staging.name, dir_fd=self.home)
         st = os.fstat(self.home)
         self._where = (st.st_dev, st.st_ino, os.path.realpath(self.final.parent))
 
