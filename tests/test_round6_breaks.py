@@ -35,3 +35,10 @@ def test_topology_show_of_a_fifo_says_so(tmp_path: Path, capsys: pytest.CaptureF
     assert appliance("topology", "show", tmp_path / "m.yaml") == 2
     line = _line(capsys)
     assert f"card map {tmp_path}/m.yaml is a FIFO (named pipe), not a regular file" in line, line
+
+
+def test_a_card_map_without_a_key_names_it_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A version-1 map without its l3_domains said only "…: 'l3_domains'"."""
+    (tmp_path / "m.yaml").write_text("version: 1\ncards: []\n")
+    assert appliance("topology", "show", tmp_path / "m.yaml") == 2
+    assert _line(capsys).endswith(f"cannot read card map {tmp_path}/m.yaml: its key 'l3_domains' is missing")

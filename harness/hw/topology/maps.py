@@ -55,4 +55,5 @@ def read_map(name: str) -> CardMap:
                         for c in cards),
         )
     except (OSError, inbound.Refused, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ApplianceError(f"cannot read card map {path}: {exc}".splitlines()[0]) from None
+        why = f"its key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else exc  # was the bare 'key'
+        raise ApplianceError(f"cannot read card map {path}: {why}".splitlines()[0]) from None
