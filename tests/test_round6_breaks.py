@@ -42,3 +42,9 @@ def test_a_card_map_without_a_key_names_it_missing(tmp_path: Path, capsys: pytes
     (tmp_path / "m.yaml").write_text("version: 1\ncards: []\n")
     assert appliance("topology", "show", tmp_path / "m.yaml") == 2
     assert _line(capsys).endswith(f"cannot read card map {tmp_path}/m.yaml: its key 'l3_domains' is missing")
+
+
+def test_fleet_threshold_nan_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fleet --threshold nan` passed click's range (nan compares false) and flagged no node: exit 0."""
+    assert appliance("fleet", tmp_path, "--threshold", "nan") == 2
+    assert "'nan' is not a finite number" in capsys.readouterr().err
