@@ -102,11 +102,12 @@ class RunPlan:
                 f"division's accuracy rule); run --precision fp32, or a precision whose prepare reached it")
 
     def judged(self, golden_pct: float | None) -> tuple[bool, str]:
-        """The precision's verdict after an accuracy run: a reduced precision's own score against the FP32 golden
-        reference, at the benchmark's fraction (99% for resnet50 and yolo-99), decides, as the accuracy run on the
-        device is what counts (prepare's agreement was measured on the CPU: tf32's and fp16's on an emulation);
-        FP32, the reference, keeps its verdict."""
-        if self.model.precision == "fp32" or golden_pct is None:
+        """The precision's verdict after an accuracy run: a reduced precision that prepare found eligible is judged
+        again by its own score against the FP32 golden reference, at the benchmark's fraction (99% for resnet50 and
+        yolo-99), as the accuracy run on the device is what counts (prepare measured on the CPU: tf32 and fp16 on an
+        emulation). It can refuse what prepare allowed, never allow what prepare refused (tune never chose that, and
+        the run's performance runs stay refused); FP32, the reference, keeps its verdict."""
+        if self.model.precision == "fp32" or golden_pct is None or not self.eligibility[0]:
             return self.eligibility
         target = 100 * self.bench.quality_fraction
         ok = golden_pct >= target
