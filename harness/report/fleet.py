@@ -21,10 +21,10 @@ from statistics import median
 from typing import Any
 
 from harness.audit.submission import systems
-from harness.audit.submission.tree import _manifest as run_manifest
 from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import all_or_nothing, atomic_write_text, need_space
+from harness.records import manifest as run_manifest
 from harness.report.html import GENERATOR, check_targets
 
 __all__ = ["Fleet", "analyse", "facts", "read_node_map", "render", "summary_lines"]
@@ -137,7 +137,7 @@ def _rows(system: str, nodes: list[systems.Node], threshold: float) -> list[Row]
             run = n.latest_performance(key)
             figure = systems.metric(run) if run is not None else None
             if run is not None and figure is not None:
-                got.append((n, run, figure[0], figure[1], run_manifest(run).to_json()))
+                got.append((n, run, figure[0], figure[1], run_manifest.read(run).to_json()))
         if not got:
             continue
         unit = got[0][3]
