@@ -174,7 +174,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: Mo
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
 
     def make() -> Made:
-        if data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        if data.golden_model != fp32.sha256:
             raise DataError(f"no FP32 golden labels for {fp32.path}; "
                             f"run `{bench.prepare_hint(models_dir.parent)}`")
         path = models_dir / f"{bench.name}-int8-{fp32.sha256[:12]}.onnx"

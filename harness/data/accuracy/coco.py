@@ -36,7 +36,7 @@ MAX_DETS = 100  # COCOeval's maxDets for the AP it reports first
 
 
 def ground_truth_file(data: PreparedData, against: str) -> Path | None:
-    entry = data.manifest.get("annotations" if against == "dataset" else "golden")
+    entry = data.manifest.get("annotations") if against == "dataset" else data.manifest.get("golden")
     return None if not entry else data.root / entry["file"]
 
 
