@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast, runtime_checkable
 
 import numpy as np
 
@@ -21,8 +21,9 @@ from harness.records.artefact import Artefact
 if TYPE_CHECKING:
     from harness.records.store import PreparedData
 
-__all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth",
-           "HostNMSEncoder", "Listing", "NMSParams", "OutputQuant", "Score", "Scorer"]
+__all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "CocoAnnotation", "CocoDocument", "CocoImage",
+           "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth", "HostNMSEncoder", "Listing", "NMSParams",
+           "OutputQuant", "Score", "Scorer"]
 
 
 CARD_OUTPUTS = ("fp32", "quantised")
@@ -324,13 +325,40 @@ def _variant(spec: DetectionSpec, kind: str) -> DetectionSpec:
     return replace(spec, kind=kind, shapes=shapes, quantised=quantised, variants=(spec.kind,))
 
 
+class CocoImage(TypedDict):
+    """An `images` entry of a COCO-format annotation file."""
+    id: int
+    file_name: str
+    height: int
+    width: int
+
+
+class CocoAnnotation(TypedDict):
+    """An `annotations` entry of a COCO-format file (ground truth; golden.json's are an FP32 pass's boxes)."""
+    id: int
+    image_id: int
+    category_id: int
+    bbox: list[float]       # x, y, w, h in pixels
+    area: float
+    iscrowd: int
+
+
+class CocoDocument(TypedDict, total=False):
+    """A COCO-format annotation file, as pycocotools reads it (harness.data.datasets.coco checks the lists)."""
+    info: dict[str, str]
+    licenses: list[object]
+    images: list[CocoImage]
+    annotations: list[CocoAnnotation]
+    categories: list[dict[str, object]]
+
+
 @dataclass(frozen=True)
 class Listing:
     """The samples of a dataset folder, in LoadGen index order."""
 
     names: list[str]                     # image paths relative to the dataset root
     labels: np.ndarray                   # per sample: class label (ImageNet) or image id (COCO format)
-    annotations: dict[str, Any] | None   # COCO-format ground truth of exactly these images, in this order
+    annotations: CocoDocument | None     # COCO-format ground truth of exactly these images, in this order
 
 
 
