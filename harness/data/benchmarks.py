@@ -5,7 +5,7 @@ name; it reads the record instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -26,7 +26,7 @@ from harness.records.benchmark_record import Benchmark, DatasetFormat, Detection
 
 __all__ = ["COCO_80_IDS", "IMAGENET_MEAN_RGB", "NAMES", "OFFLINE_MIN_SAMPLES", "RESNET50", "RESNET50_MODELS",
            "RETINANET", "RETINANET_MODEL", "SSD_MOBILENET", "SSD_MOBILENET_MODEL", "SSD_RESNET34", "SSD_RESNET34_MODEL",
-           "YOLO11L_MODEL", "YOLO_95", "YOLO_99", "YOLO_DETECTION", "get", "of_folder", "required_scenarios"]
+           "YOLO11L_MODEL", "YOLO_95", "YOLO_99", "YOLO_DETECTION", "get", "of_folder"]
 
 # The catalogue's names: everything outside harness/data names a benchmark through these (or reads NAMES).
 RESNET50, SSD_MOBILENET, SSD_RESNET34, RETINANET, YOLO_95, YOLO_99 = (
@@ -253,7 +253,6 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
                                                    "cuda_graph.cc, 2 cards, batch 16, accuracy mode)"),),
             compliance_tests=("TEST01",), test01_sampling_target=64,
             min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},
-            datacenter_scenarios=(),
             preprocessing="Ultralytics LetterBox to 640x640 (scale by the longer side, pad 114 centred), "
                           "BGR->RGB, uint8 CHW; /255 in the graph")
     return make
@@ -263,20 +262,6 @@ _FACTORIES: dict[str, Callable[[], Benchmark]] = {RESNET50: _resnet50, SSD_MOBIL
                                                   SSD_RESNET34: _ssd_resnet34, RETINANET: _retinanet,
                                                   YOLO_95: _yolo(0.95), YOLO_99: _yolo(0.99)}
 NAMES = tuple(_FACTORIES)
-
-
-def required_scenarios(names: Sequence[str]) -> dict[str, dict[str, tuple[Scenario, ...]]]:
-    """system_type -> benchmark -> the scenarios a closed submission of that system type needs."""
-    out: dict[str, dict[str, tuple[Scenario, ...]]] = {t: {} for t in ("edge", "datacenter", "datacenter,edge",
-                                                                   "edge,datacenter")}
-    for name in names:
-        b = get(name)
-        both = tuple(dict.fromkeys((*b.edge_scenarios, *b.datacenter_scenarios)))
-        for system_type, scenarios in (("edge", b.edge_scenarios), ("datacenter", b.datacenter_scenarios),
-                                       ("datacenter,edge", both), ("edge,datacenter", both)):
-            if scenarios:
-                out[system_type][name] = scenarios
-    return out
 
 
 @cache

@@ -213,8 +213,6 @@ class Benchmark:
     # the round's rules for this benchmark (submission check and build, compliance runs)
     compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
     test01_sampling_target: int = 1024  # compliance/TEST01/<model>/audit.config accuracy_log_sampling_target
-    edge_scenarios: tuple[Scenario, ...] = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.OFFLINE)
-    datacenter_scenarios: tuple[Scenario, ...] = (Scenario.SERVER, Scenario.OFFLINE)
     min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
     # Offline batch of a GPU card without a tuned record, before the memory cap (harness.run.gpu_defaults)
     gpu_batch: int = 64
