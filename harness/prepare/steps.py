@@ -164,12 +164,12 @@ def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: E
     make_dirs(models_dir)
     artefact = None
     if fetch:
-        candidates = registry.find(bench.name)
+        candidates = bench.official_models
         if not candidates:
             raise DataError(f"no official artefact is registered for {bench.name}")
         model_file = registry.fetch(candidates[0], models_dir, progress=progress.enabled())
     if model_file is not None:
-        check = registry.check_model_file(model_file, bench.name)
+        check = registry.check_model_file(model_file, bench)
         if check.warning:
             print(check.warning, file=sys.stderr)
         artefact = check.artefact

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from harness.records.store import PreparedData
 
 __all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "CocoAnnotation", "CocoDocument", "CocoImage",
-           "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth", "HostNMSEncoder", "Listing", "NMSParams",
-           "OutputQuant", "Score", "Scorer"]
+           "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth", "HostNMSEncoder", "KeptFp32", "Listing",
+           "NMSParams", "OutputQuant", "Score", "Scorer"]
 
 
 CARD_OUTPUTS = ("fp32", "quantised")
@@ -176,6 +176,17 @@ class DetectionSpec:
 
 
 @dataclass(frozen=True)
+class KeptFp32:
+    """What `prepare --precision int8` leaves in FP32, and why: a fact of the benchmark's graph, which
+    harness.prepare.quantize finds the nodes of (`kept_fp32`)."""
+
+    ops: tuple[str, ...] = ()            # every node of these op types
+    tail_concat_axis: int | None = None  # the Concat along this axis joining every level's predictions: it, the
+                                         # prediction convs and Reshape / Concat feeding it, and all after it
+    why: str = ""                        # the model record's `fp32_nodes`
+
+
+@dataclass(frozen=True)
 class Benchmark:
     name: str                         # the benchmark's name: CLI, run folders, submission tree (e.g. yolo-99)
     title: str
@@ -212,6 +223,7 @@ class Benchmark:
     loadgen_name: str = ""            # LoadGen / mlperf.conf model name, when it differs from `name`
     # the round's rules for this benchmark (submission check and build, compliance runs)
     compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
+    int8_fp32: KeptFp32 = KeptFp32()  # what int8 quantisation leaves in FP32 (nothing: every node quantised)
     test01_sampling_target: int = 1024  # compliance/TEST01/<model>/audit.config accuracy_log_sampling_target
     min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
     # Offline batch of a GPU card without a tuned record, before the memory cap (harness.run.gpu_defaults)
