@@ -43,7 +43,7 @@ from harness.hw import system
 from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark_record import Benchmark
-from harness.records.detail_log import FALLBACK, METRICS, Detail
+from harness.records.detail_log import METRICS, PERCENTILE_FALLBACK, Detail
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.manifest import RunManifest
 from harness.records.model_record import ModelRecord
@@ -311,8 +311,8 @@ def recorded_metric(d: Detail, scenario: Scenario) -> tuple[float | None, str]:
     key, unit = METRICS[scenario]
     kind = "early-stopping estimate" if unit == "ms" else "throughput"
     raw = d.raw(key)
-    if not raw and scenario in FALLBACK:
-        key, kind = FALLBACK[scenario], FALLBACK[scenario].split("_")[1] + " percentile"
+    if not raw and scenario in PERCENTILE_FALLBACK:
+        key, kind = PERCENTILE_FALLBACK[scenario], PERCENTILE_FALLBACK[scenario].split("_")[1] + " percentile"
     if not d.has(key):
         return None, kind
     value = d.number(key)
