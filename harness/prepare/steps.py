@@ -27,11 +27,21 @@ import numpy as np
 
 from harness.core import inbound, leftovers, progress
 from harness.core.errors import ApplianceError, DataError
-from harness.core.fsutil import disk_fault, sha256_file
-from harness.core.outbound import all_or_nothing, atomic_write_bytes, atomic_write_json, make_dirs, staged_dir
+from harness.core.fsutil import disk_fault, sha256_file, tmp_prefix
+from harness.core.outbound import (
+    all_or_nothing,
+    atomic_write_bytes,
+    atomic_write_json,
+    make_dirs,
+    move_into_place,
+    save_onnx,
+    scratch_dir,
+    staged_dir,
+)
 from harness.data import benchmarks
 from harness.data.models import registry
 from harness.data.models.stats import model_stats
+from harness.data.models.uint8_front import uint8_input
 from harness.records import model_record, store
 from harness.records.benchmark_record import Benchmark, Listing
 from harness.records.layout import Layout, existing_record, stored_path
@@ -59,8 +69,10 @@ def space_needed(layout: Layout, samples: int | None, source: Path | None, preci
         need["int8 model"] = 5 * params
     if precision == "fp16" and not layout.record_for("fp16").is_file():
         need["fp16 model"] = 6 * params  # the fp16 file, and its FP32 emulation while the agreement is measured
-    if precision == "bf16" and not layout.record_for("bf16").is_file():
-        need["bf16 model (FP32 weights, uint8 input)"] = 4 * params
+    if precision in ("bf16", "tf32") and not layout.record_for(precision).is_file():
+        need[f"{precision} model (FP32 weights, uint8 input)"] = 4 * params
+    if precision == "tf32" and not layout.record_for(precision).is_file():
+        need["tf32 emulation"] = 4 * params  # the FP32 graph with TF32 rounding, while the agreement is measured
     if source is None and not _json_or_empty(layout.raw / ".synthetic.json").get("count", 0) >= count:
         need["raw dataset"] = count * sample
     if _json_or_empty(layout.preprocessed / store.MANIFEST).get("count") != count:
@@ -389,6 +401,20 @@ class Made:
     after_path: str = ""        # the message: "<precision> model: <path><after_path>"
     after_agreement: str = ""   # then "  <agreement>: x% over n samples<after_agreement>"
     inference_precision: str | None = None
+
+
+def u8_file(models_dir: Path, bench: Benchmark, fp32: model_record.ModelRecord) -> Path:
+    """The FP32 model reading the stored uint8 samples (`uint8_input`), as a file: the FP32 file itself where it
+    already does (YOLO), else `<benchmark>-u8in-<sha>.onnx` (made once; bf16 and tf32 share it)."""
+    source = inbound.load_onnx(fp32.path)
+    u8 = uint8_input(source, bench)
+    if u8 == source:
+        return Path(fp32.path)
+    path = models_dir / f"{bench.name}-u8in-{fp32.sha256[:12]}.onnx"
+    with scratch_dir(tmp_prefix("u8in"), models_dir) as tmp:
+        save_onnx(u8, tmp / "u8in.onnx")
+        move_into_place(tmp / "u8in.onnx", path)
+    return path
 
 
 def reduced_model(precision: str, models_dir: Path, record_path: Path, fp32: model_record.ModelRecord,

@@ -408,22 +408,24 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measure
     synthetic = bool(p.model.synthetic or p.data.synthetic)
     perf = accuracy_text = None
     result: dict[str, Any] = {}
+    verdict = p.eligibility
     if req.mode == Mode.PERFORMANCE:
         perf = perf_result(detail, req.scenario)
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
-        accuracy_text, result = _score(p, staging)
+        accuracy_text, result, golden = _score(p, staging)
+        verdict = p.judged(golden)  # the run's own score decides a reduced precision (tf32 on the GPU)
     shared = neighbours.warning()
     manifest = _manifest(p, sut, detail, staging, result, notes, measured)
     manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
     manifest["native_log"] = native
-    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), p.eligibility, strict=True))
+    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), verdict, strict=True))
     run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes), (shared,) if shared else (),
                       energy=measured.energy if perf is not None else None,
-                      host_nms=measured.host_nms if perf is not None else None, not_submittable=p.not_submittable)
+                      host_nms=measured.host_nms if perf is not None else None, not_submittable=p.refusal(verdict))
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:
@@ -451,8 +453,9 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
     return notes
 
 
-def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
-    """An accuracy run's score against the dataset (and the golden reference where there is one)."""
+def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any], float | None]:
+    """An accuracy run's score against the dataset (and the golden reference where there is one), and the golden
+    percentage (None: no golden reference)."""
     bench, data = p.bench, p.data
     log = staging / "mlperf_log_accuracy.json"
     score = bench.accuracy.score(log, data, "dataset")
@@ -468,7 +471,7 @@ def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
         atomic_write_text(staging / "accuracy_golden.txt",
                           f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
                           f"FP32 model (sha256 {data.golden_model})\n")
-    return text, result
+    return text, result, None if gold is None else gold.percent
 
 
 def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],

@@ -16,5 +16,5 @@ from harness.run.cards.spec import BackendSpec
 
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
-        check_computes(spec.backend, "bf16")
+        check_computes(spec.backend, spec.precision)
     return backends.get(spec.backend).make(spec, index, cpus)
