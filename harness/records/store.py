@@ -141,7 +141,7 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
     rerun = f"; rerun `{prepare_hint}`" if prepare_hint else ""
-    if not mpath.is_file():
+    if inbound.what_is(mpath) is None:  # a FIFO or a device there is damaged data, said as what it is below
         raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
     try:
         manifest = cast(PreparedManifest, inbound.read_json_object(mpath, inbound.RECORD))  # checked below
@@ -155,9 +155,9 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
             shards.append(arr)
         labels = inbound.load_npy(_named(root, manifest["labels"]["file"]), mmap=False, limit=inbound.RECORD)
         golden = None
-        for named in (manifest.get("annotations"), manifest.get("golden")):
-            if named and not _named(root, named["file"]).is_file():
-                raise ValueError(f"{named['file']} is missing")
+        for listed in (manifest.get("annotations"), manifest.get("golden")):
+            if listed and not (named := _named(root, listed["file"])).is_file():
+                raise ValueError(f"{listed['file']} {inbound.absent(named, 'is missing')}")
         gold = manifest.get("golden")
         if gold and gold["file"].endswith(".npy"):
             golden = inbound.load_npy(_named(root, gold["file"]), mmap=False, limit=inbound.ARRAY)
