@@ -472,7 +472,7 @@ def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any], float | None
         result[f"golden_{gold.key}"] = gold.percent
         atomic_write_text(staging / "accuracy_golden.txt",
                           f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
-                          f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
+                          f"FP32 model (sha256 {data.golden_model})\n")
     return text, result, None if gold is None else gold.percent
 
 
