@@ -75,9 +75,9 @@ def fake_gpu(tmp_path_factory, monkeypatch):
     record ran, in order."""
     checked: list[tuple[object, ...]] = []
     record = Backend(FAKE, "gpu", None, None, ("fp32", "int8"), tunable=True, card=FakeGpuCard,
-                     libraries=lambda name: checked.append(("libraries", name)),
-                     starts=lambda name, ordinals: checked.append(("starts", name, tuple(ordinals))),
-                     available=lambda name: True)
+                     libraries=lambda record: checked.append(("libraries", record.name)),
+                     starts=lambda record, ordinals: checked.append(("starts", record.name, tuple(ordinals))),
+                     available=lambda record: True)
     monkeypatch.setitem(backends.RECORDS, FAKE, record)
     cpus = os.sched_getaffinity(0)
     machine = Machine(sockets=1, cores_per_socket=max(cpus) + 1, threads=1, cores_per_l3=max(cpus) + 1,
@@ -92,17 +92,19 @@ def fake_gpu(tmp_path_factory, monkeypatch):
 
 
 def test_the_plan_places_the_fake_backend_on_the_gpu_through_its_record(fake_gpu):
-    cards = plan_cards("auto", FAKE, "resnet50", harness.hw.topology.detect())
+    record = backends.RECORDS[FAKE]
+    cards = plan_cards("auto", record, "resnet50", harness.hw.topology.detect())
     assert [g.ordinal for g in cards.gpus] == [0] and cards.how.startswith("--cards cuda:all")
     assert fake_gpu == [("libraries", FAKE), ("starts", FAKE, (0,))]  # the libraries first, then each GPU
-    assert len(plan_cards("cuda:allx2", FAKE, "resnet50", harness.hw.topology.detect()).slots) == 2
+    assert len(plan_cards("cuda:allx2", record, "resnet50", harness.hw.topology.detect()).slots) == 2
     with pytest.raises(ApplianceError, match="runs on NVIDIA GPUs"):
-        plan_cards("emulate:1", FAKE, "resnet50", harness.hw.topology.detect())
+        plan_cards("emulate:1", record, "resnet50", harness.hw.topology.detect())
 
 
 @pytest.mark.slow  # a short tune and LoadGen run
 def test_tune_and_run_go_through_the_fake_backend(fake_gpu, data_dir, tmp_path, capsys):
-    assert FAKE in available_backends() and FAKE not in available_backends(default=True)  # asked for only
+    record = backends.RECORDS[FAKE]
+    assert record in available_backends() and record not in available_backends(default=True)  # asked for only
     record = tmp_path / "t" / "resnet50.json"
     assert appliance("tune", "--data-dir", data_dir, "--backends", FAKE, "--precisions", "fp32", "-s", "Offline",
                      "--batch-sizes", "1,8,16,32", "--cards", "cuda:all", "-o", record, "--json") == 0
@@ -128,8 +130,8 @@ def test_tune_and_run_go_through_the_fake_backend(fake_gpu, data_dir, tmp_path, 
 def test_a_backend_its_record_says_is_missing_is_refused_by_tune_in_one_line(fake_gpu, data_dir, tmp_path, capsys,
                                                                              monkeypatch):
     monkeypatch.setitem(backends.RECORDS, FAKE, Backend(FAKE, "gpu", None, card=FakeGpuCard,
-                                                         available=lambda name: False, tunable=True))
-    assert FAKE not in available_backends()
+                                                         available=lambda record: False, tunable=True))
+    assert backends.RECORDS[FAKE] not in available_backends()
     assert appliance("tune", "--data-dir", data_dir, "--backends", FAKE, "-o", tmp_path / "t.json") != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{FAKE} not available here" in err[0], err

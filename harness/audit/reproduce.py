@@ -48,6 +48,7 @@ from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.manifest import RunManifest
 from harness.records.model_record import ModelRecord
 from harness.records.readers import read_json_object, read_text
+from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested, loadgen_version
 from harness.run.runner import RunOptions, RunOutcome, latest_run, run
 
@@ -430,7 +431,7 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     if prepared is None:
         return None
     record, data_manifest = prepared
-    backend, batch, placement = "onnxruntime", None, {"precision": precision}
+    backend, batch, placement = backends.DEFAULT, None, {"precision": precision}
     if manifest is None:
         row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
     else:

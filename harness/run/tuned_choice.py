@@ -13,7 +13,7 @@ from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
 from harness.records import model_record
 from harness.records.layout import Layout
-from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
+from harness.records.tuned import Choice, TunedRecord, read
 from harness.run import gpu_defaults
 from harness.run.cards import backends
 from harness.run.loadgen_settings import read_user_conf
@@ -108,9 +108,9 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     path = opts.tuned or auto
     given = opts.requests or 1
     if path is None or (opts.tuned is None and not (path.exists() or path.is_symlink())):  # there but broken: read
-        backend = opts.backend if path is None else FALLBACK
+        backend = opts.backend if path is None else backends.DEFAULT
         why = ("--backend (or its default)" if path is None else
-               f"--backend auto: no tuned record at {path}, so {FALLBACK}")
+               f"--backend auto: no tuned record at {path}, so {backends.DEFAULT}")
         precision = opts.precision or "fp32"
         if opts.precision is None and backends.on_gpu(backend):  # the GPU rule (harness.run.gpu_defaults)
             precision, rule = gpu_defaults.precision(Layout(opts.data_dir, benchmarks.get(opts.benchmark)))
