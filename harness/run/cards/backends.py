@@ -131,6 +131,9 @@ RECORDS: dict[str, Backend] = {b.name: b for b in (
     _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", "cuda:{i}", tuned_unasked=True),
     _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", "tensorrt:{i}",
                      tuned_unasked=False),  # tune: when asked
+    # the CPU provider in parallel execution mode (harness.run.cards.parallel_card): tune times it when asked
+    Backend("onnxruntime-parallel", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tunable=True,
+            card="harness.run.cards.parallel_card:ParallelCard"),
     # onnxruntime-openvino's build: OpenVINO's CPU plugin on the card's CPUs (device_type CPU), as planned
     Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider", device_option="device_type",
             label="openvino-cpu:{i}", card=f"{_ORT}:OnnxRuntimeCard"),
