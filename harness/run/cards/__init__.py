@@ -8,7 +8,7 @@ Which backend makes the cards of a run is the only thing the harness asks of thi
 
 from __future__ import annotations
 
-from harness.run.cards.backends import check_computes
+from harness.run.cards.backends import check_computes, resolve
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import BackendSpec
 
@@ -16,4 +16,5 @@ from harness.run.cards.spec import BackendSpec
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
         check_computes(spec.backend, spec.precision)
-    return spec.backend.make(spec, index, cpus)
+    made: Card | AsyncCard = resolve(spec.backend.card)(spec, index, cpus)
+    return made

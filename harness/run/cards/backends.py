@@ -16,14 +16,10 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.core.errors import ApplianceError
 from harness.run.cards import provider_options
-
-if TYPE_CHECKING:
-    from harness.run.cards.base import AsyncCard, Card
-    from harness.run.cards.spec import BackendSpec
 
 __all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve",
            "simulating"]
@@ -65,6 +61,7 @@ class Backend:
     device_option: str | None = None
     label: str = "cpu-emulated"      # a card's device as the logs say it; {i}: its device number
     # its cards: (spec: BackendSpec, index, cpus) -> Card | AsyncCard, made on the card's pinned worker thread
+    # (harness.run.cards.make_card)
     card: Ref = field(kw_only=True)
     # (record) -> None: one line when the libraries its cards need do not load; before any card or folder
     libraries: Ref | None = field(default=None, kw_only=True)
@@ -89,10 +86,6 @@ class Backend:
 
     def computes(self, precision: str) -> bool:
         return precision in self.precisions
-
-    def make(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
-        made: Card | AsyncCard = resolve(self.card)(spec, index, cpus)
-        return made
 
     def check_libraries(self) -> None:
         """One line (ApplianceError) when the libraries its cards need do not load; nothing for a backend
@@ -127,7 +120,7 @@ def _onnxruntime_gpu(name: str, provider: str, label: str, tuned_unasked: bool) 
 
 RECORDS: dict[str, Backend] = {b.name: b for b in (
     Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tuned_unasked=True,
-            card=f"{_ORT}:from_spec"),
+            card="harness.run.cards.cpu_card:from_spec"),
     _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", "cuda:{i}", tuned_unasked=True),
     _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", "tensorrt:{i}",
                      tuned_unasked=False),  # tune: when asked

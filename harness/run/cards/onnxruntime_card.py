@@ -190,16 +190,6 @@ def _gpu_words(ref: gpu.GpuRef | None) -> str:
     return "" if ref is None else f" {ref.model} {ref.pci}"
 
 
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OnnxRuntimeCard:
-    """The onnxruntime (CPU) backend's cards (its record's `card`): through IO binding on CPU OrtValues with
-    APPLIANCE_IO_BINDING=1 (the GPU cards' data path rehearsed on the CPU provider), else the plain card."""
-    if spec.io_binding:
-        from harness.run.cards.gpu_iobinding import IoBindingCard
-
-        return IoBindingCard(spec, index, cpus)
-    return OnnxRuntimeCard(spec, index, cpus)
-
-
 def provider_available(backend: Backend) -> bool:
     """Whether this onnxruntime build has the backend's provider and its library loads (a GPU backend's record's
     `available`): onnxruntime-gpu lists CUDA and TensorRT without a driver, and `tune --backends` offered them,
