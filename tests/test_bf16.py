@@ -87,6 +87,8 @@ def test_measurements_say_the_precision():
     b = made("bf16")
     assert b["weight_data_types"] == "bf16" and "converted to bf16 by OpenVINO" in b["weight_transformations"]
     assert "cast in the graph" in b["input_data_types"]
+    half = made("fp16")  # an fp16 run's weights are fp16, not the fp32 a missing entry fell back to
+    assert half["weight_data_types"] == "fp16" and "convert_float_to_float16" in half["weight_transformations"]
 
 
 @needs_bf16

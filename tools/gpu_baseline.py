@@ -82,8 +82,9 @@ def main() -> None:
     source = u8_model(Path(model.path), spec)[0] or str(model.path)
     if a.device == "cuda":
         ort.preload_dlls()
-        provider: Any = (CUDA, {"device_id": "0", **build(CUDA, a.provider_options, cudnn_conv_algo_search="EXHAUSTIVE",
-                                                         enable_cuda_graph="0" if a.no_graph else "1")})
+        provider: Any = (CUDA, {"device_id": "0", **build(
+            CUDA, a.provider_options, model.precision, cudnn_conv_algo_search="EXHAUSTIVE",
+            enable_cuda_graph="0" if a.no_graph else "1")})
     else:
         provider = "CPUExecutionProvider"
     reads = bench.outputs_read(len(bench.outputs))

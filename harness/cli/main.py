@@ -119,7 +119,9 @@ _data_dir_opt = click.option("--data-dir", type=click.Path(path_type=Path, file_
                    "weights) to read the uint8 samples directly, and report its top-1 agreement with FP32; fp16: "
                    "also convert it to fp16 for GPU cards (uint8 input too), agreement measured on the CPU; bf16: "
                    "the FP32 weights computed in bfloat16 by OpenVINO (CPUs with AVX512_BF16 or AMX; runs on "
-                   "--backend openvino), and its agreement with FP32 measured on this CPU.")
+                   "--backend openvino), and its agreement with FP32 measured on this CPU; tf32: the FP32 weights "
+                   "computed in TensorFloat-32 by the CUDA provider (use_tf32=1; --backend onnxruntime-cuda), its "
+                   "agreement measured on a CPU emulation.")
 @click.option("--calibration-list", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="int8: image names to calibrate on, one per line (MLPerf's cal_image_list_option_1.txt "
                    "form) [default: a seeded list of 128 names of the prepared dataset].")
@@ -140,6 +142,7 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
       appliance prepare --precision int8 --calibration-list cal_image_list_option_1.txt
       appliance prepare --precision fp16
       appliance prepare --precision bf16        # then: appliance run --precision bf16 --backend openvino
+      appliance prepare --precision tf32        # then: appliance tune --precisions fp32,tf32 on a GPU
     """
     from harness.prepare.steps import check_space, disk_faults_as_errors, read_source, space_needed, sweep_leftovers
 
@@ -164,18 +167,18 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
         _prepare(layout, samples, source, model_file, fetch, precision, calibration_list)
     click.echo(f"ready: appliance run --benchmark {bench.name} --data-dir {data_dir}"
                + (f" --precision {precision}" if precision != "fp32" else "")
-               + (" --backend openvino" if precision == "bf16" else ""))
+               + (" --backend openvino" if precision == "bf16" else "")
+               + (" --backend onnxruntime-cuda" if precision == "tf32" else ""))
 
 
 def _prepare(layout: Layout, samples: int | None, source: Path | None, model_file: Path | None, fetch: bool,
              precision: str, calibration_list: Path | None) -> None:
     """The steps of `prepare`, each skipped when its output is up to date."""
-    from harness.prepare.steps import prepare_dataset, prepare_golden, prepare_model
+    from harness.prepare.steps import prepare_data, prepare_model
 
     bench, data_dir = layout.bench, layout.data_dir
     record = prepare_model(layout, model_file, fetch, click.echo)
-    prepare_dataset(layout, samples, source, click.echo)
-    prepare_golden(layout, record, bench.default_batch, click.echo)
+    prepare_data(layout, record, samples, source, bench.default_batch, click.echo)
     if precision != "fp32":
         from harness.prepare.precision import PREPARERS, Job
         from harness.records.store import open_prepared
@@ -255,7 +258,8 @@ class _BackendChoice(click.Choice[str]):
 @click.option("--precision", type=click.Choice(PRECISIONS), default=None,
               help="Which prepared model runs: fp32, int8 (made by `appliance prepare --precision int8`; "
                    "reads the uint8 samples directly), or bf16 (`prepare --precision bf16`: the FP32 weights "
-                   "computed in bf16, --backend openvino on a CPU with AVX512_BF16 or AMX); with --tuned / --backend "
+                   "computed in bf16, --backend openvino on a CPU with AVX512_BF16 or AMX), fp16 or tf32 (GPU: "
+                   "the FP32 weights in TensorFloat-32, --backend onnxruntime-cuda); with --tuned / --backend "
                    "auto, the record's best candidate "
                    "at this precision [default: the tuned record's choice with --tuned / --backend auto, else "
                    "fp32]. Example: --precision int8")

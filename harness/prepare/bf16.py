@@ -22,13 +22,11 @@ import numpy as np
 
 from harness.core import inbound
 from harness.core.errors import DataError
-from harness.core.fsutil import sha256_file, tmp_prefix
-from harness.core.outbound import move_into_place, save_onnx, scratch_dir
-from harness.data.models.uint8_front import uint8_input
+from harness.core.fsutil import sha256_file
 from harness.hw import system
 from harness.hw.bf16_support import CPU_FLAGS, HINT, PRECISION, check_compiled, require
 from harness.prepare.quantize import agreement
-from harness.prepare.steps import Made, dataset_pass, reduced_model
+from harness.prepare.steps import Made, dataset_pass, reduced_model, u8_file
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import stored_path
@@ -77,15 +75,7 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: Mo
            "cpu": system.cpu_model()}
 
     def make() -> Made:
-        source = inbound.load_onnx(fp32.path)
-        u8 = uint8_input(source, bench)
-        if u8 == source:  # already reads the stored bytes (YOLO): the FP32 file itself
-            path = Path(fp32.path)
-        else:
-            path = models_dir / f"{bench.name}-u8in-{fp32.sha256[:12]}.onnx"
-            with scratch_dir(tmp_prefix("bf16"), models_dir) as tmp:
-                save_onnx(u8, tmp / "u8in.onnx")
-                move_into_place(tmp / "u8in.onnx", path)
+        path = u8_file(models_dir, bench, fp32)
         metric, agree = agreement(openvino_pass(path, bench, data, bench.default_batch,
                                                 f"bf16 {bench.quality_metric} over the prepared dataset"), bench, data)
         flags = ", ".join(sorted(set(CPU_FLAGS) & system.cpu_flags()))

@@ -1,6 +1,6 @@
 """The table `prepare --precision P` looks P's preparer up in (quantize.prepare_int8, fp16.prepare_fp16,
-bf16.prepare_bf16; what they share is steps.reduced_model). Each is imported when called: each pulls in its
-converter's library."""
+bf16.prepare_bf16, tf32.prepare_tf32; what they share is steps.reduced_model). Each is imported when called: each
+pulls in its converter's library."""
 
 from __future__ import annotations
 
@@ -46,4 +46,10 @@ def _bf16(job: Job) -> ModelRecord:
     return prepare_bf16(job.models_dir, job.record_path, job.bench, job.fp32, job.data, job.echo)
 
 
-PREPARERS: dict[str, Callable[[Job], ModelRecord]] = {"int8": _int8, "fp16": _fp16, "bf16": _bf16}
+def _tf32(job: Job) -> ModelRecord:
+    from harness.prepare.tf32 import prepare_tf32
+
+    return prepare_tf32(job.models_dir, job.record_path, job.bench, job.fp32, job.data, job.echo)
+
+
+PREPARERS: dict[str, Callable[[Job], ModelRecord]] = {"int8": _int8, "fp16": _fp16, "bf16": _bf16, "tf32": _tf32}

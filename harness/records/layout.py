@@ -24,9 +24,10 @@ from harness.records import model_record
 from harness.records.benchmark_record import Benchmark
 from harness.records.model_record import ModelRecord
 
-__all__ = ["PRECISIONS", "Layout", "existing_record", "located", "read_model_record", "stored_path"]
+__all__ = ["PRECISIONS", "TF32", "Layout", "existing_record", "located", "read_model_record", "stored_path"]
 
-PRECISIONS = ("fp32", "int8", "fp16", "bf16")  # from the fp32 model: harness.prepare (quantize, fp16, bf16)
+TF32 = "tf32"  # the FP32 weights computed in TensorFloat-32 by the CUDA provider (harness.prepare.tf32)
+PRECISIONS = ("fp32", "int8", "fp16", "bf16", TF32)  # from the fp32 model: harness.prepare (quantize, fp16, bf16, tf32)
 
 
 

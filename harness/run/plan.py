@@ -92,11 +92,29 @@ class RunPlan:
     @property
     def not_submittable(self) -> str:
         """Why this run's precision fails its benchmark's accuracy rule, in one line ("": it passes)."""
-        eligible, why = self.eligibility
+        return self.refusal(self.eligibility)
+
+    def refusal(self, verdict: tuple[bool, str]) -> str:
+        """A verdict (eligible, why) as the line a run prints and keeps ("": it passes)."""
+        eligible, why = verdict
         if eligible:
             return ""
         return (f"{self.model.precision} is not submittable for {self.bench.name}: {why} (the closed "
                 f"division's accuracy rule); run --precision fp32, or a precision whose prepare reached it")
+
+    def judged(self, golden_pct: float | None) -> tuple[bool, str]:
+        """The precision's verdict after an accuracy run: a reduced precision that prepare found eligible is judged
+        again by its own score against the FP32 golden reference, at the benchmark's fraction (99% for resnet50 and
+        yolo-99), as the accuracy run on the device is what counts (prepare measured on the CPU: tf32 and fp16 on an
+        emulation). It can refuse what prepare allowed, never allow what prepare refused (tune never chose that, and
+        the run's performance runs stay refused); FP32, the reference, keeps its verdict."""
+        if self.model.precision == "fp32" or golden_pct is None or not self.eligibility[0]:
+            return self.eligibility
+        target = 100 * self.bench.quality_fraction
+        ok = golden_pct >= target
+        return ok, (f"its accuracy run: {self.bench.quality_metric} against the FP32 golden reference "
+                    f"{golden_pct:.2f}% {'>=' if ok else '<'} the {target:g}% {self.bench.name} must reach "
+                    f"(at prepare: {self.eligibility[1]})")
 
     @property
     def scenario(self) -> Scenario:
@@ -143,10 +161,11 @@ def resolve(opts: RunOptions) -> RunPlan:
         if default:
             cards = replace(cards, provider_options=default)
             choice = replace(choice, provider_options=default, why=f"{choice.why}; {why}")
-    if model.inference_precision:  # bf16: only where a backend and this CPU compute it
+    if model.inference_precision:  # bf16, tf32: only where the backend computes it (bf16: and this CPU)
         from harness.hw import bf16_support
         backends.check_computes(cards.backend, model.precision)
-        bf16_support.require(f"--precision {opts.precision}")
+        if model.precision == bf16_support.PRECISION:
+            bf16_support.require(f"--precision {opts.precision}")
     default_batch = cards.profile.batch if cards.profile is not None else bench.default_batch
     batch = opts.batch_size or (1 if opts.requested.scenario == Scenario.SINGLE_STREAM else default_batch)
     if opts.batch_size is None and cards.gpus:  # the GPU rule (harness.run.gpu_defaults), not the CPU's default

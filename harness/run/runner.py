@@ -263,7 +263,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
                     measured = _loadgen_test(p, sut, folder.staging, echo)
                 finally:
                     sut.stop()
-                    native_kept = native.keep(folder.staging)
+                    native_kept = native.keep(folder.held)
             if native_kept:
                 echo(native.summary(f"the run's {Route.FILE}"))
             if sut.failure:
@@ -272,7 +272,9 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
                 echo(f"warning: {why}; its samples ran on the other cards")
             return _finish(p, sut, folder, measured, neighbours, native_kept)
     except BaseException as exc:
-        native.keep(folder.staging)
+        if isinstance(exc, rundirs.FolderMoved):  # said, and the run kept where its folder went
+            raise
+        native.keep(folder.held)
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
             raise
@@ -369,7 +371,7 @@ def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.Te
 def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseException:
     """Keep what LoadGen logged as NAME.incomplete (a run that logged nothing leaves nothing behind);
     returns the exception to raise in `exc`'s place: one line saying why and what was kept."""
-    logged = (folder.staging / "mlperf_log_detail.txt").is_file()
+    logged = (folder.held / "mlperf_log_detail.txt").is_file()
     if isinstance(exc, KeyboardInterrupt):
         kept = folder.abandon(f"{stopped_by(exc)} by the user before LoadGen finished", keep=logged)
         return Interrupted(f"run {stopped_by(exc)}; " + (f"logs so far kept in {kept}" if kept else
@@ -392,7 +394,7 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
 def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measured: Measured,
             neighbours: Neighbours, native: dict[str, object] | None) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
-    staging, req, cards = folder.staging, p.opts.requested, p.cards
+    staging, req, cards = folder.held, p.opts.requested, p.cards  # the folder, not a path that may lead elsewhere
     if cards.profile is not None:
         atomic_write_text(staging / "SIMULATED.txt",
                           f"This run used SIMULATED cards: {len(cards.slots)} x {cards.profile.name} "
@@ -408,22 +410,24 @@ def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measure
     synthetic = bool(p.model.synthetic or p.data.synthetic)
     perf = accuracy_text = None
     result: dict[str, Any] = {}
+    verdict = p.eligibility
     if req.mode == Mode.PERFORMANCE:
         perf = perf_result(detail, req.scenario)
         result = {"metric": perf.metric, "unit": perf.unit, "valid": perf.valid, "reasons": list(perf.reasons)}
     else:
-        accuracy_text, result = _score(p, staging)
+        accuracy_text, result, golden = _score(p, staging)
+        verdict = p.judged(golden)  # the run's own score decides a reduced precision (tf32 on the GPU)
     shared = neighbours.warning()
     manifest = _manifest(p, sut, detail, staging, result, notes, measured)
     manifest["shared_cores"] = [neighbours.seen[pid] for pid in sorted(neighbours.seen)]
     manifest["native_log"] = native
-    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), p.eligibility, strict=True))
+    manifest["precision_eligibility"] = dict(zip(("eligible", "why"), verdict, strict=True))
     run_manifest.write(staging, manifest)
     final = folder.commit()
     return RunOutcome(p.bench.name, req.scenario, req.mode, final, perf, accuracy_text, submission_length,
                       synthetic, tuple(notes), (shared,) if shared else (),
                       energy=measured.energy if perf is not None else None,
-                      host_nms=measured.host_nms if perf is not None else None, not_submittable=p.not_submittable)
+                      host_nms=measured.host_nms if perf is not None else None, not_submittable=p.refusal(verdict))
 
 
 def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: bool) -> list[str]:
@@ -451,8 +455,9 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
     return notes
 
 
-def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
-    """An accuracy run's score against the dataset (and the golden reference where there is one)."""
+def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any], float | None]:
+    """An accuracy run's score against the dataset (and the golden reference where there is one), and the golden
+    percentage (None: no golden reference)."""
     bench, data = p.bench, p.data
     log = staging / "mlperf_log_accuracy.json"
     score = bench.accuracy.score(log, data, "dataset")
@@ -468,7 +473,7 @@ def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any]]:
         atomic_write_text(staging / "accuracy_golden.txt",
                           f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
                           f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
-    return text, result
+    return text, result, None if gold is None else gold.percent
 
 
 def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging: Path, result: dict[str, Any],

@@ -421,7 +421,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
             plan_cards(cards, backend, bench.name, topology, requests)
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}
-    if any(m.inference_precision for m in models.values()):
+    if any(m.precision == bf16_support.PRECISION for m in models.values()):
         bf16_support.require("--precisions bf16")
     eligible = {p: eligibility(bench, m) for p, m in models.items()}
     if not any(ok for ok, _ in eligible.values()):

@@ -375,7 +375,12 @@ def measurements(manifest: RunManifest) -> dict[str, str]:
               else "read as stored; cast in the graph")
     weight_types, how = {"int8": ("int8", "quantised to int8 per channel (onnxruntime static quantisation, QDQ)"),
                          "bf16": ("bf16", "fp32 weights converted to bf16 by OpenVINO's CPU plugin when it compiles "
-                                          "(INFERENCE_PRECISION_HINT bf16)")}.get(str(precision), ("fp32", ""))
+                                          "(INFERENCE_PRECISION_HINT bf16)"),
+                         "fp16": ("fp16", "fp32 weights converted to fp16 by onnxruntime's convert_float_to_float16 "
+                                          "(graph inputs and outputs kept in their types; its default op list left "
+                                          "in fp32)"),
+                         "tf32": ("fp32", "none to the fp32 weights; the CUDA provider's cuBLAS / cuDNN round their "
+                                          "operands to TF32 (use_tf32=1)")}.get(str(precision), ("fp32", ""))
     return {
         "input_data_types": f"uint8 (preprocessed NCHW shards; {staged}){data_note}",
         "retraining": "No",

@@ -109,8 +109,10 @@ _ORT = "harness.run.cards.onnxruntime_card"
 
 
 def _onnxruntime_gpu(name: str, provider: str, label: str, tuned_unasked: bool) -> Backend:
-    """onnxruntime on NVIDIA GPUs: IO-binding cards, the provider's libraries and start checked before any card."""
-    return Backend(name, "gpu", "onnxruntime", provider, ("fp32", "int8", "fp16"), tuned_unasked=tuned_unasked,
+    """onnxruntime on NVIDIA GPUs: IO-binding cards, the provider's libraries and start checked before any card; tf32
+    (the FP32 weights in TensorFloat-32: provider_options.numerics) where the provider takes `use_tf32` (CUDA)."""
+    tf32 = (provider_options.TF32,) if provider_options.numerics(provider, provider_options.TF32) else ()
+    return Backend(name, "gpu", "onnxruntime", provider, ("fp32", "int8", "fp16", *tf32), tuned_unasked=tuned_unasked,
                    tunable=True, tune_options=provider_options.GPU_GRID if provider in provider_options.TUNABLE
                    else ("",), device_option="device_id", label=label,
                    card="harness.run.cards.gpu_iobinding:IoBindingCard",

@@ -337,7 +337,7 @@ class IoBindingCard(OnnxRuntimeCard):
             self.settings["cuda_graph"], self.graph_why = graph_rule(
                 self._onnx_model(), self.spec.benchmark, self.spec.precision,
                 tuple(dtype for _, dtype in self.spec.output_specs), self.settings["cuda_graph"])
-            options.update(provider_options.build(provider, self.spec.provider_options,
+            options.update(provider_options.build(provider, self.spec.provider_options, self.spec.precision,
                                                   cudnn_conv_algo_search=str(self.settings["cudnn_conv_algo_search"]),
                                                   enable_cuda_graph="1" if self.settings["cuda_graph"] else "0",
                                                   **stream))

@@ -78,7 +78,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         opts = session_options(threads, spin, on_gpu)
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if on_gpu:
-            options = provider_options.build(provider, spec.provider_options)
+            options = provider_options.build(provider, spec.provider_options, spec.precision)
             providers = [(provider, {id_key or "device_id": str(device), **options})]
         elif id_key is not None:  # a provider on the card's CPUs (OpenVINO's CPU plugin), the CPU provider beside it
             providers = [(provider, {id_key: "CPU"}), "CPUExecutionProvider"]

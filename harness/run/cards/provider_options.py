@@ -9,8 +9,9 @@ defaults), so the tuned record, the CLI, the run's options and the manifest carr
 from __future__ import annotations
 
 from harness.core.errors import ApplianceError
+from harness.records.layout import TF32
 
-__all__ = ["CUDA", "FIXED", "GPU_GRID", "SEARCHES", "TUNABLE", "build", "canonical", "parse"]
+__all__ = ["CUDA", "GPU_GRID", "SEARCHES", "TF32", "TUNABLE", "build", "canonical", "numerics", "parse"]
 
 CUDA = "CUDAExecutionProvider"
 SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")  # cuDNN's convolution algorithm search
@@ -19,8 +20,6 @@ TUNABLE: dict[str, dict[str, tuple[str, ...]]] = {
     CUDA: {"prefer_nhwc": ("0", "1"), "cudnn_conv_algo_search": SEARCHES, "fuse_conv_bias": ("0", "1"),
            "cudnn_conv_use_max_workspace": ("0", "1")},
 }
-# FP32 stays FP32: the CUDA provider would otherwise let cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere and later
-FIXED: dict[str, dict[str, str]] = {CUDA: {"use_tf32": "0"}}
 GPU_GRID = ("prefer_nhwc=0", "prefer_nhwc=1")  # what tune times on a GPU backend unless --provider-options is given
 
 
@@ -42,11 +41,18 @@ def canonical(text: str) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(parse(text).items()))
 
 
-def build(provider: str, tuned: str = "", **card: str) -> dict[str, str]:
-    """The provider options a card's session is made with (less the device id): the provider's fixed ones, the
-    card's own (`card`: cuDNN search, CUDA graph, stream), then the tuned ones, which win. A provider tune does not
-    tune takes no tuned options (one line)."""
+def numerics(provider: str, precision: str) -> dict[str, str]:
+    """The options that decide how a provider rounds, set by the model's precision and never by tune's options: on
+    the CUDA provider `use_tf32` (onnxruntime's default 1 lets cuDNN / cuBLAS round FP32 inputs to TF32 on Ampere
+    and later), 1 only for the tf32 precision, whose accuracy its prepare measured; FP32 otherwise stays FP32."""
+    return {"use_tf32": "1" if precision == TF32 else "0"} if provider == CUDA else {}
+
+
+def build(provider: str, tuned: str = "", precision: str = "fp32", **card: str) -> dict[str, str]:
+    """The provider options a card's session is made with (less the device id): the card's own (`card`: cuDNN
+    search, CUDA graph, stream), the tuned ones, which win, then the precision's `numerics`, which nothing
+    overrides. A provider tune does not tune takes no tuned options (one line)."""
     options = parse(tuned)
     if options and provider not in TUNABLE:
         raise ApplianceError(f"provider options {tuned!r} are for {', '.join(TUNABLE)}, not {provider}")
-    return {**FIXED.get(provider, {}), **card, **options}
+    return {**card, **options, **numerics(provider, precision)}
