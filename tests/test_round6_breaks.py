@@ -48,3 +48,15 @@ def test_fleet_threshold_nan_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     """`fleet --threshold nan` passed click's range (nan compares false) and flagged no node: exit 0."""
     assert appliance("fleet", tmp_path, "--threshold", "nan") == 2
     assert "'nan' is not a finite number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["x" * 5000, "9" * 30])
+def test_a_system_override_longer_than_any_published_is_refused(value: str, tmp_path: Path) -> None:
+    """`--system-overrides` with a 5,000-character value was published in the system JSON, exit 0."""
+    from harness.audit.submission.system_json import load_overrides
+    from harness.core.errors import DataError
+
+    (tmp_path / "o.yaml").write_text(f"host_processor_core_count: {value}\n")
+    with pytest.raises(DataError, match="host_processor_core_count longer than 1000 characters") as err:
+        load_overrides(tmp_path / "o.yaml")
+    assert "\n" not in str(err.value)

@@ -24,6 +24,7 @@ from harness.records.manifest import Card, RunManifest
 STATUSES = ("available", "preview", "rdi")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
 NOT_SPECIFIED = "not specified (set it with --system-overrides)"
+MAX_VALUE = 1000  # characters in one override key or value (v4.1's 120 published system JSONs: at most 209)
 
 
 def load_overrides(path: Path | None) -> dict[str, Any]:
@@ -41,12 +42,23 @@ def load_overrides(path: Path | None) -> dict[str, Any]:
     bad = [k for k, v in data.items() if isinstance(v, dict | list)]
     if bad:
         raise DataError(f"system overrides {path}: {', '.join(bad)} must be plain values, not lists or mappings")
+    long = [k for k, v in data.items() if len(k) > MAX_VALUE or _too_long(v)]
+    if long:
+        raise DataError(f"system overrides {path}: {', '.join(k[:60] for k in long)} longer than {MAX_VALUE} "
+                        f"characters (the longest published value is about 200): shorten it")
     if "status" in data and str(data["status"]).lower() not in STATUSES:
         raise DataError(f"system overrides {path}: status {data['status']!r} is not one of {', '.join(STATUSES)}")
     if "system_type" in data and str(data["system_type"]) not in SYSTEM_TYPES:
         raise DataError(f"system overrides {path}: system_type {data['system_type']!r} is not one of "
                         f"{', '.join(SYSTEM_TYPES)}")
     return data
+
+
+def _too_long(value: object) -> bool:
+    """Longer than any system JSON value needs (an int by its bits: str() of a 5,000-digit one raises)."""
+    if isinstance(value, int):
+        return value.bit_length() > 64
+    return len(str(value)) > MAX_VALUE
 
 
 def default_system_type(scenarios: Sequence[str]) -> str:

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["COCO", "COCO_CATEGORIES", "COCO_SAFE", "COCO_SAFE_IMAGES", "COCO_VAL_IMAGES", "LETTERBOX_PAD",
-           "LETTERBOX_SIZE", "OPENIMAGES", "OPENIMAGES_CATEGORIES", "CocoLayout", "letterbox", "letterbox_geometry",
-           "preprocess_retinanet", "preprocess_rounded", "preprocess_ssd_mobilenet", "preprocess_ssd_resnet34",
-           "preprocess_truncated", "preprocess_yolo"]
+           "LETTERBOX_SIZE", "OPENIMAGES", "OPENIMAGES_CATEGORIES", "CocoLayout", "draw_picture", "letterbox",
+           "letterbox_geometry", "preprocess_retinanet", "preprocess_rounded", "preprocess_ssd_mobilenet",
+           "preprocess_ssd_resnet34", "preprocess_truncated", "preprocess_yolo"]
 
 # COCO 2017: the 80 categories of instances_val2017.json, (id, name, supercategory)
 _COCO_GROUPS = (
@@ -157,7 +157,7 @@ class CocoLayout:
         for i in range(count):
             rng = np.random.default_rng([seed, i])  # image i is the same in every size: N images prefix M > N
             image_id, name = self.synthetic_name(i, rng)
-            img, objects = _draw(rng, [c[0] for c in self.categories])
+            img, objects = draw_picture(rng, [c[0] for c in self.categories])
             ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
             if not ok:
                 raise DataError(f"could not encode synthetic image {name}")
@@ -206,8 +206,9 @@ def _check_coco(doc: Any, path: Path) -> tuple[list[dict[str, Any]], list[dict[s
     return images, anns
 
 
-def _draw(rng: np.random.Generator, categories: list[int]) -> tuple[np.ndarray, list[tuple[int, list[float]]]]:
-    """A smooth colour field with 1-6 solid rectangles or ellipses; each object's category and box."""
+def draw_picture(rng: np.random.Generator, categories: list[int]) -> tuple[np.ndarray, list[tuple[int, list[float]]]]:
+    """A smooth colour field with 1-6 solid rectangles or ellipses; each object's category and box (the synthetic
+    dataset's pictures, and the yolo model's calibration batch)."""
     h, w = (int(v) for v in rng.integers(240, 641, 2))
     coarse = rng.integers(0, 256, (int(rng.integers(2, 6)), int(rng.integers(2, 6)), 3)).astype(np.uint8)
     img = cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC)
