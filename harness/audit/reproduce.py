@@ -49,6 +49,7 @@ from harness.records.manifest import RunManifest
 from harness.records.model_record import ModelRecord
 from harness.records.readers import read_json_object, read_text
 from harness.records.store import PreparedManifest
+from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested, loadgen_version
 from harness.run.runner import RunOptions, RunOutcome, latest_run, run
 
@@ -441,7 +442,7 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     if prepared is None:
         return None
     record, data_manifest = prepared
-    backend: str = "onnxruntime"
+    backend: str = backends.DEFAULT
     batch: int | None = None
     placement: Placement = {"precision": precision}
     if manifest is None:
