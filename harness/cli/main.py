@@ -227,12 +227,9 @@ class _BackendChoice(click.Choice[str]):
               help="A user.conf to start from; the options above are appended as overrides.")
 @click.option("--backend", type=_BackendChoice(), default=backends.DEFAULT, show_default=True,
               envvar="APPLIANCE_BACKEND",
-              help="Card backend: onnxruntime (CPU-emulated cards), openvino (CPU), onnxruntime-cuda / -tensorrt "
-                   "(NVIDIA GPUs, by CUDA ordinal; never a CPU fallback) / -openvino (one device per card, when that "
-                   "execution provider is installed), null (no inference; harness overhead), simulated (set by "
-                   "--cards simulate:PROFILE:N), auto (the `appliance tune` record's choice, else onnxruntime) "
-                   "[env APPLIANCE_BACKEND: the GPU image sets onnxruntime-cuda]. The choice and why go to "
-                   "manifest.json.")
+              help=f"Card backend: {backends.described()}, auto (the `appliance tune` record's choice, else "
+                   f"{backends.DEFAULT}) [env APPLIANCE_BACKEND: the GPU image sets onnxruntime-cuda]. The choice "
+                   "and why go to manifest.json.")
 @click.option("--tuned", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="An `appliance tune` record: its precision (unless --precision is given), backend (unless "
                    "--backend), batch size (unless --batch-size) and user.conf (unless --user-conf) for this "
@@ -266,7 +263,8 @@ class _BackendChoice(click.Choice[str]):
 @click.option("--batch-size", type=_AsciiInt(1), default=None,
               help="Samples per card batch [default: 1 for SingleStream, else the benchmark's (8 for resnet50)].")
 @click.option("--requests", type=_AsciiInt(1), default=None,
-              help="openvino only: infer requests (one stream each) kept in flight per card, the card's depth; "
+              help=f"{backends.with_requests()} only: infer requests (one stream each) kept in flight per card, the "
+                   "card's depth; "
                    "other backends refuse N > 1 (onnxruntime runs one batch per card at a time) [default: the "
                    "tuned record's choice with --tuned / --backend auto, else 1]. Example: --backend openvino "
                    "--requests 2")
@@ -382,7 +380,8 @@ def _csv(kind: type, choices: tuple[str, ...] = ()) -> Callable[[click.Context, 
               help="Backends to time, comma-separated [default: those installed of onnxruntime, openvino, and "
                    "onnxruntime-cuda where onnxruntime-gpu is installed and NVML sees a GPU].")
 @click.option("--requests", callback=_csv(int), default="1,2", show_default=True,
-              help="Infer requests (batches in flight) per openvino card to time, comma-separated; other backends "
+              help=f"Infer requests (batches in flight) per {backends.with_requests()} card to time, comma-separated; "
+                   "other backends "
                    "are timed at 1. Example: --requests 1,2,4")
 @click.option("--precisions", "--precision", "precisions", callback=_csv(str, PRECISIONS), default=None,
               help="Prepared models to time, comma-separated; a precision is chosen only if its model meets the "

@@ -60,6 +60,7 @@ class Backend:
     # OpenVINO device, "CPU" on a cpu backend); None: the provider takes none (the CPU provider)
     device_option: str | None = None
     label: str = "cpu-emulated"      # a card's device as the logs say it; {i}: its device number
+    about: str = ""                  # what its cards are, in a few words (`--backend`'s help lists every record)
     # its cards: (spec: BackendSpec, index, cpus) -> Card | AsyncCard, made on the card's pinned worker thread
     # (harness.run.cards.make_card)
     card: Ref = field(kw_only=True)
@@ -117,29 +118,45 @@ def _onnxruntime_gpu(name: str, provider: str, label: str, tuned_unasked: bool) 
                    else ("",), device_option="device_id", label=label,
                    card="harness.run.cards.gpu_iobinding:IoBindingCard",
                    libraries=f"{_ORT}:check_gpu_libraries", starts=f"{_ORT}:check_gpus_start",
-                   available=f"{_ORT}:provider_available")
+                   available=f"{_ORT}:provider_available",
+                   about="NVIDIA GPUs by CUDA ordinal; never a CPU fallback")
 
 
 RECORDS: dict[str, Backend] = {b.name: b for b in (
     Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tuned_unasked=True,
-            card="harness.run.cards.cpu_card:from_spec"),
+            card="harness.run.cards.cpu_card:from_spec", about="CPU-emulated cards"),
     _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", "cuda:{i}", tuned_unasked=True),
     _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", "tensorrt:{i}",
                      tuned_unasked=False),  # tune: when asked
     # the CPU provider in parallel execution mode (harness.run.cards.parallel_card): tune times it when asked
     Backend("onnxruntime-parallel", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tunable=True,
-            card="harness.run.cards.parallel_card:ParallelCard"),
+            card="harness.run.cards.parallel_card:ParallelCard",
+            about="CPU-emulated cards, onnxruntime's parallel execution mode"),
     # onnxruntime-openvino's build: OpenVINO's CPU plugin on the card's CPUs (device_type CPU), as planned
     Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider", device_option="device_type",
-            label="openvino-cpu:{i}", card=f"{_ORT}:OnnxRuntimeCard"),
+            label="openvino-cpu:{i}", card=f"{_ORT}:OnnxRuntimeCard",
+            about="onnxruntime's OpenVINO provider on the card's CPUs, when that build is installed"),
     # bf16: OpenVINO's INFERENCE_PRECISION_HINT on CPUs with AVX512_BF16 or AMX (onnxruntime's CPU provider has no
     # bf16 path on x86: harness.prepare.bf16)
     Backend("openvino", "cpu", "openvino", None, ("fp32", "int8", "bf16"), stands_in=True, requests=True,
-            padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_process:from_spec"),
-    Backend("null", "none", None, stands_in=True, label="none", card="harness.run.cards.null_card:from_spec"),
-    Backend("simulated", "simulated", None, label="simulated", card="harness.run.cards.simulated_card:from_spec"),
+            padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_process:from_spec",
+            about="OpenVINO's CPU plugin, a worker process per card"),
+    Backend("null", "none", None, stands_in=True, label="none", card="harness.run.cards.null_card:from_spec",
+            about="no inference; the harness's own overhead"),
+    Backend("simulated", "simulated", None, label="simulated", card="harness.run.cards.simulated_card:from_spec",
+            about="set by --cards simulate:PROFILE:N"),
 )}
 DEFAULT = "onnxruntime"  # --backend's default, and --backend auto's without a tuned record
+
+
+def described() -> str:
+    """Every backend and what its cards are, for `--backend`'s help (the records say it; no list by hand)."""
+    return ", ".join(f"{b.name} ({b.about})" for b in RECORDS.values())
+
+
+def with_requests() -> str:
+    """The backends whose cards keep several infer requests in flight (`--requests`), for the help."""
+    return " / ".join(b.name for b in RECORDS.values() if b.requests)
 
 
 def on_gpu(name: str) -> bool:
