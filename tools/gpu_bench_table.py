@@ -3,10 +3,11 @@
     python tools/gpu_bench_table.py PREFIX OUTDIR BACKEND
 
 PREFIX-<name>.json are `appliance run --json` outputs (offline, default, server, server-hi, server-80, single,
-yolo-offline, yolo-single, yolo-accuracy, yolo-accuracy-fp32, yolo-fp32-graphs-1card), tools/gpu_baseline.py
+yolo-offline, yolo-single, yolo-accuracy, yolo-accuracy-tf32, yolo-accuracy-fp32, yolo-fp32-graphs-1card),
+tools/gpu_baseline.py
 outputs (baseline, yolo-baseline) and
 tools/torch_peer.py's (peer); the runs' manifests name the tuned record, whose own figures are compared too;
-OUTDIR/versions.json the GPU's software, OUTDIR/skipped.txt the steps the budget left out.
+OUTDIR/versions.json the GPU's software, OUTDIR/steps.txt every step's row (its budget; done, failed or over budget).
 Writes OUTDIR/table.txt and OUTDIR/table.json.
 """
 
@@ -203,6 +204,7 @@ def yolo_rows(prefix: str) -> Rows:
                      f"{gpu_name(manifest(ysingle))}; published {YOLO_BEST_SINGLE_MS} ms ({YOLO_BEST}): "
                      f"{'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}"))
     for name, what in (("yolo-accuracy", "tuned precision, fp16 outputs: yolo-99 needs >= 99%"),
+                       ("yolo-accuracy-tf32", "tf32 (TensorFloat-32 on the GPU), fp16 outputs: >= 99% to be chosen"),
                        ("yolo-accuracy-fp32", "FP32 model and outputs, no CUDA graph: the data path alone, must be "
                                               "100%"),
                        ("yolo-fp32-graphs-1card", "as above under CUDA graphs on one card (the 2026-11-27 abort)")):
@@ -223,6 +225,13 @@ def yolo_rows(prefix: str) -> Rows:
     return rows
 
 
+def step_row(line: str) -> tuple[str, str, str]:
+    """A steps.txt line as a row: the step, its outcome, its budget."""
+    name, _, rest = line.partition(" budget ")
+    budget, _, outcome = rest.partition(" s  ")
+    return f"step: {name.strip()}", outcome.strip(), f"budget {budget.strip()} s"
+
+
 def main() -> None:
     prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     versions = json.loads((out / "versions.json").read_text())
@@ -231,9 +240,9 @@ def main() -> None:
     if native.is_file():
         rows.append(("native log lines on the terminal", native.read_text().strip() or "0",
                      "must be 0: onnxruntime's / CUDA's own lines go to each run's native.log"))
-    skipped = out / "skipped.txt"
-    if skipped.is_file():
-        rows += [("skipped (out of the call's budget)", line.strip(), "") for line in skipped.read_text().splitlines()]
+    steps = out / "steps.txt"  # "NAME  budget B s  outcome": every step, each stopped at its budget
+    if steps.is_file():
+        rows += [step_row(line) for line in steps.read_text().splitlines() if line.strip()]
     width = max(len(w) for w, _, _ in rows)
     text = "\n".join(f"{w:{width}s}  {v:30s}  {n}" for w, v, n in rows)
     print(text)
