@@ -30,10 +30,12 @@
 #   tune ResNet50 (coarse, refined, --server-search) 90, its runs: Offline, the default command, onnxruntime's own
 #   loop, the PyTorch peer, Server, SingleStream, Server again 7 x 15, YOLO11l prepare fp32 30 + tf32 15, tune
 #   YOLO11l (fp32, tf32; --card-outputs quantised) 50, its runs: Offline, accuracy, accuracy tf32, SingleStream,
-#   accuracy FP32 end to end, graphs on one card 6 x 15, host NMS loop 10, table 5: 455 s in steps.
-#   With gpu_check's 440 s (its wheels included) 905 s: one 15-minute loan holds both, less the machine's start.
+#   accuracy FP32 end to end, graphs on one card 6 x 15, host NMS loop 10: steps 440 s + environment 10 s = 450 s
+#   (the table, a second, after). With gpu_check's 420 s (its wheels included) 870 s: one 15-minute loan holds both,
+#   less the machine's start.
 #   tools/gpu_bench.sh --stash                  a load of wheels (.whl/) to /tmp/gpu-wheels, nothing else
-#   tools/gpu_bench.sh                          the last load, then the whole check (455 s of step budgets)
+#   tools/gpu_bench.sh                          the last load, then the whole check (450 s of step budgets)
+#   tools/gpu_bench.sh --plan                   every step's row and budget, nothing run (the sum checked in tests)
 #   tools/gpu_bench.sh --backend onnxruntime    the rehearsal without a GPU: the same steps on CPU-emulated cards
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes,
 #                                               each budget x BUDGET_SCALE (default 3); tf32's run is refused there
@@ -48,8 +50,9 @@ backend=${BACKEND:-onnxruntime-cuda}
 while [ $# -gt 0 ]; do
   case "$1" in
     --stash) exec tools/gpu_check.sh --stash ;;
+    --plan) export PLAN=1 ;;
     --backend) backend=$2; shift ;;
-    *) echo "tools/gpu_bench.sh: unknown argument $1 (use --stash or --backend NAME)" >&2; exit 2 ;;
+    *) echo "tools/gpu_bench.sh: unknown argument $1 (use --stash, --plan or --backend NAME)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -85,7 +88,8 @@ fi
 # shellcheck source=tools/gpu_env.sh
 source tools/gpu_env.sh
 gpu_env_setup "$py" "$out" "$( [ "$backend" = onnxruntime ] && echo 0 || echo 1 )"
-printf '%-44s budget %4s s  %s\n' "environment (wheels, extensions)" 10 "done ($((SECONDS - start)) s)" >>"$out/steps.txt"
+printf '%-44s budget %4s s  %s\n' "environment (wheels, extensions)" 10 \
+  "$( [ "${PLAN:-0}" = 1 ] && echo planned || echo "done ($((SECONDS - start)) s)")" >>"$out/steps.txt"
 appliance() { "$py" -m harness.cli "$@"; }
 
 # 2. The GPU and its software.

@@ -80,7 +80,7 @@ def versions_rows(versions: dict[str, Any], backend: str) -> Rows:
     return [("GPU", f"{gpus[0].get('name', 'none')} ({len(nv.get('gpus') or [])} visible)", f"backend {backend}"),
             ("driver / CUDA", f"{nv.get('driver', nv.get('nvml', '-'))} / {nv.get('cuda_driver', '-')}",
              f"runtime {versions.get('cuda_runtime', '-')}, cuDNN {versions.get('cudnn', '-')}"),
-            ("onnxruntime", versions["onnxruntime"], f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
+            ("onnxruntime", versions.get("onnxruntime", "-"), f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
                                                      f"TensorRT {versions.get('tensorrt')}")]
 
 
@@ -234,7 +234,8 @@ def step_row(line: str) -> tuple[str, str, str]:
 
 def main() -> None:
     prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    versions = json.loads((out / "versions.json").read_text())
+    # the versions step, like any other, may have been stopped: the table is written all the same
+    versions = json.loads((out / "versions.json").read_text()) if (out / "versions.json").is_file() else {}
     rows = versions_rows(versions, backend) + resnet_rows(prefix) + yolo_rows(prefix)
     native = out / "native-on-terminal.txt"
     if native.is_file():
@@ -242,7 +243,9 @@ def main() -> None:
                      "must be 0: onnxruntime's / CUDA's own lines go to each run's native.log"))
     steps = out / "steps.txt"  # "NAME  budget B s  outcome": every step, each stopped at its budget
     if steps.is_file():
-        rows += [step_row(line) for line in steps.read_text().splitlines() if line.strip()]
+        step_rows = [step_row(line) for line in steps.read_text().splitlines() if line.strip()]
+        total = sum(int(note.split()[1]) for _, _, note in step_rows)
+        rows += [*step_rows, ("steps' budgets in all", f"{total} s", "each step stopped at its own")]
     width = max(len(w) for w, _, _ in rows)
     text = "\n".join(f"{w:{width}s}  {v:30s}  {n}" for w, v, n in rows)
     print(text)

@@ -10,17 +10,19 @@
 #
 # Budget (issue 43): every step runs under its own budget (`step`, tools/gpu_env.sh) and is stopped there, its row
 # then reading "over budget (N s)"; the rows after it still run, so every row is always printed. On a GPU:
-#   wheels and extensions 80 + 60 (timeouts inside gpu_env_setup), versions 20, topology 20,
-#   YOLO graph row 100 (prepare 16 images, then the run in a child process),
-#   ResNet50 prepare fp32 40 + fp16 40, eight runs 8 x 20 (3 perf of DURATION_MS=3000 + 1 accuracy per precision),
-#   380 s in steps + 140 s of environment = 520 s, within the device tool's 600 s call (the summary, seconds, after).
+#   wheels and extensions 80 + 60 (timeouts inside gpu_env_setup), versions 10, topology 10,
+#   YOLO graph row 80 (prepare 16 images, then the run in a child process),
+#   ResNet50 prepare fp32 30 + fp16 30, eight runs 8 x 15 (3 perf of DURATION_MS=2000 + 1 accuracy per precision):
+#   steps 280 s + environment 140 s = 420 s, within the device tool's 600 s call (the summary, a second, after);
+#   with tools/gpu_bench.sh after it on the same warm machine (450 s) 870 s: one 15-minute loan, less its start.
 #
 #   tools/gpu_check.sh --stash                  a load of wheels (.whl/) copied to /tmp/gpu-wheels, nothing else
 #   tools/gpu_check.sh                          the last load, then the whole check
+#   tools/gpu_check.sh --plan                   every step's row and budget, nothing run (the sum checked in tests)
 #   tools/gpu_check.sh --backend onnxruntime    the rehearsal on a machine without a GPU: CPU-emulated cards,
 #                                               the interpreter's own packages (PYTHON=.venv/bin/python), small
 #                                               sizes and each budget x BUDGET_SCALE (default 3 here)
-# Environment: SAMPLES (prepared images, default 300), DURATION_MS (per performance run, default 3000),
+# Environment: SAMPLES (prepared images, default 300), DURATION_MS (per performance run, default 2000),
 # BATCH (Offline / Server batch size, default the benchmark's), DATA (data dir, default /tmp/gpu-check-data),
 # YOLO_SAMPLES (default 16), YOLO_BATCH (default 16), BUDGET_SCALE (1 on a GPU).
 set -euo pipefail
@@ -30,8 +32,9 @@ stash=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --stash) stash=1 ;;
+    --plan) export PLAN=1 ;;
     --backend) backend=$2; shift ;;
-    *) echo "tools/gpu_check.sh: unknown argument $1 (use --stash or --backend NAME)" >&2; exit 2 ;;
+    *) echo "tools/gpu_check.sh: unknown argument $1 (use --stash, --plan or --backend NAME)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -39,7 +42,7 @@ out=${OUT:-/tmp/gpu-check-out}
 wheels=/tmp/gpu-wheels
 data=${DATA:-/tmp/gpu-check-data}
 samples=${SAMPLES:-300}
-duration=${DURATION_MS:-3000}
+duration=${DURATION_MS:-2000}
 py=${PYTHON:-python3}
 if [ "$backend" = onnxruntime ]; then  # the rehearsal: a CPU, small sizes, the same steps with scaled budgets
   samples=${SAMPLES:-32}; duration=${DURATION_MS:-1000}; export BUDGET_SCALE=${BUDGET_SCALE:-3}
@@ -59,7 +62,8 @@ fi
 # shellcheck source=tools/gpu_env.sh
 . tools/gpu_env.sh
 gpu_env_setup "$py" "$out" "$( [ "$backend" = onnxruntime ] && echo 0 || echo 1 )" || exit 1
-printf '%-44s budget %4s s  %s\n' "wheels and extensions" 140 "done ($((SECONDS - start)) s)" >>"$out/steps.txt"
+printf '%-44s budget %4s s  %s\n' "wheels and extensions" 140 \
+  "$( [ "${PLAN:-0}" = 1 ] && echo planned || echo "done ($((SECONDS - start)) s)")" >>"$out/steps.txt"
 appliance() { "$py" -m harness.cli "$@"; }
 
 # 2. The GPU and its software, from NVML and the libraries themselves (no CUDA context).
@@ -79,10 +83,10 @@ if backends.on_gpu(sys.argv[1]):
 print(json.dumps(info, indent=2))
 PY
 }
-step "GPU, driver, CUDA, cuDNN, onnxruntime" 20 versions
+step "GPU, driver, CUDA, cuDNN, onnxruntime" 10 versions
 cards=auto
 [ "$backend" = onnxruntime ] || cards=cuda:all
-step "topology detect --cards $cards" 20 appliance topology detect --cards "$cards"
+step "topology detect --cards $cards" 10 appliance topology detect --cards "$cards"
 
 # 3. First, in a child process of its own: the configuration whose CUDA-graph replay aborted the process on the
 # H100 (2026-11-27: yolo-99 FP32 with FP32 outputs, 2 cards, batch 16, accuracy mode, CUDA error 700), with graphs
@@ -96,7 +100,7 @@ ydata=$data-yolo
 yolo_graph() {  # the run in its own `timeout` too: a hang leaves this step the seconds to write the row
   local rc=0
   appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$ysamples" -q || return
-  APPLIANCE_CUDA_GRAPH=1 APPLIANCE_IO_BINDING=1 timeout "$(( 60 * ${BUDGET_SCALE:-1} ))" "$py" -m harness.cli run \
+  APPLIANCE_CUDA_GRAPH=1 APPLIANCE_IO_BINDING=1 timeout "$(( 50 * ${BUDGET_SCALE:-1} ))" "$py" -m harness.cli run \
     --benchmark yolo-99 --data-dir "$ydata" --results /tmp/gpu-check-yolo --backend "$backend" --cards "$ycards" \
     --batch-size "$ybatch" --precision fp32 --card-outputs fp32 --mode accuracy --json -q \
     >"$out/run-yolo-graph.json" || rc=$?
@@ -121,13 +125,13 @@ else:
 PY
   rm -f "$out/run-yolo-graph.json"
 }
-step "yolo-99 graph row (child process)" 100 yolo_graph
+step "yolo-99 graph row (child process)" 80 yolo_graph
 [ -s "$yrow" ] || echo "yolo-99 fp32, fp32 outputs, CUDA graphs forced (child process): no row (its step: see steps)" >"$yrow"
 
 # 4. ResNet50 at fp32 and fp16 (fp16's agreement with FP32 measured on the CPU).
-step "prepare resnet50 fp32 ($samples images)" 40 appliance prepare --benchmark resnet50 --data-dir "$data" \
+step "prepare resnet50 fp32 ($samples images)" 30 appliance prepare --benchmark resnet50 --data-dir "$data" \
   --samples "$samples" -q
-step "prepare resnet50 fp16" 40 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" \
+step "prepare resnet50 fp16" 30 appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" \
   --precision fp16 -q
 
 # 5. The runs: Offline, Server, SingleStream and accuracy at each precision, on the backend's cards.
@@ -142,7 +146,7 @@ checkrun() {  # precision, scenario or accuracy: one run, its JSON line to $out/
 }
 for precision in fp32 fp16; do  # a failed or stopped run is a row (steps), its summary row "FAILED"
   for what in Offline Server SingleStream accuracy; do
-    step "$precision $what" 20 checkrun "$precision" "$what"
+    step "$precision $what" 15 checkrun "$precision" "$what"
   done
 done
 
@@ -190,7 +194,9 @@ if yolo.is_file():
     lines.append(yolo.read_text().strip())
 steps = out / "steps.txt"
 if steps.is_file():
-    lines += ["", "steps (each stopped at its budget):", *steps.read_text().splitlines()]
+    rows_ = steps.read_text().splitlines()
+    total = sum(int(line.partition(" budget ")[2].split()[0]) for line in rows_)
+    lines += ["", f"steps (each stopped at its budget; budgets {total} s in all):", *rows_]
 text = "\n".join(lines)
 print(text)
 (out / "summary.txt").write_text(text + "\n")

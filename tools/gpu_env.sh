@@ -3,8 +3,10 @@
 # /tmp/gpu-wheels and installed into /tmp/site (NVIDIA's CUDA wheels the machine already has linked beside
 # them for onnxruntime.preload_dlls), then the C++ extensions built for this interpreter.
 # gpu_env_setup PYTHON OUTDIR [WHEELS]; WHEELS=0 (a rehearsal) uses the interpreter's own packages; exports PYTHONPATH.
+# Bounded: the install stopped at WHEELS_S (80 s), the build at 60 s. PLAN=1: nothing installed or built.
 gpu_env_setup() {
   local py=$1 out=$2 use_wheels=${3:-1} wheels=/tmp/gpu-wheels
+  if [ "${PLAN:-0}" = 1 ]; then export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}; return 0; fi
   mkdir -p "$wheels"
   if [ "$use_wheels" = 0 ]; then wheels=/nonexistent; fi
   if compgen -G ".whl/*" >/dev/null; then cp .whl/* "$wheels/"; fi
@@ -40,10 +42,12 @@ gpu_env_setup() {
 # step NAME SECONDS COMMAND...: COMMAND (a function too) in a process group of its own, stopped with everything it
 # started when it passes its SECONDS (its stated budget: each script's sum fits one device call), so one slow or
 # hung step costs its own budget, never the rows after it; BUDGET_SCALE (a CPU rehearsal's) multiplies it. Its row goes to $out/steps.txt: "done (N s)",
-# "failed, exit C (N s)" or "over budget (N s)"; the step's own lines stay in the log. Needs $out and say.
+# "failed, exit C (N s)" or "over budget (N s)"; the step's own lines stay in the log. PLAN=1 (--plan): the row
+# "planned", nothing run. Needs $out and say.
 step() {
   local name=$1 budget=$(($2 * ${BUDGET_SCALE:-1})) t0=$SECONDS rc=0 pid dog row
   shift 2
+  if [ "${PLAN:-0}" = 1 ]; then printf '%-44s budget %4s s  planned\n' "$name" "$budget" >>"$out/steps.txt"; return 0; fi
   say "$name (budget $budget s)"
   set -m  # background jobs get their own process group: the watchdog stops the step's children too
   ( set +m; "$@" ) </dev/null &
