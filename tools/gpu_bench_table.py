@@ -80,8 +80,8 @@ def versions_rows(versions: dict[str, Any], backend: str) -> Rows:
     return [("GPU", f"{gpus[0].get('name', 'none')} ({len(nv.get('gpus') or [])} visible)", f"backend {backend}"),
             ("driver / CUDA", f"{nv.get('driver', nv.get('nvml', '-'))} / {nv.get('cuda_driver', '-')}",
              f"runtime {versions.get('cuda_runtime', '-')}, cuDNN {versions.get('cudnn', '-')}"),
-            ("onnxruntime", versions.get("onnxruntime", "-"), f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
-                                                     f"TensorRT {versions.get('tensorrt')}")]
+            ("onnxruntime", versions.get("onnxruntime", "-"),
+             f"built for CUDA {versions.get('onnxruntime_cuda_build')}, TensorRT {versions.get('tensorrt')}")]
 
 
 def resnet_rows(prefix: str) -> Rows:
