@@ -72,6 +72,10 @@ def test_each_scripts_planned_budget_is_the_one_its_header_states_and_fits_one_c
                    "gpu_bench.sh": ["tune resnet50 (--server-search)", "tune yolo-99 (fp32,tf32)",
                                     "prepare yolo-99 tf32", "yolo-99 accuracy tf32", "Server again"]}[script]:
         assert wanted in names, (wanted, rows)
+    # the summary / table ends with every step's row and the sum, whatever ran (here: nothing)
+    shown = (tmp_path / {"gpu_check.sh": "summary.txt", "gpu_bench.sh": "table.txt"}[script]).read_text()
+    assert f"budgets {total} s in all" in shown or re.search(rf"steps' budgets in all +{total} s", shown), shown
+    assert all(r.split(" budget ")[0].strip() in shown for r in rows), shown
 
 
 def test_both_scripts_fit_one_fifteen_minute_loan_with_the_wheels(tmp_path):
