@@ -62,7 +62,7 @@ data=${DATA:-/tmp/gpu-check-data}
 duration=${DURATION_MS:-3000}
 py=${PYTHON:-python3}
 mkdir -p "$out"
-rm -f "$out/skipped.txt" "$out/steps.txt"
+rm -f "$out/steps.txt"
 exec > >(tee -a "$out/bench.log") 2>&1
 start=$SECONDS
 say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
