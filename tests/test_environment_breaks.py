@@ -123,3 +123,20 @@ def test_a_counter_range_of_minus_one_is_no_domain(tmp_path: Path) -> None:
     meter.start()
     meter.stop()
     assert meter.result(1000)["available"] is False
+
+
+def test_a_counter_range_of_minus_one_through_a_real_run(data_dir: Path, tmp_path: Path) -> None:
+    """The same zone under a real `appliance run` (APPLIANCE_POWERCAP_ROOT, as the trial ran it): the run
+    finishes and its manifest says energy was not measured (it was `ZeroDivisionError` after the run)."""
+    import json
+
+    _zone(tmp_path / "pc", max_uj=-1)
+    results = tmp_path / "r"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *RUN, "--data-dir", str(data_dir), "--results",
+                           str(results), "--json"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "APPLIANCE_POWERCAP_ROOT": str(tmp_path / "pc")})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    (manifest,) = results.rglob("run_1/manifest.json")
+    energy = json.loads(manifest.read_text())["energy"]
+    assert energy["available"] is False and "energy not measured" in energy["note"], energy

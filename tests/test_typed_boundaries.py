@@ -55,7 +55,6 @@ ALLOW: dict[str, str] = {
     "harness.records.store.write_array": _PREPARED + " (an entry)",
     "harness.records.store.digested_files": _PREPARED + " (its entries)",
     "harness.records.store.verify_digests": _PREPARED,
-    "harness.prepare.steps.prepare_dataset": _PREPARED + " (what it wrote; the CLI ignores it)",
     "harness.records.benchmark_record.Listing.annotations": "COCO-format ground truth (pycocotools reads it as such)",
     "harness.records.benchmark_record.Score.details": "an accuracy run's extra figures, written into the manifest's "
                                                       "result",

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import click
 
 from harness.cli.submission import CheckFailed
 
 
+class _Ratio(click.FloatRange):
+    """--threshold: a ratio in (0, 1]; click's range lets nan through (every comparison with it is false), and
+    a nan threshold flags no node (round 6: exit 0)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 @click.command()
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--node-map", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The fleet's node map (lines NODE SYSTEM [CARDS]): a node in it with no results is named missing.")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95, show_default=True,
+@click.option("--threshold", type=_Ratio(0.0, 1.0, min_open=True), default=0.95, show_default=True,
               help="Flag a node below this ratio to its system's median.")
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the HTML report (a table and a ratio plot per system x benchmark x scenario) here.")

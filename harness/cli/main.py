@@ -174,12 +174,11 @@ def prepare(benchmark: str, data_dir: Path, samples: int | None, source: Path | 
 def _prepare(layout: Layout, samples: int | None, source: Path | None, model_file: Path | None, fetch: bool,
              precision: str, calibration_list: Path | None) -> None:
     """The steps of `prepare`, each skipped when its output is up to date."""
-    from harness.prepare.steps import prepare_dataset, prepare_golden, prepare_model
+    from harness.prepare.steps import prepare_data, prepare_model
 
     bench, data_dir = layout.bench, layout.data_dir
     record = prepare_model(layout, model_file, fetch, click.echo)
-    prepare_dataset(layout, samples, source, click.echo)
-    prepare_golden(layout, record, bench.default_batch, click.echo)
+    prepare_data(layout, record, samples, source, bench.default_batch, click.echo)
     if precision != "fp32":
         from harness.prepare.precision import PREPARERS, Job
         from harness.records.store import open_prepared

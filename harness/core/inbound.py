@@ -389,3 +389,13 @@ def file_size(path: str | os.PathLike[str]) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+def open_folder(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> int:
+    """A folder held open by its descriptor (its last component not followed if a link): what a command works
+    in is then reached through it, whatever becomes of the path (a run's folder moved or replaced by a link)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):  # O_DIRECTORY already refused it: the door's rule, kept here too
+        os.close(fd)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    return fd

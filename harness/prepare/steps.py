@@ -249,42 +249,64 @@ def read_source(bench: Benchmark, source: Path, samples: int | None) -> Listing:
     return bench.dataset.read(source.resolve(), samples)
 
 
-def prepare_dataset(layout: Layout, samples: int | None, source: Path | None, echo: Echo) -> dict[str, Any]:
-    """Preprocess the raw dataset (synthetic unless `source`) into shards; skip if already done."""
+def prepare_data(layout: Layout, model: model_record.ModelRecord, samples: int | None, source: Path | None,
+                 batch: int, echo: Echo) -> None:
+    """The raw dataset (synthetic unless `source`), its shards and their golden reference, each step skipped
+    when up to date. A set to make anew is made whole aside (the synthetic images, the shards, the golden)
+    and swapped in at the end, so a stop or a fault midway leaves the prepared set as it was (a stop in the
+    golden step left a smaller set without its golden: issue 41)."""
     bench = layout.bench
-    if source is not None:
-        raw, synthetic = source.resolve(), False
-        read_source(bench, source, samples)
-    else:
-        raw, synthetic = layout.raw, True
-        count = samples = samples or bench.performance_sample_count
-        marker = raw / ".synthetic.json"
-        want = {"count": count, "seed": DATASET_SEED}
-        # benchmarks sharing a dataset folder (COCO) share the drawing when it is large enough; a generator
-        # whose images do not depend on the count says so with `prefix_stable` in its marker
-        have = _json_or_empty(marker)
-        if not (have.get("seed") == DATASET_SEED and (have.get("count") == count or (
-                have.get("prefix_stable") and have.get("count", 0) >= count))):
-            with staged_dir(raw) as tmp, progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
-                bench.dataset.make_synthetic(tmp, count, DATASET_SEED, lambda: bar.update(1))
-                atomic_write_json(tmp / ".synthetic.json", {**want, "prefix_stable": bench.dataset.prefix_stable})
-    listing = bench.dataset.read(raw, samples)
-    names = listing.names
-    index_sha = sha256_file(raw / bench.dataset.index_file)
+    with contextlib.ExitStack() as staged:
+        if source is not None:
+            raw = drawn = source.resolve()
+            read_source(bench, source, samples)
+        else:
+            raw = drawn = layout.raw
+            samples = samples or bench.performance_sample_count
+            if _redraw_needed(raw / ".synthetic.json", samples, bench.dataset.prefix_stable):
+                drawn = staged.enter_context(staged_dir(raw))  # swapped in after the shards, on success only
+                _draw(bench, drawn, samples)
+        listing = bench.dataset.read(drawn, samples)
+        index_sha = sha256_file(drawn / bench.dataset.index_file)
+        old = _prepared_or_none(layout, echo)
+        if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(listing.names) \
+                and old.source.resolve() == raw.resolve() \
+                and old.manifest.get("sample_shape") == list(bench.input_shape):
+            echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")
+            prepare_golden(layout.preprocessed, bench, layout.data_dir, model, batch, echo)
+            return
+        with staged_dir(layout.preprocessed) as tmp:
+            _preprocess(bench, drawn, listing, index_sha, tmp, source is None, stored_path(layout.data_dir, raw))
+            echo(f"dataset: {layout.preprocessed} ({len(listing.names)} samples, "
+                 f"{'synthetic' if source is None else 'from ' + str(raw)})")
+            prepare_golden(tmp, bench, layout.data_dir, model, batch, echo)
+
+
+def _redraw_needed(marker: Path, count: int, prefix_stable: bool) -> bool:
+    """Whether the synthetic images must be drawn again for `count` samples: benchmarks sharing a dataset
+    folder (COCO) share the drawing when it is large enough; a generator whose images do not depend on the
+    count says so with `prefix_stable` in its marker."""
+    have = _json_or_empty(marker)
+    return not (have.get("seed") == DATASET_SEED and (have.get("count") == count or (
+        have.get("prefix_stable") and have.get("count", 0) >= count)))
+
+
+def _draw(bench: Benchmark, folder: Path, count: int) -> None:
+    with progress.bar(count, f"drawing synthetic {bench.dataset.name}") as bar:
+        bench.dataset.make_synthetic(folder, count, DATASET_SEED, lambda: bar.update(1))
+    atomic_write_json(folder / ".synthetic.json", {"count": count, "seed": DATASET_SEED,
+                                                   "prefix_stable": bench.dataset.prefix_stable})
+
+
+def _prepared_or_none(layout: Layout, echo: Echo) -> store.PreparedData | None:
+    """The prepared set there, or None (none, or damaged: prepared again, which its message would say)."""
+    if inbound.what_is(layout.preprocessed / store.MANIFEST) is None:
+        return None
     try:
-        old = store.open_prepared(layout.preprocessed, "") if (layout.preprocessed / store.MANIFEST).is_file() else None
-    except DataError as exc:  # damaged: prepared again, which is what its message would tell the user to do
+        return store.open_prepared(layout.preprocessed, "")
+    except DataError as exc:
         echo(f"dataset: {exc}; preprocessing it again")
-        old = None
-    if old and old.manifest.get("source_index_sha256") == index_sha and old.count == len(names) \
-            and old.source.resolve() == raw.resolve() and old.manifest.get("sample_shape") == list(bench.input_shape):
-        echo(f"dataset: {layout.preprocessed} (already preprocessed, {old.count} samples)")
-        return old.manifest
-    with staged_dir(layout.preprocessed) as tmp:
-        manifest = _preprocess(bench, raw, listing, index_sha, tmp, synthetic, stored_path(layout.data_dir, raw))
-    echo(f"dataset: {layout.preprocessed} ({len(names)} samples, "
-         f"{'synthetic' if synthetic else 'from ' + str(raw)})")
-    return manifest
+        return None
 
 
 def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, out: Path,
@@ -363,15 +385,16 @@ def dataset_pass(infer: Callable[[np.ndarray], list[np.ndarray]], raw: bool, ben
             bar.update(len(part))
 
 
-def prepare_golden(layout: Layout, model: model_record.ModelRecord, batch: int, echo: Echo) -> None:
-    """The golden reference from a plain FP32 onnxruntime pass of the model, to prove the accuracy path.
+def prepare_golden(folder: Path, bench: Benchmark, data_dir: Path, model: model_record.ModelRecord, batch: int,
+                   echo: Echo) -> None:
+    """The golden reference of the prepared set in `folder` from a plain FP32 onnxruntime pass of the model,
+    to prove the accuracy path.
 
     Synthetic weights have no real accuracy; matching this independent reference pass 100% (labels
     for ResNet50, the host-NMS detections as COCO annotations for detection) shows that the harness
     feeds, batches, post-processes and logs every sample correctly.
     """
-    bench = layout.bench
-    data = store.open_prepared(layout.preprocessed, bench.prepare_hint(layout.data_dir))
+    data = store.open_prepared(folder, bench.prepare_hint(data_dir))
     if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model.sha256:
         echo("golden reference: up to date")
         return
@@ -380,9 +403,9 @@ def prepare_golden(layout: Layout, model: model_record.ModelRecord, batch: int, 
                                                  "golden reference (FP32 pass)"):
         payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
     name, content, summary = bench.accuracy.golden(payloads, data)
-    atomic_write_bytes(layout.preprocessed / name, content)
-    entry = {"file": name, "sha256": sha256_file(layout.preprocessed / name), "model_sha256": model.sha256}
-    _write_manifest(layout.preprocessed, {**data.manifest, "golden": entry})
+    atomic_write_bytes(folder / name, content)
+    entry = {"file": name, "sha256": sha256_file(folder / name), "model_sha256": model.sha256}
+    _write_manifest(folder, {**data.manifest, "golden": entry})
     echo(f"golden reference: {summary}")
 
 

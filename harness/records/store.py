@@ -100,7 +100,7 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     """Open a prepared folder, checking that every shard is present and has the recorded shape."""
     mpath = root / MANIFEST
     rerun = f"; rerun `{prepare_hint}`" if prepare_hint else ""
-    if not mpath.is_file():
+    if inbound.what_is(mpath) is None:  # a FIFO or a device there is damaged data, said as what it is below
         raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
     try:
         manifest = inbound.read_json_object(mpath, inbound.RECORD)
@@ -115,8 +115,8 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
         labels = inbound.load_npy(_named(root, manifest["labels"]["file"]), mmap=False, limit=inbound.RECORD)
         golden = None
         for key in ("annotations", "golden"):
-            if manifest.get(key) and not _named(root, manifest[key]["file"]).is_file():
-                raise ValueError(f"{manifest[key]['file']} is missing")
+            if manifest.get(key) and not (named := _named(root, manifest[key]["file"])).is_file():
+                raise ValueError(f"{manifest[key]['file']} {inbound.absent(named, 'is missing')}")
         if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
             golden = inbound.load_npy(_named(root, manifest["golden"]["file"]), mmap=False, limit=inbound.ARRAY)
         complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)

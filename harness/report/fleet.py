@@ -75,7 +75,11 @@ class Fleet:
 def read_node_map(path: Path) -> dict[str, str]:
     """NODE SYSTEM [CARDS] lines (compose/slurm/nodes.example) -> {node: system}; '#' starts a comment."""
     nodes: dict[str, str] = {}
-    for number, line in enumerate(inbound.read_text(path, inbound.TEXT).splitlines(), 1):
+    try:
+        text = inbound.read_text(path, inbound.TEXT)
+    except FileNotFoundError:  # a dangling link (click checked that something is there): was an internal error
+        raise DataError(f"node map {path} {inbound.absent(path)}") from None
+    for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
@@ -83,6 +87,8 @@ def read_node_map(path: Path) -> dict[str, str]:
             raise DataError(f"node map {path} line {number}: {line.strip()!r} is not NODE SYSTEM [CARDS] with a "
                             f"node named once")
         nodes[words[0]] = words[1]
+    if not nodes:  # an empty file: every node would be "missing", or none expected
+        raise DataError(f"node map {path} names no node: write NODE SYSTEM [CARDS] lines (compose/slurm/nodes.example)")
     return nodes
 
 

@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,20 +37,55 @@ def numbered(stem: str, n: int, bare_first: bool) -> str:
     return stem if bare_first and n == 1 else f"{stem}_{n}"
 
 
+class FolderMoved(ApplianceError):
+    """The folder a run was claimed in was moved or replaced (by a link) while the run wrote into it."""
+
+
 @dataclass
 class RunFolder:
-    """A claimed result folder: LoadGen writes into `staging`; `commit` or `abandon` ends the claim."""
+    """A claimed result folder: LoadGen writes into `staging`; `commit` or `abandon` ends the claim.
+
+    The folder it was claimed in is held open (`home`), and the staging folder too: the run's files after
+    LoadGen go through `held` and the renames at the end are made in `home`, never through a path, so a
+    parent folder moved or replaced by a link mid-run is said in one line (`FolderMoved`), and nothing is
+    written through the link nor left behind (issue 41: `FileNotFoundError`, the claim and staging left)."""
 
     final: Path
     staging: Path
     owner: Path | None  # the claim's link; None when the caller chose the folder (compliance's inner run)
+    home: int = field(init=False)  # descriptors of final's parent folder and of the staging folder
+    _staged: int = field(init=False)
+    _where: tuple[int, int, str] = field(init=False)  # the parent's device, inode and real path at the claim
+
+    def __post_init__(self) -> None:
+        self.home = inbound.open_folder(os.path.realpath(self.final.parent))  # links inside --results followed
+        self._staged = inbound.open_folder(self.staging.name, dir_fd=self.home)
+        st = os.fstat(self.home)
+        self._where = (st.st_dev, st.st_ino, os.path.realpath(self.final.parent))
 
     @property
     def incomplete(self) -> Path:
         return self.final.with_name(self.final.name + INCOMPLETE)
 
+    @property
+    def held(self) -> Path:
+        """The staging folder by its descriptor: where it is, whatever became of the path to it."""
+        return Path(f"/proc/self/fd/{self._staged}")
+
+    def moved(self) -> str | None:
+        """None while final's parent path still leads to the folder claimed in; else what it leads to now."""
+        try:
+            st = os.stat(self.final.parent)
+            real = os.path.realpath(self.final.parent)
+        except OSError:
+            return "nowhere"
+        if (st.st_dev, st.st_ino, real) == self._where:
+            return None
+        return real
+
     def commit(self) -> Path:
-        os.replace(self.staging, self.final)
+        self._in_place(self.final.name)
+        os.replace(self.staging.name, self.final.name, src_dir_fd=self.home, dst_dir_fd=self.home)
         self._release()
         return self.final
 
@@ -58,20 +93,40 @@ class RunFolder:
         """End the run unfinished: kept as NAME.incomplete with INCOMPLETE.txt (when `keep` and there
         is anything to keep), else removed; returns the kept folder or None."""
         kept = None
-        if keep and self.staging.is_dir():
-            os.replace(self.staging, self.incomplete)
-            kept = self.incomplete
+        if self.home < 0:  # ended already (a moved folder's run, kept by `commit`)
+            return None
+        if keep:
             with contextlib.suppress(OSError):  # a full disk may refuse even this; the printed line says why
-                atomic_write_text(kept / "INCOMPLETE.txt", why + "\n")
+                atomic_write_text(self.held / "INCOMPLETE.txt", why + "\n")
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile: nothing to keep
+                os.replace(self.staging.name, self.incomplete.name, src_dir_fd=self.home, dst_dir_fd=self.home)
+                kept = self.incomplete if self.moved() is None else \
+                    Path(os.readlink(f"/proc/self/fd/{self.home}")) / self.incomplete.name
         else:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            shutil.rmtree(self.staging.name, ignore_errors=True, dir_fd=self.home)
         self._release()
         return kept
+
+    def _in_place(self, name: str) -> None:
+        """Refuse (`FolderMoved`) to finish a run whose folder's path leads elsewhere now; the run is kept as
+        NAME.incomplete where its folder went."""
+        now = self.moved()
+        if now is None:
+            return
+        said = (f"{self.final.parent} was moved or replaced while the run wrote into it (the path now leads "
+                f"{'nowhere' if now == 'nowhere' else 'to ' + now}); nothing was written through it")
+        kept = self.abandon(said, keep=True)
+        raise FolderMoved(f"{said}; the run is kept as {kept}: put the folder back and run again"
+                          if kept else f"{said}; its staging folder was removed meanwhile: run again")
 
     def _release(self) -> None:
         if self.owner is not None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.owner)
+                os.unlink(self.owner.name, dir_fd=self.home)
+        for fd in (self._staged, self.home):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.home = self._staged = -1
 
 
 def fixed(final: Path) -> RunFolder:
@@ -106,10 +161,12 @@ def claim(parent: Path, stem: str, bare_first: bool = False, echo: Echo = print)
         staging = parent / f".{name}.staging-{pid}"
         try:
             staging.mkdir()
+            return RunFolder(parent / name, staging, owner)
         except BaseException:
+            with contextlib.suppress(OSError):
+                staging.rmdir()
             os.unlink(owner)
             raise
-        return RunFolder(parent / name, staging, owner)
 
 
 _ENTRY = re.compile(r"^\.?(?P<name>[A-Za-z0-9]+(?:_[0-9]+)?)(?:\.incomplete|\.owner|\.staging-(?P<pid>[0-9]+))?$")

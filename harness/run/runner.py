@@ -263,7 +263,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
                     measured = _loadgen_test(p, sut, folder.staging, echo)
                 finally:
                     sut.stop()
-                    native_kept = native.keep(folder.staging)
+                    native_kept = native.keep(folder.held)
             if native_kept:
                 echo(native.summary(f"the run's {Route.FILE}"))
             if sut.failure:
@@ -272,7 +272,9 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
                 echo(f"warning: {why}; its samples ran on the other cards")
             return _finish(p, sut, folder, measured, neighbours, native_kept)
     except BaseException as exc:
-        native.keep(folder.staging)
+        if isinstance(exc, rundirs.FolderMoved):  # said, and the run kept where its folder went
+            raise
+        native.keep(folder.held)
         replacement = _end_unfinished(folder, exc)
         if replacement is exc:
             raise
@@ -369,7 +371,7 @@ def _write_settings(p: RunPlan, cal: Calibration | None, staging: Path) -> lg.Te
 def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseException:
     """Keep what LoadGen logged as NAME.incomplete (a run that logged nothing leaves nothing behind);
     returns the exception to raise in `exc`'s place: one line saying why and what was kept."""
-    logged = (folder.staging / "mlperf_log_detail.txt").is_file()
+    logged = (folder.held / "mlperf_log_detail.txt").is_file()
     if isinstance(exc, KeyboardInterrupt):
         kept = folder.abandon(f"{stopped_by(exc)} by the user before LoadGen finished", keep=logged)
         return Interrupted(f"run {stopped_by(exc)}; " + (f"logs so far kept in {kept}" if kept else
@@ -392,7 +394,7 @@ def _end_unfinished(folder: rundirs.RunFolder, exc: BaseException) -> BaseExcept
 def _finish(p: RunPlan, sut: SystemUnderTest, folder: rundirs.RunFolder, measured: Measured,
             neighbours: Neighbours, native: dict[str, object] | None) -> RunOutcome:
     """Score the run, write its manifest and rename the staging folder to its final name."""
-    staging, req, cards = folder.staging, p.opts.requested, p.cards
+    staging, req, cards = folder.held, p.opts.requested, p.cards  # the folder, not a path that may lead elsewhere
     if cards.profile is not None:
         atomic_write_text(staging / "SIMULATED.txt",
                           f"This run used SIMULATED cards: {len(cards.slots)} x {cards.profile.name} "

@@ -178,7 +178,8 @@ def load_card_map(path: str | os.PathLike[str], topology: Topology) -> CardMap:
         try:
             card = card_from_yaml(entry, bound)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ApplianceError(f"{path}: bad card entry {str(entry)[:200]} ({exc}); {regenerate}") from None
+            why = f"its key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else exc  # was the bare 'key'
+            raise ApplianceError(f"{path}: bad card entry {str(entry)[:200]} ({why}); {regenerate}") from None
         missing = set(card.cpus) - topology.online
         if missing:
             raise ApplianceError(

@@ -29,6 +29,9 @@ def map_names() -> list[str]:
 def find_map(name: str) -> Traversable:
     """A packaged map by name, or a user's map file by path."""
     path: Traversable = Path(name) if name.endswith((".yaml", ".yml")) else MAP_DIR / f"{name}.yaml"
+    if not path.is_file() and isinstance(path, Path) and inbound.what_is(path) is not None:  # a FIFO, a device
+        raise ApplianceError(f"card map {name} {inbound.absent(path)}: give a map file (.yaml) made by "
+                             f"`appliance topology detect --format yaml -o FILE`")
     if not path.is_file():
         raise ApplianceError(f"no card map {name!r}: give a map file (.yaml) or one of the paper's servers: "
                              f"{', '.join(map_names())}")
@@ -52,4 +55,5 @@ def read_map(name: str) -> CardMap:
                         for c in cards),
         )
     except (OSError, inbound.Refused, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ApplianceError(f"cannot read card map {path}: {exc}".splitlines()[0]) from None
+        why = f"its key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else exc  # was the bare 'key'
+        raise ApplianceError(f"cannot read card map {path}: {why}".splitlines()[0]) from None
