@@ -73,7 +73,7 @@ if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, throu
   ybatches=${YOLO_BATCHES:-1}; ylayouts=${YOLO_LAYOUTS:-auto}; peer_batches=${PEER_BATCHES:-2}
   yprecisions=${YOLO_PRECISIONS:-fp32}  # tf32 is the CUDA provider's: prepared here, its run refused (a row)
   export BUDGET_SCALE=${BUDGET_SCALE:-3}
-  yolo_count=(--count 8)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
+  yolo_count=(--count 4)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
   export APPLIANCE_IO_BINDING=1
 else
   samples=${SAMPLES:-300}; yolo_samples=${YOLO_SAMPLES:-32}; precisions=${PRECISIONS:-fp16}
