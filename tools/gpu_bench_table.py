@@ -198,23 +198,29 @@ def yolo_rows(prefix: str) -> Rows:
                      f"be >= 10x); {gpu_name(my)}, {my.get('precision')}, batch {my.get('batch_size')}, "
                      f"{len(my.get('cards', []))} cards"))
         rows.append(energy_row("  YOLO11l Offline energy", my))
+    else:  # failed or stopped at its budget: its step's row says which
+        rows.append(("YOLO11l Offline", "-", "no run (its step's row below)"))
     if ysingle:
         p90 = ysingle["perf"]["metric"]
         rows.append(("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
                      f"{gpu_name(manifest(ysingle))}; published {YOLO_BEST_SINGLE_MS} ms ({YOLO_BEST}): "
                      f"{'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}"))
+    else:
+        rows.append(("YOLO11l SingleStream p90", "-", "no run (its step's row below)"))
     for name, what in (("yolo-accuracy", "tuned precision, fp16 outputs: yolo-99 needs >= 99%"),
                        ("yolo-accuracy-tf32", "tf32 (TensorFloat-32 on the GPU), fp16 outputs: >= 99% to be chosen"),
                        ("yolo-accuracy-fp32", "FP32 model and outputs, no CUDA graph: the data path alone, must be "
                                               "100%"),
                        ("yolo-fp32-graphs-1card", "as above under CUDA graphs on one card (the 2026-11-27 abort)")):
         run = load(prefix, name)
+        label = f"YOLO11l accuracy ({name.removeprefix('yolo-accuracy').strip('-') or 'tuned'})"
         if run:
             res = manifest(run).get("result", {})
             golden = next((v for k, v in res.items() if k.startswith("golden_")), None)
-            rows.append((f"YOLO11l accuracy ({name.removeprefix('yolo-accuracy').strip('-') or 'tuned'})",
-                         f"golden {golden:.2f}%" if isinstance(golden, float) else "-",
+            rows.append((label, f"golden {golden:.2f}%" if isinstance(golden, float) else "-",
                          f"{run.get('accuracy') or '-'}; {what}"))
+        else:  # failed (tf32 on a CPU), stopped, or a GPU's only (graphs): its step's row says which
+            rows.append((label, "-", f"no run (its step's row below); {what}"))
     nms = nms_text(my.get("host_postprocess"))
     if nms:
         rows.append(("  YOLO11l host NMS (in the run)", nms, "manifest host_postprocess: the done threads' CPU time"))
