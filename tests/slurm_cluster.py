@@ -62,7 +62,7 @@ KillWait=10
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MailProg=/bin/true
-{nodes}
+{overrides}{nodes}
 PartitionName=fleet Nodes={names} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -99,14 +99,17 @@ def _pid(path: Path) -> int | None:
 
 
 @contextmanager
-def cluster(root: Path, nodes: list[str]) -> Iterator[Cluster]:
+def cluster(root: Path, nodes: list[str], cpus: int | None = None) -> Iterator[Cluster]:
+    """The cluster; `cpus` declares that many CPUs per node (more than the machine's: slurmd's config_overrides),
+    so that many one-CPU jobs share a node (a rehearsal's side-by-side runs of simulated cards)."""
     for sub in ("munge", "state", "log", *(f"spool/{n}" for n in nodes)):
         (root / sub).mkdir(parents=True)
     c = Cluster(root, nodes)
     ports = _free_ports(1 + len(nodes))
-    lines = "\n".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} CPUs={os.cpu_count()} "
+    lines = "\n".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} CPUs={cpus or os.cpu_count()} "
                       f"State=UNKNOWN" for n, p in zip(nodes, ports[1:], strict=True))
-    (root / "slurm.conf").write_text(CONF.format(ctld_port=ports[0], root=root, nodes=lines, names=",".join(nodes)))
+    (root / "slurm.conf").write_text(CONF.format(ctld_port=ports[0], root=root, nodes=lines, names=",".join(nodes),
+                                                   overrides="SlurmdParameters=config_overrides\n" if cpus else ""))
     munge = root / "munge"
     pidfiles = [munge / "pid", root / "slurmctld.pid", *(root / f"slurmd-{n}.pid" for n in nodes)]
     try:

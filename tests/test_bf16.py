@@ -13,6 +13,7 @@ from harness.audit.submission.tree import measurements
 from harness.core.errors import ApplianceError
 from harness.hw import bf16_support, system
 from harness.records import manifest as run_manifest
+from harness.run.cards.backends import RECORDS
 from harness.tune.search import Sweep
 
 # /proc/cpuinfo flags of three CPU families this project's machines have had (abridged to what matters)
@@ -68,11 +69,12 @@ def test_bf16_runs_on_openvino_only(data_dir, tmp_path, capsys, monkeypatch):
 
 
 def test_tune_times_bf16_on_openvino_only():
-    sweep = Sweep(("fp32", "bf16"), ("onnxruntime", "openvino"), (2,), (1,))
-    assert sweep.candidates() == [("auto", "fp32", "onnxruntime", 2, 1, ""), ("auto", "fp32", "openvino", 2, 1, ""),
-                                  ("auto", "bf16", "openvino", 2, 1, "")]  # "": no provider options (a CPU)
+    sweep = Sweep(("fp32", "bf16"), (RECORDS["onnxruntime"], RECORDS["openvino"]), (2,), (1,))
+    named = [(c, p, b.name, n, r, o) for c, p, b, n, r, o in sweep.candidates()]
+    assert named == [("auto", "fp32", "onnxruntime", 2, 1, ""), ("auto", "fp32", "openvino", 2, 1, ""),
+                     ("auto", "bf16", "openvino", 2, 1, "")]  # "": no provider options (a CPU)
     with pytest.raises(ApplianceError, match="--precisions bf16 runs on --backends openvino only"):
-        Sweep(("fp32", "bf16"), ("onnxruntime",), (2,), (1,)).check()
+        Sweep(("fp32", "bf16"), (RECORDS["onnxruntime"],), (2,), (1,)).check()
 
 
 def test_measurements_say_the_precision():

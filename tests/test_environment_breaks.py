@@ -140,3 +140,18 @@ def test_a_counter_range_of_minus_one_through_a_real_run(data_dir: Path, tmp_pat
     (manifest,) = results.rglob("run_1/manifest.json")
     energy = json.loads(manifest.read_text())["energy"]
     assert energy["available"] is False and "energy not measured" in energy["note"], energy
+
+
+@pytest.mark.parametrize("value", ["/dev/zero", "a-file"])
+def test_a_powercap_root_that_is_no_folder_is_one_line(value: str, tmp_path: Path) -> None:
+    """APPLIANCE_POWERCAP_ROOT=/dev/zero (hostile round 6, row 72): exit 0 with energy silently not measured, the
+    bad value never said; now one line before any work, and no results folder made."""
+    (tmp_path / "a-file").write_text("x\n")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--backend", "null", "--results",
+                           str(tmp_path / "r"), "--data-dir", str(tmp_path / "none")], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env={**os.environ, "APPLIANCE_POWERCAP_ROOT": value})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"appliance: error: APPLIANCE_POWERCAP_ROOT={value!r} is not understood: it takes an existing folder; "
+        "set it so or unset it"], done.stderr
+    assert not (tmp_path / "r").exists()

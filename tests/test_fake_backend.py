@@ -75,9 +75,9 @@ def fake_gpu(tmp_path_factory, monkeypatch):
     record ran, in order."""
     checked: list[tuple[object, ...]] = []
     record = Backend(FAKE, "gpu", None, None, ("fp32", "int8"), tunable=True, card=FakeGpuCard,
-                     libraries=lambda name: checked.append(("libraries", name)),
-                     starts=lambda name, ordinals: checked.append(("starts", name, tuple(ordinals))),
-                     available=lambda name: True)
+                     libraries=lambda record: checked.append(("libraries", record.name)),
+                     starts=lambda record, ordinals: checked.append(("starts", record.name, tuple(ordinals))),
+                     available=lambda record: True)
     monkeypatch.setitem(backends.RECORDS, FAKE, record)
     cpus = os.sched_getaffinity(0)
     machine = Machine(sockets=1, cores_per_socket=max(cpus) + 1, threads=1, cores_per_l3=max(cpus) + 1,
@@ -92,17 +92,19 @@ def fake_gpu(tmp_path_factory, monkeypatch):
 
 
 def test_the_plan_places_the_fake_backend_on_the_gpu_through_its_record(fake_gpu):
-    cards = plan_cards("auto", FAKE, "resnet50", harness.hw.topology.detect())
+    record = backends.RECORDS[FAKE]
+    cards = plan_cards("auto", record, "resnet50", harness.hw.topology.detect())
     assert [g.ordinal for g in cards.gpus] == [0] and cards.how.startswith("--cards cuda:all")
     assert fake_gpu == [("libraries", FAKE), ("starts", FAKE, (0,))]  # the libraries first, then each GPU
-    assert len(plan_cards("cuda:allx2", FAKE, "resnet50", harness.hw.topology.detect()).slots) == 2
+    assert len(plan_cards("cuda:allx2", record, "resnet50", harness.hw.topology.detect()).slots) == 2
     with pytest.raises(ApplianceError, match="runs on NVIDIA GPUs"):
-        plan_cards("emulate:1", FAKE, "resnet50", harness.hw.topology.detect())
+        plan_cards("emulate:1", record, "resnet50", harness.hw.topology.detect())
 
 
 @pytest.mark.slow  # a short tune and LoadGen run
 def test_tune_and_run_go_through_the_fake_backend(fake_gpu, data_dir, tmp_path, capsys):
-    assert FAKE in available_backends() and FAKE not in available_backends(default=True)  # asked for only
+    record = backends.RECORDS[FAKE]
+    assert record in available_backends() and record not in available_backends(default=True)  # asked for only
     record = tmp_path / "t" / "resnet50.json"
     assert appliance("tune", "--data-dir", data_dir, "--backends", FAKE, "--precisions", "fp32", "-s", "Offline",
                      "--batch-sizes", "1,8,16,32", "--cards", "cuda:all", "-o", record, "--json") == 0
@@ -128,8 +130,8 @@ def test_tune_and_run_go_through_the_fake_backend(fake_gpu, data_dir, tmp_path, 
 def test_a_backend_its_record_says_is_missing_is_refused_by_tune_in_one_line(fake_gpu, data_dir, tmp_path, capsys,
                                                                              monkeypatch):
     monkeypatch.setitem(backends.RECORDS, FAKE, Backend(FAKE, "gpu", None, card=FakeGpuCard,
-                                                         available=lambda name: False, tunable=True))
-    assert FAKE not in available_backends()
+                                                         available=lambda record: False, tunable=True))
+    assert backends.RECORDS[FAKE] not in available_backends()
     assert appliance("tune", "--data-dir", data_dir, "--backends", FAKE, "-o", tmp_path / "t.json") != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{FAKE} not available here" in err[0], err
@@ -145,11 +147,7 @@ def test_every_record_names_functions_that_exist():
 
 # the recipes ---------------------------------------------------------------------------------------------------
 RECIPES = ("Adding a benchmark", "Adding a card backend", "Adding a precision", "Adding a submission round")
-# the card modules of the runtimes (the ones a computing backend's record names, and what they share): they may name
-# their backends, and nothing else imports them; the stand-ins' (null, simulated) may name theirs
-RUNTIME_MODULES = {f"harness/run/cards/{m}.py" for m in ("onnxruntime_card", "gpu_iobinding", "cuda_runtime",
-                                                           "openvino_card", "openvino_process")}
-STAND_IN_MODULES = {"harness/run/cards/null_card.py", "harness/run/cards/simulated_card.py"}
+
 
 def _recipe(title: str) -> str:
     text = (ROOT / "docs" / "developing.md").read_text()
@@ -179,36 +177,73 @@ def test_every_path_a_recipe_names_exists(title):
     assert not missing, f"{title}: {missing}"
 
 
-def _backend_lookups(path: Path, names: set[str]) -> list[str]:
-    """Where a module branches on a computing backend's name (compares with it) or imports a runtime's card module."""
+def _file(module: str) -> Path:
+    path = ROOT / (module.replace(".", "/") + ".py")
+    return path if path.is_file() else ROOT / module.replace(".", "/") / "__init__.py"
+
+
+def _imported(start: set[str]) -> set[str]:
+    """`start` and the card modules they import, transitively (at any depth: inside functions too)."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        module = todo.pop()
+        if module in seen or not _file(module).is_file():
+            continue
+        seen.add(module)
+        for node in ast.walk(ast.parse(_file(module).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness.run.cards"):
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return seen
+
+
+def _card_modules(computing: bool) -> set[str]:
+    """The files the records make the harness import, derived from the records: the modules their functions
+    (card, libraries, starts, available) live in and the card modules those import, less what the harness imports
+    whatever the backend (harness.run.cards and its imports). `computing`: of the backends whose cards infer;
+    else of the stand-ins (null, simulated)."""
+    named = {ref.partition(":")[0] for b in backends.RECORDS.values() if b.infers == computing
+             for ref in (b.card, b.libraries, b.starts, b.available) if isinstance(ref, str)}
+    return {str(_file(m).relative_to(ROOT)) for m in _imported(named) - _imported({"harness.run.cards"})}
+
+
+def _name_tables(path: Path, names: set[str]) -> list[str]:
+    """Where a module holds backends' names as facts of its own: compares with one, or keys a table by them (two
+    or more names as keys of one dict; one such key is a package's name, "openvino": its version)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Compare):
-            sides = [node.left, *node.comparators]
-            consts = [c for side in sides for c in (side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set)
-                                                    else [side])
-                      if isinstance(c, ast.Constant) and c.value in names]
-            found += [f"{path.relative_to(ROOT)}:{node.lineno} compares with {c.value!r}" for c in consts]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {m}" for m in modules
-                      if m.replace(".", "/") + ".py" in RUNTIME_MODULES]
+        sides = [node.left, *node.comparators] if isinstance(node, ast.Compare) else \
+            [k for k in node.keys if k is not None] if isinstance(node, ast.Dict) else []
+        consts = [c for side in sides for c in (side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set)
+                                                else [side]) if isinstance(c, ast.Constant) and c.value in names]
+        if isinstance(node, ast.Compare) or len(consts) > 1:
+            found += [f"{path.relative_to(ROOT)}:{c.lineno} {c.value!r}" for c in consts]
     return found
 
-def test_the_backend_recipe_names_every_file_a_backend_touches():
-    """The fake backend above needed a record (backends.py) and a card (its module); so the recipe names exactly
-    those harness files, and no other harness module holds a lookup on a backend: none outside the card modules
-    compares a computing backend's name (null and simulated, which compute nothing, are read by the report and
-    the audit from a manifest) or imports a runtime's card module."""
-    section = _recipe("Adding a card backend")
-    harness_files = {p for p in _touched(section) if p.startswith("harness/")}
-    assert harness_files == {"harness/run/cards/backends.py", "harness/run/cards/<name>_card.py"}, harness_files
+
+def test_the_backend_recipe_names_what_a_new_backend_needs():
+    """What the recipe must name is derived from the code: the module holding the records, the card module a
+    record names (`harness/run/cards/<name>_card.py`, where every computing record's card modules are), and every
+    other harness file, card modules included, that holds a computing backend's name as a fact (compares with it or
+    keys a table by it: onnxruntime_card's device table was one, which the recipe did not name). No harness module
+    imports a computing backend's card modules but those card modules: the records name them as text, imported
+    when called."""
+    runtime, stand_ins = _card_modules(computing=True), _card_modules(computing=False)
+    assert runtime and stand_ins, "the derivation finds nothing: has it gone stale?"
+    assert all(m.startswith("harness/run/cards/") for m in runtime | stand_ins), runtime | stand_ins
     names = {b.name for b in backends.RECORDS.values() if b.infers}
-    lookups = [hit for path in sorted((ROOT / "harness").rglob("*.py"))
-               if str(path.relative_to(ROOT)) not in RUNTIME_MODULES | STAND_IN_MODULES
-               for hit in _backend_lookups(path, names)]
-    assert not lookups, lookups
-    assert all((ROOT / m).is_file() for m in RUNTIME_MODULES | STAND_IN_MODULES)
+    records = str(Path(backends.__file__).resolve().relative_to(ROOT))
+    tables = [hit for path in sorted((ROOT / "harness").rglob("*.py")) if str(path.relative_to(ROOT)) != records
+              for hit in _name_tables(path, names)]
+    needed = {records, "harness/run/cards/<name>_card.py", *(hit.split(":")[0] for hit in tables)}
+    section = _recipe("Adding a card backend")
+    assert {p for p in _touched(section) if p.startswith("harness/")} == needed, tables
+    imports = [f"{path.relative_to(ROOT)} imports {m}" for path in sorted((ROOT / "harness").rglob("*.py"))
+               if str(path.relative_to(ROOT)) not in runtime
+               for m in _imported({".".join(path.relative_to(ROOT).with_suffix("").parts)}) - {
+                   ".".join(path.relative_to(ROOT).with_suffix("").parts)}
+               if str(_file(m).relative_to(ROOT)) in runtime]
+    assert not imports, imports
 
 
 def _precision_branches(path: Path, names: set[str]) -> bool:

@@ -140,3 +140,21 @@ def test_fleet_report_flags_the_slow_node_names_failed_and_missing(nodes, tmp_pa
     assert page.count("<tr class=slow>") == 1 and page.count("data:image/png;base64,") == 2
     assert appliance("fleet", results / "beta" / "b2") == 2  # not a fleet's RESULTS: one line
     assert "no node folders in it" in capsys.readouterr().err
+
+
+def test_fleet_report_names_a_gpu_clock_difference(nodes, tmp_path, capsys):
+    """A node whose GPUs run at lowered application clocks (node_facts' gpu_clocks, as nvidia-smi gives it; no GPU
+    here, so the fact is written into the copied manifests): the flagged node's clocks are named."""
+    results = fleet(tmp_path / "RESULTS", nodes, {"alpha/a1": "fast", "alpha/a2": "fast", "alpha/a3": "slow"})
+    for node, clocks in (("a1", 1755), ("a2", 1755), ("a3", 1410)):
+        for path in (results / "alpha" / node).rglob("manifest.json"):
+            manifest = json.loads(path.read_text())
+            manifest["host"]["node"]["gpu_clocks"] = (f"8 x applications {clocks}/2619 MHz (graphics/memory), "
+                                                      "max SM 1980 MHz")
+            path.write_text(json.dumps(manifest))
+    assert appliance("fleet", results, "--threshold", "0.8", "--json") == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [(f["system"], f["node"]) for f in report["flagged"]] == [("alpha", "a3")]
+    assert report["flagged"][0]["differs"]["GPU clocks (nvidia-smi)"] == (
+        "8 x applications 1410/2619 MHz (graphics/memory), max SM 1980 MHz (the others: 8 x applications 1755/2619 "
+        "MHz (graphics/memory), max SM 1980 MHz)")

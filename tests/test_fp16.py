@@ -16,6 +16,7 @@ from harness.data import benchmarks
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.fp16 import convert, emulation
 from harness.records.model_record import eligibility, parse
+from harness.run.cards.backends import RECORDS
 from harness.tune.search import CPU_BATCHES, GPU_BATCHES, GPU_COARSE, Sweep
 
 
@@ -76,11 +77,11 @@ def test_fp16_runs_on_a_card(fp16_dir, tmp_path, capsys):
 
 
 def test_tune_times_fp16_on_gpu_backends_only():
-    sweep = Sweep(("fp32", "fp16"), ("onnxruntime", "onnxruntime-cuda"), None)
-    got = {(p, b) for _, p, b, _, _, _ in sweep.candidates()}
+    sweep = Sweep(("fp32", "fp16"), (RECORDS["onnxruntime"], RECORDS["onnxruntime-cuda"]), None)
+    got = {(p, b.name) for _, p, b, _, _, _ in sweep.candidates()}
     assert got == {("fp32", "onnxruntime"), ("fp32", "onnxruntime-cuda"), ("fp16", "onnxruntime-cuda")}
-    assert {n for _, _, b, n, _, _ in sweep.candidates() if b == "onnxruntime"} == set(CPU_BATCHES)
-    assert max(n for _, _, b, n, _, _ in sweep.candidates() if b == "onnxruntime-cuda") == max(GPU_COARSE)  # then
+    assert {n for _, _, b, n, _, _ in sweep.candidates() if b.name == "onnxruntime"} == set(CPU_BATCHES)
+    assert max(n for _, _, b, n, _, _ in sweep.candidates() if b.name == "onnxruntime-cuda") == max(GPU_COARSE)  # then
     assert max(GPU_BATCHES) == 1024  # refined around the best, up to 1024 (issue 43)
 
 

@@ -18,6 +18,7 @@ from helpers import appliance
 
 from harness.core.errors import ApplianceError, DataError
 from harness.hw import gpu
+from harness.run.cards.backends import RECORDS
 from harness.run.cards.spec import BackendSpec
 
 HAS_ORT_GPU = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -81,7 +82,7 @@ def test_card_refuses_rather_than_run_on_the_cpu(data_dir):
     from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 
     model = next((data_dir / "models").glob("resnet50-*.onnx"))
-    spec = BackendSpec("onnxruntime-cuda", model, "input_tensor:0", ("ArgMax:0",), (), gpus=())
+    spec = BackendSpec(RECORDS["onnxruntime-cuda"], model, "input_tensor:0", ("ArgMax:0",), (), gpus=())
     with pytest.raises(ApplianceError) as info:
         OnnxRuntimeCard(spec, 0, (0,))
     assert not isinstance(info.value, DataError)
@@ -92,8 +93,9 @@ def test_card_refuses_rather_than_run_on_the_cpu(data_dir):
 @pytest.mark.skipif(HAS_GPU, reason="a machine without a GPU")
 def test_missing_cuda_libraries_are_named_in_a_fresh_process(tmp_path):
     """preload_dlls and the provider's dlopen are process-wide: a fresh interpreter sees them as a user does."""
-    code = ("from harness.run.cards.onnxruntime_card import check_gpu_libraries\n"
-            "check_gpu_libraries('onnxruntime-cuda')\nprint('loaded')\n")
+    code = ("from harness.run.cards.backends import RECORDS\n"
+            "from harness.run.cards.onnxruntime_card import check_gpu_libraries\n"
+            "check_gpu_libraries(RECORDS['onnxruntime-cuda'])\nprint('loaded')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode != 0 and "cannot load its CUDAExecutionProvider" in done.stderr
 

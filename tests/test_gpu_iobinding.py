@@ -32,6 +32,7 @@ from harness.hw.topology.cards import parse_card_spec
 from harness.records import engine_cache, store
 from harness.records.layout import Layout, read_model_record
 from harness.run.cards import cuda_runtime, make_card
+from harness.run.cards.backends import RECORDS
 from harness.run.cards.base import CardInfo, FromReplica, PageableHostBuffers, ReplicaReader, Synchronous, as_async
 from harness.run.cards.cuda_runtime import CudaCopies, HostCopies
 from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
@@ -132,7 +133,7 @@ def test_the_outputs_left_on_the_device_are_never_read_by_the_encoder():
 # the IO-binding card on the CPU provider ----------------------------------------------------------------------
 def _spec(data_dir: Path, **kw) -> BackendSpec:
     model = read_model_record(Layout(data_dir, BENCH), "fp32")
-    return BackendSpec("onnxruntime", Path(model.path), BENCH.input_name, BENCH.outputs, BENCH.output_specs,
+    return BackendSpec(RECORDS["onnxruntime"], Path(model.path), BENCH.input_name, BENCH.outputs, BENCH.output_specs,
                        benchmark="resnet50", io_binding=True, **kw)
 
 
@@ -594,16 +595,16 @@ def test_tensorrt_missing_is_one_line():
 
 # tune's GPU grid ----------------------------------------------------------------------------------------------
 def test_tune_grid_on_gpus_is_precision_x_batch_x_cards_per_gpu():
-    sweep = Sweep(("fp32", "fp16"), ("onnxruntime-cuda",), None)
+    sweep = Sweep(("fp32", "fp16"), (RECORDS["onnxruntime-cuda"],), None)
     got = sweep.candidates()
     assert {c for c, *_ in got} == {"cuda:allx1", "cuda:allx2", "cuda:allx3", "cuda:allx4"}
     assert {n for _, _, _, n, _, _ in got} == set(GPU_COARSE) and max(GPU_BATCHES) == 1024  # coarse (issue 43)
     assert {o for *_, o in got} == {"prefer_nhwc=1"}  # NHWC first; the other set refines (issue 36, 43)
     assert len(got) == 2 * len(GPU_COARSE) * 4
     # a CPU backend keeps its layouts; an explicit GPU layout is timed as given
-    assert {c for c, *_ in Sweep(("fp32",), ("onnxruntime",), None).candidates()} == {"auto"}
-    assert {c for c, *_ in Sweep(("fp16",), ("onnxruntime-cuda",), (64,), layouts=("cuda:0x2",)).candidates()} \
-        == {"cuda:0x2"}
+    assert {c for c, *_ in Sweep(("fp32",), (RECORDS["onnxruntime"],), None).candidates()} == {"auto"}
+    given = Sweep(("fp16",), (RECORDS["onnxruntime-cuda"],), (64,), layouts=("cuda:0x2",))
+    assert {c for c, *_ in given.candidates()} == {"cuda:0x2"}
     # the card says a batch does not fit by its error's type, which tune catches (issue 37), not by words
     oom = batch_fault("card 0 (cuda:0)", 1024, RuntimeError("CUDA failure 2: out of memory\n  at bfc_arena.cc"))
     assert isinstance(oom, BatchDoesNotFit) and "does not fit in the GPU's memory" in str(oom) and "\n" not in str(oom)
@@ -632,9 +633,9 @@ def test_gpu_energy_without_gpus_says_why():
 def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
     from harness.run.cards.onnxruntime_card import check_gpu_libraries
 
-    check_gpu_libraries("onnxruntime-cuda")  # CUDA_DEVICE_ORDER, NVIDIA's libraries preloaded
+    check_gpu_libraries(RECORDS["onnxruntime-cuda"])  # CUDA_DEVICE_ORDER, NVIDIA's libraries preloaded
     spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
-    spec = replace(spec, backend="onnxruntime-cuda", gpus=(GpuRef(0, "", "GPU"),))
+    spec = replace(spec, backend=RECORDS["onnxruntime-cuda"], gpus=(GpuRef(0, "", "GPU"),))
     card = make_card(spec, 0, (0,))
     try:
         assert isinstance(card, IoBindingCard)
@@ -671,7 +672,7 @@ def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
     bench = benchmarks.get("yolo-99").with_card_outputs("quantised")
     path = tmp_path / "yolo.onnx"
     onnx.save(yolo.build_uint8(0), str(path))
-    spec = BackendSpec("onnxruntime", path, bench.input_name, bench.outputs, bench.output_specs,
+    spec = BackendSpec(RECORDS["onnxruntime"], path, bench.input_name, bench.outputs, bench.output_specs,
                        output_casts=bench.output_casts, benchmark=bench.name, io_binding=True, warm_batch=2,
                        buckets=(1, 2))
     card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
@@ -696,7 +697,7 @@ def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
 def test_io_binding_gpu_card_without_a_gpu_is_one_line(data_dir):
     """The GPU card made directly (no plan, no library check) on a machine with no GPU: refused in one line
     naming the card, never a CPU result."""
-    spec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend="onnxruntime-cuda", io_binding=False)
+    spec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend=RECORDS["onnxruntime-cuda"], io_binding=False)
     with pytest.raises(ApplianceError) as info:
         make_card(spec, 0, (0,))
     assert "card 0 (cuda:0" in str(info.value) and "\n" not in str(info.value)

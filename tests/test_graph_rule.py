@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from harness.core.errors import ApplianceError, BatchDoesNotFit
 from harness.data import benchmarks
 from harness.records.layout import Layout, read_model_record
+from harness.run.cards.backends import RECORDS
 from harness.run.cards.gpu_iobinding import GRAPH_ENV, capture_hazards, cuda_settings, graph_rule
 from harness.tune import search
 
@@ -134,5 +135,5 @@ def test_tune_times_the_cards_with_the_outputs_asked(data_dir, monkeypatch):
     model = read_model_record(Layout(data_dir, benchmarks.get("resnet50")), "fp32")
     with pytest.raises(ApplianceError, match="no candidate fits"):
         search._time_all(benchmarks.get("ssd-mobilenet"), None, {"fp32": model},
-                         [("auto", "fp32", "onnxruntime", 1, 1, "")], "quantised")
+                         [("auto", "fp32", RECORDS["onnxruntime"], 1, 1, "")], "quantised")
     assert seen == [("quantised", ("uint8", "uint8"))]

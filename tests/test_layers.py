@@ -3,6 +3,7 @@ catch an upward import, and docs/developing.md lists every module of the tree on
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -124,3 +125,38 @@ def test_the_listing_check_sees_a_missing_module() -> None:
     text = (ROOT / "docs" / "developing.md").read_text()
     assert "harness/run/plan.py" in listed_modules(text)
     assert "harness/run/plan.py" not in listed_modules(text.replace("  plan.py ", "  planned.py "))
+
+
+def private_reaches(source: str) -> list[str]:
+    """Where a module uses another harness module's private name (`from harness.x import _y`, `x._y` with x a
+    harness module it imported): such a name needs a public function (harness's native `_copy` / `_intake` /
+    `_build_info` are modules, not names, and are allowed)."""
+    tree = ast.parse(source)
+    found, modules = [], set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("harness"):
+            for a in n.names:
+                if a.name.startswith("_") and not a.name.startswith("__") and n.module != "harness":
+                    found.append(f"{n.lineno}: from {n.module} import {a.name}")
+                modules.add(a.asname or a.name)
+        elif isinstance(n, ast.Import):
+            modules.update(a.asname for a in n.names if a.name.startswith("harness") and a.asname)
+    for n in ast.walk(tree):
+        if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules
+                and n.attr.startswith("_") and not n.attr.startswith("__")):
+            found.append(f"{n.lineno}: {n.value.id}.{n.attr}")
+    return found
+
+
+def test_no_module_reaches_into_another_ones_private_names() -> None:
+    found = [f"{p.relative_to(ROOT)}:{hit}" for p in sorted((ROOT / "harness").rglob("*.py"))
+             for hit in private_reaches(p.read_text())]
+    assert found == []
+
+
+def test_the_private_reach_check_sees_both_spellings() -> None:
+    assert private_reaches("from harness.audit.submission import tree\nx = tree._latest([])\n") == ["2: tree._latest"]
+    assert private_reaches("from harness.audit.submission.tree import _manifest\n") == [
+        "1: from harness.audit.submission.tree import _manifest"]
+    assert private_reaches("from harness import _copy\nfrom harness.audit.submission import tree\n"
+                           "x = tree.latest_run([])\n") == []

@@ -187,6 +187,6 @@ def test_worker_that_cannot_load_the_model_says_so_in_one_line(tmp_path):
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not an onnx file")
     with pytest.raises(DataError) as err:
-        OpenVinoProcessCard(0, broken, "input_tensor:0", ("ArgMax:0",), (((), "int64"),), (0,))
+        OpenVinoProcessCard(0, broken, "input_tensor:0", ("ArgMax:0",), (((), "int64"),), (0,), backend="openvino")
     assert str(err.value).startswith(f"OpenVINO cannot load {broken}") and "\n" not in str(err.value), err.value
     assert not workers()

@@ -15,6 +15,7 @@ from helpers import appliance
 
 from harness.core.errors import ApplianceError
 from harness.run.cards import gpu_iobinding, onnxruntime_card, provider_options
+from harness.run.cards.backends import RECORDS
 from harness.run.cards.spec import BackendSpec
 from harness.tune.search import Sweep
 
@@ -53,7 +54,7 @@ def _gpu_card_session_call(data_dir: Path, monkeypatch: pytest.MonkeyPatch, tune
     monkeypatch.delenv(gpu_iobinding.SEARCH_ENV, raising=False)
     from test_gpu_iobinding import _spec
 
-    spec: BackendSpec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend="onnxruntime-cuda",
+    spec: BackendSpec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend=RECORDS["onnxruntime-cuda"],
                                 provider_options=tuned)
     with pytest.raises((_Stopped, ApplianceError)):
         gpu_iobinding.IoBindingCard(spec, 0, (0,))
@@ -89,13 +90,13 @@ def test_options_are_parsed_in_one_place_and_refused_in_one_line():
 
 
 def test_the_grid_times_provider_options_on_the_cuda_provider_only():
-    gpu = Sweep(("fp16",), ("onnxruntime-cuda",), (512,), layouts=("cuda:allx1",))
+    gpu = Sweep(("fp16",), (RECORDS["onnxruntime-cuda"],), (512,), layouts=("cuda:allx1",))
     assert [c[-1] for c in gpu.candidates()] == list(provider_options.GPU_GRID)
     given = replace(gpu, options=("", EVERY))
     assert [c[-1] for c in given.candidates()] == ["", EVERY]
-    assert [c[-1] for c in Sweep(("fp32",), ("onnxruntime",), (8,)).candidates()] == [""]
+    assert [c[-1] for c in Sweep(("fp32",), (RECORDS["onnxruntime"],), (8,)).candidates()] == [""]
     with pytest.raises(ApplianceError, match="--provider-options are for CUDAExecutionProvider"):
-        Sweep(("fp32",), ("onnxruntime",), (8,), options=("prefer_nhwc=1",)).check()
+        Sweep(("fp32",), (RECORDS["onnxruntime"],), (8,), options=("prefer_nhwc=1",)).check()
 
 
 def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_dir, tmp_path):

@@ -93,6 +93,7 @@ def test_tune_record_round_trips(tmp_path: Path) -> None:
     ({"format": 2}, "format-2 tune record; this appliance reads format 4"),
     ({"format": 3}, "format-3 tune record; this appliance reads format 4"),
     ({"format": 5}, "format-5 tune record; this appliance reads format 4"),
+    ({"format": None}, "not a tune record: it has no 'format' key"),  # round 6: "is a format-None tune record"
     ({"layouts": "auto"}, "malformed tune record"),
     ({"precisions": {"fp32": {"eligible": True}}}, "malformed tune record"),
     ({"chosen": {"Offline": {"backend": "onnxruntime"}}}, "malformed tune record"),

@@ -15,7 +15,7 @@ import pytest
 
 from harness.core.errors import DataError
 from harness.data import benchmarks
-from harness.data.models.registry import Artefact, check_model_file, fetch, file_digests, find
+from harness.data.models.registry import Artefact, check_model_file, fetch, file_digests
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 PAYLOAD_MD5 = hashlib.md5(PAYLOAD).hexdigest()
@@ -199,25 +199,25 @@ def test_file_digests_match_hashlib(tmp_path: Path) -> None:
     )
 
 
-def test_find_and_official_entries() -> None:
-    assert {a.md5 for a in find("resnet50")} == {
+def test_official_entries() -> None:
+    assert {a.md5 for a in benchmarks.get("resnet50").official_models} == {
         "f6a4da60cd5f084d97efc2c1ddb10beb",
         "a638cf028b5870da29e09ccc2f7182e7",
     }
-    assert [a.filename for a in find("retinanet")] == ["resnext50_32x4d_fpn.onnx"]
+    assert [a.filename for a in benchmarks.get("retinanet").official_models] == ["resnext50_32x4d_fpn.onnx"]
     # every benchmark of the catalogue carries its official model; the record's file name is its first artefact's
     for name in benchmarks.NAMES:
-        assert find(name), name
-        assert benchmarks.get(name).official_model == find(name)[0].filename
-    assert [(a.filename, a.md5) for a in find("yolo-99")] == [("yolo11l.onnx", None)]  # no md5 published yet
-    assert find("no-such-benchmark") == []
+        assert benchmarks.get(name).official_models, name
+        assert benchmarks.get(name).official_model == benchmarks.get(name).official_models[0].filename
+    yolo = benchmarks.get("yolo-99").official_models
+    assert [(a.filename, a.md5) for a in yolo] == [("yolo11l.onnx", None)]  # no md5 published yet
 
 
 def test_check_matching_digest_sets_artefact(tmp_path: Path) -> None:
     path = tmp_path / "anything.onnx"
     path.write_bytes(PAYLOAD)
     artefact = _artefact("http://127.0.0.1:9")
-    check = check_model_file(path, "resnet50", registry=(artefact,))
+    check = check_model_file(path, benchmarks.get("resnet50"), registry=(artefact,))
     assert check.artefact == artefact
     assert check.warning is None
     assert (check.md5, check.sha256) == file_digests(path)
@@ -226,7 +226,7 @@ def test_check_matching_digest_sets_artefact(tmp_path: Path) -> None:
 def test_check_unknown_digest_warns(tmp_path: Path) -> None:
     path = tmp_path / "my_model.onnx"
     path.write_bytes(b"not an official model")
-    check = check_model_file(path, "resnet50")
+    check = check_model_file(path, benchmarks.get("resnet50"))
     assert check.artefact is None
     assert check.warning is not None
     assert "not a known official resnet50 artefact" in check.warning
@@ -236,7 +236,7 @@ def test_check_unknown_digest_warns(tmp_path: Path) -> None:
 def test_check_official_name_without_published_md5_warns(tmp_path: Path) -> None:
     path = tmp_path / "ssd_mobilenet_v1_coco_2018_01_28.onnx"
     path.write_bytes(b"whatever")
-    check = check_model_file(path, "ssd-mobilenet")
+    check = check_model_file(path, benchmarks.get("ssd-mobilenet"))
     assert check.artefact is None
     assert check.warning is not None
     assert "cannot be verified" in check.warning
@@ -247,7 +247,7 @@ def test_check_official_name_with_wrong_digest_is_refused(tmp_path: Path) -> Non
     path.write_bytes(b"truncated download")
     md5 = hashlib.md5(b"truncated download").hexdigest()
     with pytest.raises(DataError) as info:
-        check_model_file(path, "resnet50")
+        check_model_file(path, benchmarks.get("resnet50"))
     message = str(info.value)
     assert f"md5 {md5} does not match the official resnet50_v1.onnx" in message
     assert "f6a4da60cd5f084d97efc2c1ddb10beb" in message and "a638cf028b5870da29e09ccc2f7182e7" in message
@@ -257,4 +257,4 @@ def test_check_official_name_with_wrong_digest_is_refused(tmp_path: Path) -> Non
 
 def test_check_missing_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist; pass --model FILE"):
-        check_model_file(tmp_path / "absent.onnx", "resnet50")
+        check_model_file(tmp_path / "absent.onnx", benchmarks.get("resnet50"))

@@ -48,3 +48,44 @@ def test_fleet_threshold_nan_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     """`fleet --threshold nan` passed click's range (nan compares false) and flagged no node: exit 0."""
     assert appliance("fleet", tmp_path, "--threshold", "nan") == 2
     assert "'nan' is not a finite number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["x" * 5000, "9" * 30])
+def test_a_system_override_longer_than_any_published_is_refused(value: str, tmp_path: Path) -> None:
+    """`--system-overrides` with a 5,000-character value was published in the system JSON, exit 0."""
+    from harness.audit.submission.system_json import load_overrides
+    from harness.core.errors import DataError
+
+    (tmp_path / "o.yaml").write_text(f"host_processor_core_count: {value}\n")
+    with pytest.raises(DataError, match="host_processor_core_count longer than 1000 characters") as err:
+        load_overrides(tmp_path / "o.yaml")
+    assert "\n" not in str(err.value)
+
+
+def _tree(root: Path) -> Path:
+    """The layout `submission build` makes (and every published round has): <division>/<submitter>/{systems,results}."""
+    for part in ("systems", "results"):
+        (root / "sub/closed/Org" / part).mkdir(parents=True)
+    return root / "sub"
+
+
+def test_a_run_aimed_into_a_submission_tree_is_refused(data_dir: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --results sub/closed/r` wrote a run into a tree for publication, exit 0 (round 6, break 7)."""
+    sub = _tree(tmp_path)
+    before = sorted(sub.rglob("*"))
+    assert appliance("run", "--backend", "null", "--duration-ms", 300, "--data-dir", data_dir,
+                     "--results", sub / "closed/r") == 2
+    line = _line(capsys)
+    assert f"lies in the submission tree {sub}, whose files are published" in line, line
+    assert sorted(sub.rglob("*")) == before
+
+
+def test_a_data_dir_aimed_into_a_submission_tree_is_refused(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`prepare --data-dir sub/closed/Org/data` started building a 100 MB model inside the tree (break 8)."""
+    sub = _tree(tmp_path)
+    before = sorted(sub.rglob("*"))
+    assert appliance("prepare", "--data-dir", sub / "closed/Org/data", "--samples", 8, "-q") == 2
+    assert f"lies in the submission tree {sub}, whose files are published" in _line(capsys)
+    assert sorted(sub.rglob("*")) == before

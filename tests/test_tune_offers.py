@@ -17,6 +17,6 @@ from harness.tune.search import available_backends
 def test_providers_listed_but_unloadable_are_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
     listed = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(ort, "get_available_providers", lambda: listed)
-    offered = available_backends()
+    offered = [b.name for b in available_backends()]
     assert "onnxruntime" in offered
     assert "onnxruntime-cuda" not in offered and "onnxruntime-tensorrt" not in offered, offered

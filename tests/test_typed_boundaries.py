@@ -23,7 +23,6 @@ _JSON_DOOR = "the one door for JSON files: any JSON value in or out; its callers
 _ONNX = "an onnx ModelProto: onnx is imported lazily inside the door, so the annotation cannot name its type"
 _MANIFEST = ("a card's own facts, kept as found in manifest.json's card entry (RunManifest's Card.details, a "
              "bounded JSON sub-document); every other manifest section is a type (harness.records.manifest)")
-_PREPARED = "the prepared data's manifest.json (harness.records.store documents it): an on-disk JSON document"
 _DETAIL = "LoadGen's mlperf_log_detail.txt key-values: LoadGen's own format, any JSON value per key"
 _ENERGY = ("the manifest's energy / host_postprocess section as the meter makes it and report reads it back from "
            "manifest.json (an on-disk JSON document)")
@@ -45,17 +44,9 @@ ALLOW: dict[str, str] = {
     "harness.run.cards.backends.resolve": "a record's reference to one of its runtime's functions (card factory, "
                                           "checks), each typed where the record's methods call it",
     "harness.run.sut.messages.Call.fn": "work for whichever card type the worker thread holds (worker.WarmUpCard)",
-    "harness.audit.submission.system_json.build": "the user's overrides file (any JSON value per key, as the round's "
-                                                  "systems/<system>.json holds it)",
     "harness.records.model_record.ModelRecord.quantization": (
         "how prepare made a reduced-precision model, written into the model record and the manifest as-is; its "
         "agreement keys are read through model_record.AGREEMENT / eligibility"),
-    "harness.records.store.PreparedData.manifest": _PREPARED,
-    "harness.records.store.close_array": _PREPARED + " (an entry)",
-    "harness.records.store.write_array": _PREPARED + " (an entry)",
-    "harness.records.store.digested_files": _PREPARED + " (its entries)",
-    "harness.records.store.verify_digests": _PREPARED,
-    "harness.records.benchmark_record.Listing.annotations": "COCO-format ground truth (pycocotools reads it as such)",
     "harness.records.benchmark_record.Score.details": "an accuracy run's extra figures, written into the manifest's "
                                                       "result",
     "harness.records.detail_log.Detail.raw": _DETAIL,

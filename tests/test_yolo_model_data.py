@@ -52,7 +52,7 @@ def test_outputs_sane_on_a_letterboxed_picture(model: onnx.ModelProto) -> None:
     """Finite outputs; boxes inside a plausible range; class scores spread over 0..1; the uint8 model
     gives the float model's answer on the same pixels (the /255 folded in)."""
     rng = np.random.default_rng(5)
-    img, _ = coco._draw(rng, [c[0] for c in coco.COCO_CATEGORIES])
+    img, _ = coco.draw_picture(rng, [c[0] for c in coco.COCO_CATEGORIES])
     chw = np.ascontiguousarray(coco.letterbox(img)[:, :, ::-1].transpose(2, 0, 1))[None]
     y = _session(yolo.uint8_input(model)).run(None, {"images": chw})[0]
     assert y.shape == (1, 84, 8400) and np.isfinite(y).all()

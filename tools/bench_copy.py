@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -41,7 +42,8 @@ def _memory_data(count: int, shape: tuple[int, ...]) -> store.PreparedData:
     """Stands in for the prepared shards: random uint8 samples generated once, held in memory as shards."""
     rows = np.random.default_rng(0).integers(0, 256, size=(count, *shape), dtype=np.uint8)
     shards = [rows[i:i + store.SHARD_SIZE] for i in range(0, count, store.SHARD_SIZE)]
-    return store.PreparedData(Path("(memory)"), {"count": count, "synthetic": True}, shards,
+    manifest = cast(store.PreparedManifest, {"count": count, "synthetic": True})  # all the copy benchmark reads
+    return store.PreparedData(Path("(memory)"), manifest, shards,
                               labels=np.zeros(count, np.int64), golden=None)
 
 

@@ -51,7 +51,7 @@ def card_alone(data_dir: Path, precision: str, cpus: tuple[int, ...], pauses_ms:
     model = read_model_record(layout, precision)
     data = store.open_prepared(layout.preprocessed, bench.prepare_hint(data_dir))
     card = OpenVinoCard(0, Path(model.path), bench.input_name, bench.outputs, cpus,
-                        inference_precision=model.inference_precision or "f32")
+                        inference_precision=model.inference_precision or "f32", backend="openvino")
     sample = np.empty((1, *bench.input_shape), np.uint8)
     data.gather(np.arange(1), sample)
     batch = sample if card.input_dtype == "uint8" else \

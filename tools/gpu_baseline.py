@@ -68,6 +68,7 @@ def main() -> None:
     from harness.data import benchmarks, concrete
     from harness.records import store
     from harness.records.layout import Layout, read_model_record
+    from harness.run.cards import backends
     from harness.run.cards.gpu_iobinding import u8_model
     from harness.run.cards.provider_options import CUDA, build
     from harness.run.cards.spec import BackendSpec
@@ -76,8 +77,8 @@ def main() -> None:
     model = read_model_record(layout, a.precision)
     data = store.open_prepared(layout.preprocessed, layout.bench.prepare_hint(a.data_dir))
     bench = concrete.for_run(a.benchmark, card_outputs=a.card_outputs, model=model, data=data)
-    spec = BackendSpec("onnxruntime", Path(model.path), bench.input_name, bench.outputs, bench.output_specs,
-                       output_casts=bench.output_casts, benchmark=bench.name)
+    spec = BackendSpec(backends.get("onnxruntime"), Path(model.path), bench.input_name, bench.outputs,
+                       bench.output_specs, output_casts=bench.output_casts, benchmark=bench.name)
     source = u8_model(Path(model.path), spec)[0] or str(model.path)
     if a.device == "cuda":
         ort.preload_dlls()

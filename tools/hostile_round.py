@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -209,7 +210,7 @@ def main() -> int:
     work = a.work.resolve()
     work.mkdir(parents=True)
     _fixtures(work, a.data_dir.resolve())
-    env = {**os.environ, "APP": " ".join(APP)}
+    prefix = f"APP={shlex.quote(shlex.join(APP))}; "  # a shell variable: the environment is left as it is
     breaks = 0
     cases = [x for x in _cases() if a.only in (None, x[0])]
     print("| # | class | case | command | exit | first stderr line | break |")
@@ -219,7 +220,7 @@ def main() -> int:
             (work / name).write_text(text)
         before = _hidden(work)
         try:
-            done = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True, text=True,
+            done = subprocess.run(["bash", "-c", prefix + cmd], cwd=work, capture_output=True, text=True,
                                   errors="replace", timeout=a.bound)
             code, err = done.returncode, done.stderr
         except subprocess.TimeoutExpired as exc:

@@ -75,3 +75,13 @@ _.differences  # topology/hwloc_xml.py: tools/topology_vs_lstopo.py, tests/test_
 # Parameter-record fields the NMS kernels read by position (harness/data/nms_kernels.py: called with plain tuples)
 _.box_scale  # YoloParams: unpacked by _yolo_box
 _.box_zero_point  # YoloParams: unpacked by _yolo_box
+
+# TypedDict keys (issue 45): a JSON document's fields, written and read as string keys, which vulture cannot follow
+_.device_type, _.channel  # power.Analyzer: server.json's ptd_config, read by power._ptd_config
+_.timezone, _.modules, _.messages, _.session_name, _.ptd_messages, _.ptd_config  # power.Session: client/server.json
+_.cores_per_package, _.frequency, _.caches, _.memory, _.storage_type, _.storage_capacity  # system_json.HostFacts
+_.networking, _.network_cards  # system_json.HostFacts: read by system_json.build
+_.seq_id  # accuracy.Response: LoadGen's mlperf_log_accuracy.json field
+_.category_id, _.bbox, _.file_name, _.iscrowd, _.licenses  # COCO documents and pycocotools detections
+_.source_index, _.source_index_sha256  # store.PreparedManifest: written by prepare, read by steps.prepare_dataset
+_.ms_per_sample, _.done_thread_busy, _.cores_busy  # completion_meter: the manifest's host_postprocess, report reads

@@ -11,7 +11,8 @@
 # Environment (sbatch passes the submitter's): RESULTS (required), DATA (a prepared data dir on shared
 # storage; unset: the image's embedded data or the appliance's default), NODE_MAP (lines "NODE SYSTEM
 # [CARDS]"; a node not in it is named by its detected hardware, cards auto), BENCHMARKS (resnet50),
-# SCENARIOS (Offline), APPLIANCE_RUN_ARGS (more `appliance run` options for every run, e.g.
+# SCENARIOS (Offline), MODES (the runs of each benchmark x scenario, in order: "performance accuracy"; a
+# submission's compliance tests: "accuracy performance TEST01 TEST04", accuracy first), APPLIANCE_RUN_ARGS (more `appliance run` options for every run, e.g.
 # "--duration-ms 60000"), APPLIANCE_RUNTIME / APPLIANCE_IMAGE (runtime.sh), FLEET_NODE (the node's name;
 # default SLURMD_NODENAME, the name SLURM knows it by).
 #
@@ -51,7 +52,7 @@ run() {
 failed=0
 for bench in ${BENCHMARKS:-resnet50}; do
   for scenario in ${SCENARIOS:-Offline}; do
-    for mode in performance accuracy; do
+    for mode in ${MODES:-performance accuracy}; do
       # shellcheck disable=SC2086  # APPLIANCE_RUN_ARGS is a list of options
       if ! run run -b "$bench" -s "$scenario" --mode "$mode" --cards "$cards" --results "$out" \
           ${DATA:+--data-dir "$DATA"} ${APPLIANCE_RUN_ARGS:-} -q; then

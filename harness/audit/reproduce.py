@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from harness.audit.submission.rounds import SCENARIO_SPELLINGS
 from harness.core import inbound
@@ -43,11 +43,13 @@ from harness.hw import system
 from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark_record import Benchmark
-from harness.records.detail_log import FALLBACK, METRICS, Detail
+from harness.records.detail_log import METRICS, PERCENTILE_FALLBACK, Detail
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.records.manifest import RunManifest
 from harness.records.model_record import ModelRecord
 from harness.records.readers import read_json_object, read_text
+from harness.records.store import PreparedManifest
+from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested, loadgen_version
 from harness.run.runner import RunOptions, RunOutcome, latest_run, run
 
@@ -184,7 +186,7 @@ def _same_cpu(a: str, b: str) -> bool:
     return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
 
 
-def _as_int(v: Any) -> int | None:
+def _as_int(v: object) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -199,10 +201,10 @@ class Artefacts:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self._cache: dict[str, tuple[ModelRecord, dict[str, Any], list[str]]] = {}
+        self._cache: dict[str, tuple[ModelRecord, PreparedManifest, list[str]]] = {}
 
     def check(self, bench: Benchmark,
-              precision: str = "fp32") -> tuple[ModelRecord, dict[str, Any], list[str]]:
+              precision: str = "fp32") -> tuple[ModelRecord, PreparedManifest, list[str]]:
         """(model record of `precision`, dataset manifest, files whose bytes differ from their local record).
         Raises ApplianceError (with the command to prepare it) when the benchmark is not prepared here."""
         key = f"{bench.name}/{precision}"
@@ -215,7 +217,7 @@ class Artefacts:
         return self._cache[key]
 
 
-def _tree_mismatches(manifest: RunManifest, record: ModelRecord, data_manifest: dict[str, Any],
+def _tree_mismatches(manifest: RunManifest, record: ModelRecord, data_manifest: PreparedManifest,
                      run_dir: Path) -> list[str]:
     """Where the tree's manifest names other artefacts than the local ones (FAIL), file by file."""
     bad = []
@@ -241,7 +243,7 @@ def _tree_mismatches(manifest: RunManifest, record: ModelRecord, data_manifest: 
 
 
 def _synthetic_reasons(manifest: RunManifest | None, record: ModelRecord,
-                       data_manifest: dict[str, Any]) -> list[str]:
+                       data_manifest: PreparedManifest) -> list[str]:
     tree_weights = manifest.synthetic.weights if manifest is not None else False  # no manifest: real
     tree_data = manifest.synthetic.data if manifest is not None else False
     out = []
@@ -262,11 +264,21 @@ def _host_notes(manifest: RunManifest) -> list[str]:
     return notes
 
 
-def _recorded_placement(manifest: RunManifest, notes: list[str]) -> dict[str, Any]:
+class Placement(TypedDict, total=False):
+    """The recorded run options a re-run passes on to `RunOptions` (a key absent: RunOptions' default)."""
+    precision: str
+    cards: str
+    replicate: str
+    card_outputs: str
+    requests: int
+    keep_warm: bool
+
+
+def _recorded_placement(manifest: RunManifest, notes: list[str]) -> Placement:
     """The recorded --cards, --replicate, --card-outputs, --requests and --keep-warm, adapted to this host where
     the recorded map file is absent."""
     spec = manifest.card_map.spec
-    out: dict[str, Any] = {}
+    out: Placement = {}
     if spec:
         parts = spec.split(":")
         simulate = parts[0] == "simulate" and len(parts) == 3
@@ -300,8 +312,8 @@ def recorded_metric(d: Detail, scenario: Scenario) -> tuple[float | None, str]:
     key, unit = METRICS[scenario]
     kind = "early-stopping estimate" if unit == "ms" else "throughput"
     raw = d.raw(key)
-    if not raw and scenario in FALLBACK:
-        key, kind = FALLBACK[scenario], FALLBACK[scenario].split("_")[1] + " percentile"
+    if not raw and scenario in PERCENTILE_FALLBACK:
+        key, kind = PERCENTILE_FALLBACK[scenario], PERCENTILE_FALLBACK[scenario].split("_")[1] + " percentile"
     if not d.has(key):
         return None, kind
     value = d.number(key)
@@ -365,7 +377,7 @@ def _bench_or_reason(row: Row, t: Target) -> Benchmark | None:
 
 
 def _prepared_or_reason(row: Row, bench: Benchmark, artefacts: Artefacts,
-                        precision: str) -> tuple[ModelRecord, dict[str, Any]] | None:
+                        precision: str) -> tuple[ModelRecord, PreparedManifest] | None:
     """Local model record (of the precision the tree's run used) and data manifest; None with the reason
     (and the command) when not prepared."""
     try:
@@ -389,7 +401,7 @@ class Recorded:
     manifest: RunManifest | None
     backend: str
     batch: int | None
-    placement: dict[str, Any]   # the recorded --precision / --cards / --replicate / --card-outputs / --requests /
+    placement: Placement        # the recorded --precision / --cards / --replicate / --card-outputs / --requests /
                                 # --keep-warm
     unfair: list[str]           # why the comparison cannot be fair: synthetic here, real in the tree
     caveat: str                 # what a pass does not show: simulated cards, synthetic weights / data ("" if none)
@@ -430,7 +442,9 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     if prepared is None:
         return None
     record, data_manifest = prepared
-    backend, batch, placement = "onnxruntime", None, {"precision": precision}
+    backend: str = backends.DEFAULT
+    batch: int | None = None
+    placement: Placement = {"precision": precision}
     if manifest is None:
         row.notes.append("no manifest.json in the tree: its artefacts cannot be compared with the local ones")
     else:

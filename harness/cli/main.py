@@ -437,14 +437,22 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[str, ...], batch_sizes
     """
     import json as _json
 
-    from harness.tune.search import DEFAULT_SCENARIOS, Sweep, available_backends, prepared_precisions, summary
+    from harness.tune.search import (
+        DEFAULT_SCENARIOS,
+        Sweep,
+        asked_backends,
+        available_backends,
+        prepared_precisions,
+        summary,
+    )
     from harness.tune.search import tune as run_tune
 
     progress.set_quiet(quiet or as_json)
     bench = benchmarks.get(benchmark)
     chosen = tuple(map(Scenario, scenarios)) or \
         (DEFAULT_SCENARIOS if bench.server_latency_ms is not None else (Scenario.OFFLINE,))
-    sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), backends or available_backends(True),
+    timed = asked_backends(backends) if backends else available_backends(True)
+    sweep = Sweep(precisions or prepared_precisions(data_dir, bench.name), timed,
                   batch_sizes or None, requests, tuple(dict.fromkeys(layouts)),
                   tuple(dict.fromkeys(map(canonical, option_sets))) or None, card_outputs)
     folder = (output or Layout(data_dir, bench).tuned).parent

@@ -15,15 +15,15 @@ from pathlib import Path
 
 from harness.core.errors import ApplianceError
 
-__all__ = ["MAX_TEXT", "VARIABLES", "Variable", "assign", "check_all", "child", "choice", "count", "machine_cpus",
-           "path", "present", "raw", "switch", "threads", "tristate"]
+__all__ = ["MAX_TEXT", "VARIABLES", "Variable", "assign", "check_all", "child", "choice", "count", "folder",
+           "machine_cpus", "path", "present", "raw", "switch", "threads", "tristate"]
 
 MAX_TEXT = 4096  # the longest value any variable here may hold (a path: PATH_MAX)
 
 
 @dataclass(frozen=True)
 class Variable:
-    kind: str  # path, count, switch, tristate, choice, text, list
+    kind: str  # path, folder, count, switch, tristate, choice, text, list
     default: str
     meaning: str
     choices: tuple[str, ...] = ()
@@ -35,7 +35,7 @@ VARIABLES: dict[str, Variable] = {
     "APPLIANCE_BACKEND": Variable("text", "auto", "--backend's default (click reads it, one of its choices)"),
     "APPLIANCE_RUN_REGISTRY": Variable("path", "/run/appliance-runs", "the machine-wide folder of live runs' "
                                        "entries (harness.run.neighbours); a folder of its own, never another's"),
-    "APPLIANCE_POWERCAP_ROOT": Variable("path", "/", "a /-like tree holding sys/class/powercap (tests, dry runs)"),
+    "APPLIANCE_POWERCAP_ROOT": Variable("folder", "/", "a /-like tree holding sys/class/powercap (tests, dry runs)"),
     "APPLIANCE_INTRA_OP_THREADS": Variable("count", "the card's CPUs", "threads per CPU-emulated card "
                                            "(onnxruntime, OpenVINO): 1 to the machine's CPUs"),
     "APPLIANCE_OPENVINO_PROCESS": Variable("switch", "0", "1: each OpenVINO card in a process of its own"),
@@ -91,6 +91,15 @@ def raw(name: str) -> str | None:
 def path(name: str) -> Path | None:
     value = raw(name)
     return None if value is None else Path(value)
+
+
+def folder(name: str) -> Path | None:
+    """A path that must name an existing folder when set (a tree the appliance reads, never makes): a file or
+    device there is one line, where it would be silently read as an empty tree."""
+    value = path(name)
+    if value is not None and not value.is_dir():
+        raise _bad(name, str(value), "an existing folder")
+    return value
 
 
 def switch(name: str) -> bool:
@@ -169,7 +178,7 @@ def assign(name: str, value: str | None) -> None:
 
 def check_all() -> None:
     """Every APPLIANCE_* variable that is set, parsed as its kind: a wrong one is one line before any work."""
-    readers = {"count": threads, "switch": switch, "tristate": tristate, "choice": choice}
+    readers = {"count": threads, "folder": folder, "switch": switch, "tristate": tristate, "choice": choice}
     for name, var in VARIABLES.items():
         if name.startswith("APPLIANCE_"):
             readers.get(var.kind, raw)(name)

@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import errno
 import io
+import itertools
 import json
 import os
 import re
@@ -294,6 +295,21 @@ def run_folder(folder: Path) -> Path | None:
     return None
 
 
+DIVISIONS = ("closed", "open", "network")  # a submission tree's top folders (the official checker's divisions)
+
+
+def submission_tree(folder: Path) -> Path | None:
+    """The submission tree `folder` is or lies in, if any: one holding `<division>/<submitter>/` with `systems/`
+    and `results/`, as `submission build` and every published round lay it out (its files go out for publication:
+    a run or a data dir written there would be published with them)."""
+    for f in (folder, *folder.parents):
+        if f.name in DIVISIONS and f.is_dir():
+            submitters = itertools.islice((c for c in f.iterdir() if c.is_dir()), 1000)
+            if any((c / "systems").is_dir() and (c / "results").is_dir() for c in submitters):
+                return f.parent
+    return None
+
+
 def _inside(path: Path, tree: Path) -> bool:
     """Whether `path` is `tree` or lies below it, links resolved."""
     path, tree = path.resolve(), tree.resolve()
@@ -307,6 +323,10 @@ def _refuse_places(path: Path, said: str, what: str, example: str, reads: Iterab
         if run is not None:
             raise ApplianceError(f"{said}: {path.name} would go into the run folder {run}, which holds a run's "
                                  f"logs; write {what} outside it, e.g. {example}")
+        tree = submission_tree(folder)
+        if tree is not None:
+            raise ApplianceError(f"{said}: {path.name} would go into the submission tree {tree}, whose files are "
+                                 f"published; write {what} outside it, e.g. {example}")
     for tree in reads:
         if _inside(path, tree):
             raise ApplianceError(f"{said}: {path} lies in {tree}, which this command reads; write {what} "
@@ -386,6 +406,10 @@ def ensure_writable_dir(path: Path, what: str) -> Path:
     run = run_folder(path.absolute()) or run_folder(path.resolve())
     if run is not None:
         raise ApplianceError(f"{what} {path} lies in the run folder {run}, which holds a run's logs; choose a "
+                             f"folder outside it")
+    tree = submission_tree(path.absolute()) or submission_tree(path.resolve())
+    if tree is not None:
+        raise ApplianceError(f"{what} {path} lies in the submission tree {tree}, whose files are published; choose a "
                              f"folder outside it")
     try:
         make_dirs(path)

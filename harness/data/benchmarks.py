@@ -5,7 +5,7 @@ name; it reads the record instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -22,11 +22,19 @@ from harness.data.models import detection as d
 from harness.data.models import resnet50, yolo
 from harness.data.nms import DetectionEncoder
 from harness.records.artefact import Artefact
-from harness.records.benchmark_record import Benchmark, DatasetFormat, DetectionSpec, FixedWidth, NMSParams, OutputQuant
+from harness.records.benchmark_record import (
+    Benchmark,
+    DatasetFormat,
+    DetectionSpec,
+    FixedWidth,
+    KeptFp32,
+    NMSParams,
+    OutputQuant,
+)
 
 __all__ = ["COCO_80_IDS", "IMAGENET_MEAN_RGB", "NAMES", "OFFLINE_MIN_SAMPLES", "RESNET50", "RESNET50_MODELS",
            "RETINANET", "RETINANET_MODEL", "SSD_MOBILENET", "SSD_MOBILENET_MODEL", "SSD_RESNET34", "SSD_RESNET34_MODEL",
-           "YOLO11L_MODEL", "YOLO_95", "YOLO_99", "YOLO_DETECTION", "get", "of_folder", "required_scenarios"]
+           "YOLO11L_MODEL", "YOLO_95", "YOLO_99", "YOLO_DETECTION", "get", "of_folder"]
 
 # The catalogue's names: everything outside harness/data names a benchmark through these (or reads NAMES).
 RESNET50, SSD_MOBILENET, SSD_RESNET34, RETINANET, YOLO_95, YOLO_99 = (
@@ -77,6 +85,10 @@ def _resnet50() -> Benchmark:
         checker_name="resnet", checker_dataset_size=50000,
         # the encoder reads the ArgMax alone (_argmax_into): the 1001 softmax floats never leave a GPU
         host_reads=(True, False),
+        # the classifier head (0.05% of the MACs): uint8 logits would have to span all 1001 classes and would round
+        # near-ties together, which costs top-1 agreement for nothing
+        int8_fp32=KeptFp32(("Gemm", "MatMul", "ArgMax", "Softmax"), why="the classifier head (Gemm, MatMul, ArgMax, "
+                                                                       "Softmax)"),
     )
 
 
@@ -187,6 +199,10 @@ def _ssd_resnet34() -> Benchmark:
         loadgen_conf=(("*", "performance_sample_count_override", 64), (Scenario.SERVER, "target_latency", 100),
                       OFFLINE_MIN_SAMPLES),
         checker_name=RETINANET,  # the checker's model_mapping (v4.1 to v6.1) counts ssd-resnet34 folders as retinanet
+        # its prediction head, as YOLO's: one uint8 scale over box and class logits would round both coarsely
+        int8_fp32=KeptFp32(("Softmax",), tail_concat_axis=2,
+                           why="the prediction convs of every level, their Reshape / Concat over the levels and "
+                               "the class Softmax"),
         preprocessing="MLCommons reference pre_process_coco_resnet34 up to its normalisation: float32, BGR->RGB, "
                       "INTER_LINEAR resize to 1200x1200, rounded to uint8")
 
@@ -252,8 +268,12 @@ def _yolo(fraction: float) -> Callable[[], Benchmark]:
             graphs_faulted=(("fp32", ("float32",), "its replay faulted on the H100, 2026-11-27 (CUDA error 700, "
                                                    "cuda_graph.cc, 2 cards, batch 16, accuracy mode)"),),
             compliance_tests=("TEST01",), test01_sampling_target=64,
+            # the attention's MatMul / Softmax (C2PSA), and the decode tail: uint8 would round boxes to 2.5 px and
+            # every score below 0.004 to 0, under the reference's 0.001 threshold
+            int8_fp32=KeptFp32(("MatMul", "Softmax"), tail_concat_axis=2,
+                               why="the attention's MatMul and Softmax, the prediction convs and the box decoding "
+                                   "after the anchors' Concat"),
             min_queries={Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336, Scenario.OFFLINE: 1},
-            datacenter_scenarios=(),
             preprocessing="Ultralytics LetterBox to 640x640 (scale by the longer side, pad 114 centred), "
                           "BGR->RGB, uint8 CHW; /255 in the graph")
     return make
@@ -263,20 +283,6 @@ _FACTORIES: dict[str, Callable[[], Benchmark]] = {RESNET50: _resnet50, SSD_MOBIL
                                                   SSD_RESNET34: _ssd_resnet34, RETINANET: _retinanet,
                                                   YOLO_95: _yolo(0.95), YOLO_99: _yolo(0.99)}
 NAMES = tuple(_FACTORIES)
-
-
-def required_scenarios(names: Sequence[str]) -> dict[str, dict[str, tuple[Scenario, ...]]]:
-    """system_type -> benchmark -> the scenarios a closed submission of that system type needs."""
-    out: dict[str, dict[str, tuple[Scenario, ...]]] = {t: {} for t in ("edge", "datacenter", "datacenter,edge",
-                                                                   "edge,datacenter")}
-    for name in names:
-        b = get(name)
-        both = tuple(dict.fromkeys((*b.edge_scenarios, *b.datacenter_scenarios)))
-        for system_type, scenarios in (("edge", b.edge_scenarios), ("datacenter", b.datacenter_scenarios),
-                                       ("datacenter,edge", both), ("edge,datacenter", both)):
-            if scenarios:
-                out[system_type][name] = scenarios
-    return out
 
 
 @cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from harness.core import inbound
 from harness.core.errors import DataError
@@ -59,7 +59,8 @@ def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> 
     hint = bench.prepare_hint(data_dir)
     try:
         record = model_record.read(layout.record_for(precision))
-        manifest = inbound.read_json_object(layout.preprocessed / store.MANIFEST, inbound.RECORD)
+        manifest = cast(store.PreparedManifest,
+                        inbound.read_json_object(layout.preprocessed / store.MANIFEST, inbound.RECORD))
         store.digested_files(manifest)  # the entries are there
     except FileNotFoundError as exc:
         raise DataError(f"nothing prepared for {bench.name} {precision} in {data_dir} ({exc.filename} is "
@@ -69,7 +70,7 @@ def verify_prepared(data_dir: Path, benchmark: str, precision: str = "fp32") -> 
     return _verify(located(data_dir, record.path, "models"), record.sha256, layout.preprocessed, manifest)
 
 
-def _verify(model: Path, model_sha256: str, prepared: Path, manifest: dict[str, Any]) -> list[Mismatch]:
+def _verify(model: Path, model_sha256: str, prepared: Path, manifest: store.PreparedManifest) -> list[Mismatch]:
     bad = []
     try:
         if sha256_once(model) != model_sha256:

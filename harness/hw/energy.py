@@ -49,7 +49,7 @@ class EnergyMeter:
     """Start before the timed part, stop after; `result(samples)` gives watts and samples per joule."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.domains = rapl_domains(root or environment.path(ROOT_ENV) or Path("/"))
+        self.domains = rapl_domains(root or environment.folder(ROOT_ENV) or Path("/"))
         self._start: list[int] = []
         self._t0 = self._t1 = 0.0
         self._end: list[int] = []

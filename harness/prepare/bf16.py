@@ -68,7 +68,7 @@ def prepare_bf16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: Mo
     import openvino as ov
 
     require("--precision bf16")
-    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32.sha256:
+    if data.golden_model != fp32.sha256:
         raise DataError(f"no FP32 golden reference for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
     key = {"fp32_sha256": fp32.sha256, "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST),
            "converter_sha256": sha256_file(Path(__file__)), "openvino": ov.get_version(),

@@ -85,7 +85,7 @@ def prepare_fp16(models_dir: Path, record_path: Path, bench: Benchmark, fp32: Mo
                  data: store.PreparedData, echo: Echo) -> ModelRecord:
     """Convert the FP32 model of `fp32` (its record) and report its agreement with FP32; skip if up to date."""
 
-    if not data.manifest.get("golden") or data.manifest["golden"].get("model_sha256") != fp32.sha256:
+    if data.golden_model != fp32.sha256:
         raise DataError(f"no FP32 golden reference for {fp32.path}; run `{bench.prepare_hint(models_dir.parent)}`")
     key = {"fp32_sha256": fp32.sha256, "converter_sha256": sha256_file(Path(__file__)),
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}

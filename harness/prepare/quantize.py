@@ -26,7 +26,7 @@ from harness.core.outbound import atomic_write_text, move_into_place, save_onnx,
 from harness.data.models.uint8_front import uint8_input
 from harness.prepare.steps import Made, reduced_model, reference_pass
 from harness.records import store
-from harness.records.benchmark_record import Benchmark
+from harness.records.benchmark_record import Benchmark, KeptFp32
 from harness.records.layout import stored_path
 from harness.records.model_record import ModelRecord
 
@@ -37,7 +37,6 @@ Echo = Callable[[str], None]
 CAL_COUNT = 128        # synthetic calibration list length (MLPerf's ImageNet lists have 500 names)
 CAL_SEED = 2027
 CAL_BATCH = 8
-CLASSIFIER_OPS = ("Gemm", "MatMul", "ArgMax", "Softmax")  # left in FP32, see _quantize
 METHOD = "Percentile"  # measured: more top-1 agreement with FP32 than MinMax on the seeded model
 
 
@@ -92,29 +91,28 @@ def _quantize(fp32_u8: Path, out: Path, bench: Benchmark, data: store.PreparedDa
 
     pre = fp32_u8.with_name(fp32_u8.stem + ".pre.onnx")
     quant_pre_process(str(fp32_u8), str(pre), skip_symbolic_shape=True)
-    # The classifier head (MatMul/Gemm, 0.05% of ResNet50's MACs, and the ArgMax/Softmax reading its
-    # logits) stays FP32: uint8 logits would have to span all 1001 classes and would round near-ties
-    # together, which costs top-1 agreement for nothing.
-    graph = inbound.load_onnx(str(pre)).graph
-    classifier = [n.name for n in graph.node if n.op_type in CLASSIFIER_OPS] + _decode_tail(graph)
+    fp32 = kept_fp32(inbound.load_onnx(str(pre)).graph, bench.int8_fp32)  # the record says which, and why
     with contextlib.redirect_stdout(io.StringIO()):  # the calibrator prints its progress
         quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=getattr(CalibrationMethod, METHOD), nodes_to_exclude=classifier)
+                        calibrate_method=getattr(CalibrationMethod, METHOD), nodes_to_exclude=fp32)
 
 
-def _decode_tail(graph: Any) -> list[str]:
-    """The prediction convs and everything after them, from a Concat along axis 2 (YOLO's anchors of all
-    levels) on: the DFL, box decoding and sigmoid stay FP32, since uint8 would round boxes to 2.5 px and
-    every score below 0.004 to 0, under the reference's 0.001 threshold; the 1x1 prediction convs and the
-    per-level Concat / Reshape feeding it too, since one uint8 scale over box logits and class logits
-    (centred near -12) would round both coarsely."""
+def kept_fp32(graph: Any, keep: KeptFp32) -> list[str]:  # an onnx GraphProto
+    """The names of the nodes `keep` (the benchmark record's `int8_fp32`) leaves in FP32, in graph order."""
+    tail = set(_tail(graph, keep.tail_concat_axis)) if keep.tail_concat_axis is not None else set()
+    return [n.name for n in graph.node if n.op_type in keep.ops or n.name in tail]
+
+
+def _tail(graph: Any, axis: int) -> list[str]:
+    """From each Concat along `axis` (the levels' predictions joined): back through the levels' Reshape /
+    Concat to the prediction convs, no further, then every node after them."""
     consumers: dict[str, list[Any]] = {}
     producer = {o: n for n in graph.node for o in n.output}
     for n in graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
-    todo = [n for n in graph.node if n.op_type == "Concat" and any(a.name == "axis" and a.i == 2
+    todo = [n for n in graph.node if n.op_type == "Concat" and any(a.name == "axis" and a.i == axis
                                                                    for a in n.attribute)]
     up = list(todo)
     while up:  # back through the levels' Reshape / Concat to the prediction convs, no further
@@ -174,7 +172,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: Mo
            "dataset_manifest_sha256": sha256_file(data.root / store.MANIFEST)}
 
     def make() -> Made:
-        if data.manifest["golden"].get("model_sha256") != fp32.sha256:
+        if data.golden_model != fp32.sha256:
             raise DataError(f"no FP32 golden labels for {fp32.path}; "
                             f"run `{bench.prepare_hint(models_dir.parent)}`")
         path = models_dir / f"{bench.name}-int8-{fp32.sha256[:12]}.onnx"
@@ -190,8 +188,7 @@ def prepare_int8(models_dir: Path, record_path: Path, bench: Benchmark, fp32: Mo
         return Made(path, metric, agree,
                     quantization={"tool": "onnxruntime.quantization.quantize_static", "format": "QDQ",
                                   "weights": "int8 per channel", "activations": "uint8 per tensor",
-                                  "fp32_nodes": "the classifier head (" + ", ".join(CLASSIFIER_OPS) + ") and the "
-                                                "box decoding after the anchors' Concat (YOLO)",
+                                  "fp32_nodes": bench.int8_fp32.why or "none",
                                   "method": METHOD, "input": "uint8 samples; Cast + Sub(mean) or Mul(1/255) in the "
                                                              "graph",
                                   "fp32_model": stored_path(models_dir.parent, Path(fp32.path)),

@@ -176,12 +176,12 @@ def _prepare_model(layout: Layout, model_file: Path | None, fetch: bool, echo: E
     make_dirs(models_dir)
     artefact = None
     if fetch:
-        candidates = registry.find(bench.name)
+        candidates = bench.official_models
         if not candidates:
             raise DataError(f"no official artefact is registered for {bench.name}")
         model_file = registry.fetch(candidates[0], models_dir, progress=progress.enabled())
     if model_file is not None:
-        check = registry.check_model_file(model_file, bench.name)
+        check = registry.check_model_file(model_file, bench)
         if check.warning:
             print(check.warning, file=sys.stderr)
         artefact = check.artefact
@@ -310,7 +310,7 @@ def _prepared_or_none(layout: Layout, echo: Echo) -> store.PreparedData | None:
 
 
 def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, out: Path,
-                synthetic: bool, source: str) -> dict[str, Any]:
+                synthetic: bool, source: str) -> store.PreparedManifest:
     import cv2
 
     names = listing.names
@@ -318,7 +318,7 @@ def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, o
     paths = [inbound.inside(raw, n, listed) for n in names]
 
     cv2.setNumThreads(1)  # parallelism comes from the thread pool below
-    shards = []
+    shards: list[store.ArrayEntry] = []
     with progress.bar(len(names), f"preprocessing {bench.dataset.name}") as bar, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for s, start in enumerate(range(0, len(names), store.SHARD_SIZE)):
@@ -329,7 +329,7 @@ def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, o
                 bar.update(1)
             entry = store.close_array(out, store.shard_name(s), block)
             shards.append({**entry, "start": start})
-    annotations = None
+    annotations: store.FileEntry | None = None
     if listing.annotations is not None:
         atomic_write_json(out / "annotations.json", listing.annotations)
         annotations = {"file": "annotations.json", "sha256": sha256_file(out / "annotations.json")}
@@ -344,7 +344,7 @@ def _preprocess(bench: Benchmark, raw: Path, listing: Listing, index_sha: str, o
     })
 
 
-def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def _write_manifest(folder: Path, manifest: store.PreparedManifest) -> store.PreparedManifest:
     atomic_write_json(folder / store.MANIFEST, manifest)
     return manifest
 
@@ -395,7 +395,7 @@ def prepare_golden(folder: Path, bench: Benchmark, data_dir: Path, model: model_
     feeds, batches, post-processes and logs every sample correctly.
     """
     data = store.open_prepared(folder, bench.prepare_hint(data_dir))
-    if data.manifest.get("golden") and data.manifest["golden"].get("model_sha256") == model.sha256:
+    if data.golden_model == model.sha256:
         echo("golden reference: up to date")
         return
     payloads: list[np.ndarray] = []
@@ -404,7 +404,7 @@ def prepare_golden(folder: Path, bench: Benchmark, data_dir: Path, model: model_
         payloads.extend(payload[offsets[j]:offsets[j + 1]] for j in range(len(part)))
     name, content, summary = bench.accuracy.golden(payloads, data)
     atomic_write_bytes(folder / name, content)
-    entry = {"file": name, "sha256": sha256_file(folder / name), "model_sha256": model.sha256}
+    entry: store.FileEntry = {"file": name, "sha256": sha256_file(folder / name), "model_sha256": model.sha256}
     _write_manifest(folder, {**data.manifest, "golden": entry})
     echo(f"golden reference: {summary}")
 
@@ -418,7 +418,7 @@ class Made:
     path: Path                  # the model file the record names
     metric: str                 # a key of model_record.AGREEMENT
     agree: float                # its value, percent
-    quantization: dict[str, Any]  # how it was made (the agreement is appended)
+    quantization: dict[str, object]  # how it was made, as the model record keeps it (the agreement is appended)
     after_path: str = ""        # the message: "<precision> model: <path><after_path>"
     after_agreement: str = ""   # then "  <agreement>: x% over n samples<after_agreement>"
     inference_precision: str | None = None
@@ -439,7 +439,7 @@ def u8_file(models_dir: Path, bench: Benchmark, fp32: model_record.ModelRecord) 
 
 
 def reduced_model(precision: str, models_dir: Path, record_path: Path, fp32: model_record.ModelRecord,
-                  data: store.PreparedData, key: dict[str, Any], make: Callable[[], Made],
+                  data: store.PreparedData, key: dict[str, str], make: Callable[[], Made],
                   echo: Echo) -> model_record.ModelRecord:
     """The model record of `fp32`'s model at `precision`: the one at `record_path` when it was made under `key`
     and its file is intact, else the one `make` makes (its record written)."""

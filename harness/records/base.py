@@ -35,6 +35,8 @@ def versioned(data: object, where: Path | str, kind: str, version: int, fix: str
     if not isinstance(data, dict):
         raise DataError(f"{where} is not a {kind}: it holds {json_kind(data)}, not a JSON object{fix}")
     found = data.get("format", unversioned)
+    if found is None:
+        raise DataError(f"{where} is not a {kind}: it has no 'format' key (this appliance reads format {version}){fix}")
     if found != version:
         raise DataError(f"{where} is a format-{found} {kind}; this appliance reads format {version}{fix}")
     for key in required:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast, runtime_checkable
 
 import numpy as np
 
@@ -21,8 +21,9 @@ from harness.records.artefact import Artefact
 if TYPE_CHECKING:
     from harness.records.store import PreparedData
 
-__all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth",
-           "HostNMSEncoder", "Listing", "NMSParams", "OutputQuant", "Score", "Scorer"]
+__all__ = ["CARD_OUTPUTS", "NMS_PARAM_SETS", "Benchmark", "CocoAnnotation", "CocoDocument", "CocoImage",
+           "DatasetFormat", "DetectionSpec", "Encoder", "FixedWidth", "HostNMSEncoder", "KeptFp32", "Listing",
+           "NMSParams", "OutputQuant", "Score", "Scorer"]
 
 
 CARD_OUTPUTS = ("fp32", "quantised")
@@ -175,6 +176,17 @@ class DetectionSpec:
 
 
 @dataclass(frozen=True)
+class KeptFp32:
+    """What `prepare --precision int8` leaves in FP32, and why: a fact of the benchmark's graph, which
+    harness.prepare.quantize finds the nodes of (`kept_fp32`)."""
+
+    ops: tuple[str, ...] = ()            # every node of these op types
+    tail_concat_axis: int | None = None  # the Concat along this axis joining every level's predictions: it, the
+                                         # prediction convs and Reshape / Concat feeding it, and all after it
+    why: str = ""                        # the model record's `fp32_nodes`
+
+
+@dataclass(frozen=True)
 class Benchmark:
     name: str                         # the benchmark's name: CLI, run folders, submission tree (e.g. yolo-99)
     title: str
@@ -211,9 +223,8 @@ class Benchmark:
     loadgen_name: str = ""            # LoadGen / mlperf.conf model name, when it differs from `name`
     # the round's rules for this benchmark (submission check and build, compliance runs)
     compliance_tests: tuple[str, ...] = ("TEST01", "TEST04")
+    int8_fp32: KeptFp32 = KeptFp32()  # what int8 quantisation leaves in FP32 (nothing: every node quantised)
     test01_sampling_target: int = 1024  # compliance/TEST01/<model>/audit.config accuracy_log_sampling_target
-    edge_scenarios: tuple[Scenario, ...] = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.OFFLINE)
-    datacenter_scenarios: tuple[Scenario, ...] = (Scenario.SERVER, Scenario.OFFLINE)
     min_queries: dict[Scenario, int] = field(default_factory=dict)  # the checker's minimum query count per scenario
     # Offline batch of a GPU card without a tuned record, before the memory cap (harness.run.gpu_defaults)
     gpu_batch: int = 64
@@ -324,13 +335,40 @@ def _variant(spec: DetectionSpec, kind: str) -> DetectionSpec:
     return replace(spec, kind=kind, shapes=shapes, quantised=quantised, variants=(spec.kind,))
 
 
+class CocoImage(TypedDict):
+    """An `images` entry of a COCO-format annotation file."""
+    id: int
+    file_name: str
+    height: int
+    width: int
+
+
+class CocoAnnotation(TypedDict):
+    """An `annotations` entry of a COCO-format file (ground truth; golden.json's are an FP32 pass's boxes)."""
+    id: int
+    image_id: int
+    category_id: int
+    bbox: list[float]       # x, y, w, h in pixels
+    area: float
+    iscrowd: int
+
+
+class CocoDocument(TypedDict, total=False):
+    """A COCO-format annotation file, as pycocotools reads it (harness.data.datasets.coco checks the lists)."""
+    info: dict[str, str]
+    licenses: list[object]
+    images: list[CocoImage]
+    annotations: list[CocoAnnotation]
+    categories: list[dict[str, object]]
+
+
 @dataclass(frozen=True)
 class Listing:
     """The samples of a dataset folder, in LoadGen index order."""
 
     names: list[str]                     # image paths relative to the dataset root
     labels: np.ndarray                   # per sample: class label (ImageNet) or image id (COCO format)
-    annotations: dict[str, Any] | None   # COCO-format ground truth of exactly these images, in this order
+    annotations: CocoDocument | None     # COCO-format ground truth of exactly these images, in this order
 
 
 

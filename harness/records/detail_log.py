@@ -17,7 +17,7 @@ from harness.core.errors import DataError
 from harness.core.inbound import file_size
 from harness.records.readers import MAX_LOG_BYTES, Problem, refused, unreadable
 
-__all__ = ["FALLBACK", "METRICS", "Detail", "PerfResult", "perf_result", "read", "values"]
+__all__ = ["METRICS", "PERCENTILE_FALLBACK", "Detail", "PerfResult", "perf_result", "read", "values"]
 
 # scenario -> (detail-log key, unit): the metric LoadGen's summary reports per scenario
 METRICS: dict[str, tuple[str, str]] = {
@@ -27,7 +27,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "MultiStream": ("early_stopping_latency_ms", "ms"),
 }
 # When too few queries ran for early stopping, LoadGen logs 0; show the plain percentile instead.
-FALLBACK = {
+PERCENTILE_FALLBACK = {
     "SingleStream": "result_90.00_percentile_latency_ns",
     "MultiStream": "result_99.00_percentile_per_query_latency_ns",
 }
@@ -53,9 +53,9 @@ def perf_result(detail: dict[str, Any], scenario: str) -> PerfResult:
     key, unit = METRICS[scenario]
     raw = detail.get(key)
     estimate = "early-stopping estimate" if unit == "ms" else None
-    if not raw and scenario in FALLBACK:
-        raw = detail.get(FALLBACK[scenario])
-        estimate = FALLBACK[scenario].split("_")[1] + " percentile; too few queries for early stopping"
+    if not raw and scenario in PERCENTILE_FALLBACK:
+        raw = detail.get(PERCENTILE_FALLBACK[scenario])
+        estimate = PERCENTILE_FALLBACK[scenario].split("_")[1] + " percentile; too few queries for early stopping"
     metric = None if raw is None else float(raw)
     if metric is not None and unit == "ms":
         metric /= 1e6  # the early-stopping latencies are logged in ns

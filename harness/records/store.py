@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 import numpy as np
 
@@ -24,19 +24,54 @@ from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.core.outbound import mapped_array, save_array
 
-__all__ = ["FORMAT_VERSION", "MANIFEST", "SHARD_SIZE", "PreparedData", "close_array", "create_array", "digested_files",
-           "open_prepared", "shard_name", "verify_digests", "write_array"]
+__all__ = ["FORMAT_VERSION", "MANIFEST", "SHARD_SIZE", "ArrayEntry", "FileEntry", "PreparedData", "PreparedManifest",
+           "close_array", "create_array", "digested_files", "open_prepared", "shard_name", "verify_digests",
+           "write_array"]
 
 MANIFEST = "manifest.json"
 SHARD_SIZE = 1024
 FORMAT_VERSION = 1
 
 
+class FileEntry(TypedDict):
+    """One file of the folder in its manifest: its name and digest (a golden reference adds its model's)."""
+    file: str
+    sha256: str
+    model_sha256: NotRequired[str]
+
+
+class ArrayEntry(FileEntry):
+    """An `.npy` file: its shape too (a shard adds the index of its first sample)."""
+    shape: list[int]
+    start: NotRequired[int]
+
+
+class PreparedManifest(TypedDict):
+    """manifest.json of a prepared folder, as `appliance prepare` writes it (harness.prepare.steps); read back
+    by `open_prepared`, which checks the entries a run loads."""
+    format: int
+    benchmark: str
+    dataset: str
+    count: int
+    synthetic: bool
+    source: str
+    source_index: str
+    source_index_sha256: str
+    layout: str
+    dtype: str
+    sample_shape: list[int]
+    preprocessing: str
+    shards: list[ArrayEntry]
+    labels: ArrayEntry
+    annotations: FileEntry | None
+    golden: FileEntry | None
+
+
 def shard_name(i: int) -> str:
     return f"samples-{i:05d}.npy"
 
 
-def write_array(folder: Path, name: str, array: np.ndarray) -> dict[str, Any]:
+def write_array(folder: Path, name: str, array: np.ndarray) -> ArrayEntry:
     """Save one array and return its manifest entry (file, shape, sha256)."""
     path = folder / name
     save_array(path, array)
@@ -51,7 +86,7 @@ def create_array(folder: Path, name: str, shape: tuple[int, ...]) -> np.memmap:
     return mapped_array(folder / name, shape)
 
 
-def close_array(folder: Path, name: str, array: np.memmap) -> dict[str, Any]:
+def close_array(folder: Path, name: str, array: np.memmap) -> ArrayEntry:
     """Flush an array from `create_array` and return its manifest entry (file, shape, sha256)."""
     array.flush()
     return {"file": name, "shape": list(array.shape), "sha256": sha256_file(folder / name)}
@@ -62,7 +97,7 @@ class PreparedData:
     """A prepared folder opened for a run: samples stay on disk until LoadGen asks for them."""
 
     root: Path
-    manifest: dict[str, Any]
+    manifest: PreparedManifest
     shards: list[np.ndarray]
     labels: np.ndarray
     golden: np.ndarray | None  # golden labels (.npy); a golden.json is read by its scorer
@@ -81,6 +116,12 @@ class PreparedData:
         is this folder) when inside it, else absolute."""
         recorded = Path(self.manifest["source"])
         return recorded if recorded.is_absolute() else self.root.parent.parent / recorded
+
+    @property
+    def golden_model(self) -> str | None:
+        """The sha256 of the model whose FP32 pass made the golden reference; None without a golden reference."""
+        gold = self.manifest.get("golden")
+        return gold.get("model_sha256") if gold else None
 
     def gather(self, indices: np.ndarray, out: np.ndarray) -> None:
         """Copy samples `indices` (sorted or not) into `out` [len(indices), C, H, W]."""
@@ -103,7 +144,7 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     if inbound.what_is(mpath) is None:  # a FIFO or a device there is damaged data, said as what it is below
         raise DataError(f"no prepared data in {root}: run `{prepare_hint}` first")
     try:
-        manifest = inbound.read_json_object(mpath, inbound.RECORD)
+        manifest = cast(PreparedManifest, inbound.read_json_object(mpath, inbound.RECORD))  # checked below
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
         shards = []
@@ -114,11 +155,12 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
             shards.append(arr)
         labels = inbound.load_npy(_named(root, manifest["labels"]["file"]), mmap=False, limit=inbound.RECORD)
         golden = None
-        for key in ("annotations", "golden"):
-            if manifest.get(key) and not (named := _named(root, manifest[key]["file"])).is_file():
-                raise ValueError(f"{manifest[key]['file']} {inbound.absent(named, 'is missing')}")
-        if manifest.get("golden") and manifest["golden"]["file"].endswith(".npy"):
-            golden = inbound.load_npy(_named(root, manifest["golden"]["file"]), mmap=False, limit=inbound.ARRAY)
+        for listed in (manifest.get("annotations"), manifest.get("golden")):
+            if listed and not (named := _named(root, listed["file"])).is_file():
+                raise ValueError(f"{listed['file']} {inbound.absent(named, 'is missing')}")
+        gold = manifest.get("golden")
+        if gold and gold["file"].endswith(".npy"):
+            golden = inbound.load_npy(_named(root, gold["file"]), mmap=False, limit=inbound.ARRAY)
         complete = sum(s.shape[0] for s in shards) == manifest["count"] == len(labels)
     except inbound.Refused as exc:
         raise DataError(f"prepared data in {root} is damaged ({exc})" + rerun) from None
@@ -131,14 +173,13 @@ def open_prepared(root: Path, prepare_hint: str) -> PreparedData:
     return PreparedData(root, manifest, shards, labels, golden)
 
 
-def digested_files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The manifest entries ({"file", "sha256", ...}) of every file a run reads: shards, labels,
-    annotations, golden reference."""
-    return [*manifest["shards"], manifest["labels"], *(manifest[k] for k in ("annotations", "golden")
-                                                       if manifest.get(k))]
+def digested_files(manifest: PreparedManifest) -> list[FileEntry]:
+    """The manifest entries of every file a run reads: shards, labels, annotations, golden reference."""
+    return [*manifest["shards"], manifest["labels"],
+            *(entry for entry in (manifest.get("annotations"), manifest.get("golden")) if entry)]
 
 
-def verify_digests(root: Path, manifest: dict[str, Any],
+def verify_digests(root: Path, manifest: PreparedManifest,
                    digest: Callable[[Path], str] = sha256_file) -> list[str]:
     """Names of the files whose sha256 no longer matches the manifest, or that are gone (empty when
     all match). harness.data.integrity passes a digest that hashes each file once per process."""

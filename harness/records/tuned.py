@@ -21,12 +21,11 @@ from harness.records.base import load_json, versioned
 from harness.records.fields import bound
 from harness.records.layout import PRECISIONS
 
-__all__ = ["FALLBACK", "FORMAT", "Choice", "Measured", "Precision", "TunedRecord", "read", "write"]
+__all__ = ["FORMAT", "Choice", "Measured", "Precision", "TunedRecord", "read", "write"]
 
 # 4: card layouts tuned (`layouts`; `layout` per candidate, `cards` per choice); 3 timed one layout,
 # 2 had one record per precision, 1 no `requests`: rerun `appliance tune`
 FORMAT = 4
-FALLBACK = "onnxruntime"  # --backend auto without a record
 MAX_BATCH = 2**20      # a batch size no card takes more than (how much fits is the plan's memory check)
 MAX_REQUESTS = 1024    # infer requests per card
 MAX_WAIT_US = 10**9    # a batching deadline (1,000 s)

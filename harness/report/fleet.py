@@ -3,7 +3,7 @@
 Per benchmark x scenario and system: each node's result (its latest complete performance run), the median of
 the system's nodes, each node's ratio to it (for a latency, the median over the node's: above 1 is faster);
 a node below the threshold is flagged with what differs in its manifest from the most common value among its
-system's other nodes (CPU frequency governor, NUMA layout, card rate, versions, settings). Nodes with no
+system's other nodes (CPU frequency governor, NUMA layout, GPU clocks, card rate, versions, settings). Nodes with no
 complete run (failed, cancelled) and nodes of the node map with no folder at all are named.
 """
 
@@ -21,10 +21,10 @@ from statistics import median
 from typing import Any
 
 from harness.audit.submission import systems
-from harness.audit.submission.tree import _manifest as run_manifest
 from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import all_or_nothing, atomic_write_text, need_space
+from harness.records import manifest as run_manifest
 from harness.report.html import GENERATOR, check_targets
 
 __all__ = ["Fleet", "analyse", "facts", "read_node_map", "render", "summary_lines"]
@@ -103,6 +103,7 @@ def facts(manifest: Mapping[str, Any]) -> dict[str, str]:
     rates = Counter(str(c["samples_per_second"]) for c in cards if "samples_per_second" in c)
     version = f"{app.get('version')} {app.get('commit')}" if app else None
     out = {"CPU frequency governor": node.get("cpu_governor"), "NUMA layout": node.get("numa"),
+           "GPU clocks (nvidia-smi)": node.get("gpu_clocks"),
            "card rate (samples/s; a simulated card's clock)": ", ".join(f"{n} x {r}" for r, n in sorted(rates.items())),
            "NVIDIA driver": nvidia.get("driver"), "appliance": version,
            "LoadGen": (manifest.get("loadgen") or {}).get("version"), "image": host.get("image_digest"),
@@ -143,7 +144,7 @@ def _rows(system: str, nodes: list[systems.Node], threshold: float) -> list[Row]
             run = n.latest_performance(key)
             figure = systems.metric(run) if run is not None else None
             if run is not None and figure is not None:
-                got.append((n, run, figure[0], figure[1], run_manifest(run).to_json()))
+                got.append((n, run, figure[0], figure[1], run_manifest.read(run).to_json()))
         if not got:
             continue
         unit = got[0][3]

@@ -12,13 +12,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypedDict
 
 from harness.hw.gpu import GpuRef
 
 WHAT = ("host NMS and completion on each card's done thread: its CPU time (thread_time) over the timed run, "
         "so waiting costs nothing")
 BUSY_LIMIT = 0.9  # a done thread busier than this is at the edge: the host may hold the card back
+
+
+class CardShare(TypedDict):
+    """One card's done thread over the timed run."""
+    index: int
+    samples: int
+    cpu_s: float
+    ms_per_sample: float | None
+    done_thread_busy: float
+    cpus: int
+
+
+class _GpuSum(TypedDict):
+    """The cards of one GPU added up (its local cores counted as a set until the end)."""
+    gpu: str
+    cards: int
+    cores_busy: float
+    local_cpus: set[int]
 
 
 class CompletionMeter:
@@ -39,17 +57,18 @@ class CompletionMeter:
     def stop(self) -> None:
         self._b, self._t1 = self.read(), time.monotonic()
 
-    def result(self) -> dict[str, Any] | None:
+    def result(self) -> dict[str, object] | None:
+        """The manifest's `host_postprocess` section (a JSON document: report.measured reads it back)."""
         if not self._a or not self._b:
             return None
         return share(self._a, self._b, self._t1 - self._t0, self.cpus, self.gpus)
 
 
 def share(before: Sequence[tuple[int, int]], after: Sequence[tuple[int, int]], seconds: float,
-          cpus: Sequence[Sequence[int]], gpus: Sequence[GpuRef] = ()) -> dict[str, Any]:
+          cpus: Sequence[Sequence[int]], gpus: Sequence[GpuRef] = ()) -> dict[str, object]:
     """Per card and overall: ms of host work per sample, the done thread's busy share; per GPU the cores."""
     seconds = max(seconds, 1e-9)
-    cards: list[dict[str, Any]] = []
+    cards: list[CardShare] = []
     for i, ((n0, ns0), (n1, ns1), own) in enumerate(zip(before, after, cpus, strict=True)):
         n, cpu_s = n1 - n0, (ns1 - ns0) / 1e9
         cards.append({"index": i, "samples": n, "cpu_s": round(cpu_s, 4),
@@ -57,7 +76,7 @@ def share(before: Sequence[tuple[int, int]], after: Sequence[tuple[int, int]], s
                       "done_thread_busy": round(cpu_s / seconds, 4), "cpus": len(own)})
     samples, cpu_s = sum(c["samples"] for c in cards), sum(c["cpu_s"] for c in cards)
     busiest = max(cards, key=lambda c: c["done_thread_busy"]) if cards else None
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "what": WHAT, "seconds": round(seconds, 3), "samples": samples,
         "ms_per_sample": round(1000 * cpu_s / samples, 4) if samples else None,
         "cores_busy": round(cpu_s / seconds, 3),
@@ -65,7 +84,7 @@ def share(before: Sequence[tuple[int, int]], after: Sequence[tuple[int, int]], s
         "keeps_up": busiest is None or busiest["done_thread_busy"] < BUSY_LIMIT,
         "cards": cards}
     if gpus:
-        per: dict[str, dict[str, Any]] = {}
+        per: dict[str, _GpuSum] = {}
         for ref, card, own in zip(gpus, cards, cpus, strict=True):
             g = per.setdefault(ref.pci, {"gpu": ref.pci, "cards": 0, "cores_busy": 0.0, "local_cpus": set()})
             g["cards"] += 1

@@ -31,6 +31,7 @@ from harness.records.layout import Layout, read_model_record
 from harness.records.model_record import ModelRecord, eligibility
 from harness.run import buffers
 from harness.run.cards import backends, provider_options
+from harness.run.cards.backends import Backend
 from harness.run.loadgen_settings import preflight, read_user_conf
 from harness.run.options import RunOptions
 from harness.run.qsl import REPLICATE
@@ -46,7 +47,7 @@ class CardPlan:
     """The cards of a run: where each runs, which backend makes them, and how the map was made."""
 
     slots: tuple[CardSlot, ...]
-    backend: str
+    backend: Backend           # its record, resolved from the name once (`resolve`)
     profile: Profile | None    # simulated cards' profile
     how: str                   # one line for the log and the manifest
     node_cpus: dict[int, frozenset[int]]
@@ -62,11 +63,11 @@ class CardPlan:
     def system_name(self) -> str:
         n = len(self.slots)
         if self.profile is not None:
-            cpu = system.default_system_name("simulated", n, emulated=True).rsplit("_", 1)[0]
+            cpu = system.default_system_name(self.backend.name, n, emulated=True).rsplit("_", 1)[0]
             return f"{cpu}_{n}xSIMULATED-{system.slug(self.profile.name)}"
         if self.gpus:  # several cards per GPU: the system is named by its GPUs
             n = len({g.pci for g in self.gpus})
-        return system.default_system_name(self.backend, n, emulated=backends.get(self.backend).emulated)
+        return system.default_system_name(self.backend.name, n, emulated=self.backend.stands_in)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     options_given = opts.provider_options is not None  # '' too: the provider's defaults, asked for
     opts, choice = tuned_choice.resolve(opts)
     bench = benchmarks.get(opts.benchmark)
-    backends.get(opts.backend)  # an unknown one: one line naming the backends
+    record = backends.get(opts.backend)  # the one place a run's backend name becomes its record (unknown: one line)
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)
@@ -151,12 +152,12 @@ def resolve(opts: RunOptions) -> RunPlan:
     integrity.refuse_mismatches(integrity.verify_loaded(model, data), bench.prepare_hint(opts.data_dir))
     bench = concrete.for_run(opts.benchmark, opts.card_outputs, opts.nms_params, model, data)
     topology = detect()
-    cards = plan_cards(spec, opts.backend, bench.name, topology, opts.requests or 1)
+    cards = plan_cards(spec, record, bench.name, topology, opts.requests or 1)
     if opts.provider_options:  # refused in one line for a provider that takes none
-        provider_options.build(str(backends.get(cards.backend).provider), opts.provider_options)
+        provider_options.build(str(cards.backend.provider), opts.provider_options)
         cards = replace(cards, provider_options=opts.provider_options)
     elif choice.tuned is None and not options_given and cards.gpus:  # the GPU rule's (gpu_defaults)
-        default, why = gpu_defaults.provider_options(backends.get(cards.backend).provider)
+        default, why = gpu_defaults.provider_options(cards.backend.provider)
         if default:
             cards = replace(cards, provider_options=default)
             choice = replace(choice, provider_options=default, why=f"{choice.why}; {why}")
@@ -184,12 +185,12 @@ def buffer_bytes(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: i
     """The memory the harness allocates for a batch size, all cards together: per card its staging buffers, the
     padded copies of a backend that makes them and the outputs it holds (`buffers.card_bytes`: the depth rule is
     there). The backend's own working memory comes on top."""
-    in_dtype = (None if not backends.get(cards.backend).infers and cards.profile is None
+    in_dtype = (None if not cards.backend.infers and cards.profile is None
                 else cards.profile.input_dtype if cards.profile is not None else model.input_dtype or "float32")
     sample_in = 0 if in_dtype is None else math.prod(bench.input_shape) * np.dtype(in_dtype).itemsize
     sample_out = sum(4 * math.prod(shape) for shape, _ in bench.output_specs)
     return len(cards.slots) * buffers.card_bytes(batch, sample_in, sample_out, cards.requests,
-                                                 backends.get(cards.backend).padded_copies)
+                                                 cards.backend.padded_copies)
 
 
 def check_buffer_memory(bench: Benchmark, cards: CardPlan, model: ModelRecord, batch: int,
@@ -210,28 +211,29 @@ def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
         raise ApplianceError(f"unknown {what} {value!r}; choose one of: {', '.join(choices)}")
 
 
-def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Topology, requests: int = 1) -> CardPlan:
-    """Place the cards of `spec` (auto | emulate:N | simulate:PROFILE:N | map.yaml) on `topology`, each
-    with `requests` infer requests in flight (openvino only)."""
+def plan_cards(spec: CardSpec | str, record: Backend, benchmark: str, topology: Topology,
+               requests: int = 1) -> CardPlan:
+    """Place the cards of `spec` (auto | emulate:N | simulate:PROFILE:N | map.yaml) of the backend `record` on
+    `topology`, each with `requests` infer requests in flight (a backend whose record takes requests)."""
     from harness.hw.topology import load_card_map, plan
 
     spec = spec if isinstance(spec, CardSpec) else parse_card_spec(spec)
     profile = None
     gpus: tuple[GpuRef, ...] = ()
-    record = backends.get(backend)
+    backend = record.name
     record.check_libraries()  # the libraries first: a missing one says more than "no GPU visible"
     if spec.kind == "simulate":
         from harness.run.cards.simulated_card import load_profile
 
         assert spec.profile is not None and spec.count is not None
-        if backend not in (backends.DEFAULT, "simulated"):  # the option's default
+        if backend != backends.DEFAULT and not record.simulated:  # the option's default
             raise ApplianceError(f"--cards simulate:… makes simulated cards; it cannot be combined with "
                                  f"--backend {backend}")
         profile = load_profile(spec.profile, benchmarks.get(benchmark).name)
-        backend = "simulated"
+        record = backends.simulating()
         slots, how = _shared_slots(topology, spec.count)
     else:
-        if backend == "simulated":
+        if record.simulated:
             raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
         if spec.kind == "cuda" and not record.gpu:
             raise ApplianceError(f"--cards {spec.text} names NVIDIA GPUs; run them with --backend onnxruntime-cuda "
@@ -252,12 +254,13 @@ def plan_cards(spec: CardSpec | str, backend: str, benchmark: str, topology: Top
             if spec.per_gpu is not None:  # several cards (sessions, streams) per GPU
                 slots, gpus, how = _per_gpu(cmap.cards, spec.per_gpu, topology, gpus, how)
         check_card_count(len(slots), how)
-    if requests > 1 and not backends.get(backend).requests:
-        raise ApplianceError(f"--requests {requests} is for --backend openvino (its infer requests per card); "
-                             f"{backend} cards take no --requests: drop it or use --backend openvino")
+    if requests > 1 and not record.requests:
+        takes = [b.name for b in backends.RECORDS.values() if b.requests]
+        raise ApplianceError(f"--requests {requests} is for --backend {' / '.join(takes)} (its infer requests per "
+                             f"card); {backend} cards take no --requests: drop it or use --backend {takes[0]}")
     if gpus:
         record.check_start([g.ordinal for g in gpus])
-    return CardPlan(slots, backend, profile, how, dict(topology.numa_nodes), topology.allowed, requests, gpus)
+    return CardPlan(slots, record, profile, how, dict(topology.numa_nodes), topology.allowed, requests, gpus)
 
 
 def _gpu_refs(cards: tuple[Any, ...], spec: str) -> tuple[GpuRef, ...]:

@@ -43,7 +43,7 @@ from harness.records.benchmark_record import Benchmark
 from harness.records.detail_log import PerfResult, perf_result
 from harness.records.model_record import ModelRecord
 from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
-from harness.run.cards import backends, make_card
+from harness.run.cards import make_card
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import IO_BINDING_ENV, BackendSpec
 from harness.run.completion_meter import CompletionMeter
@@ -246,7 +246,7 @@ def execute(p: RunPlan, echo: Echo = print) -> RunOutcome:
     sut = make_sut(p.bench, p.data, p.cards, p.model, p.batch, p.scenario, p.opts.replicate)
     # onnxruntime's and CUDA's own log lines: into the run's native.log, off the terminal (harness.core.native_lines)
     native = Route(Path(tempfile.gettempdir()) / f"{tmp_prefix('native-log')}log",
-                   enabled=backends.get(p.cards.backend).infers).start()
+                   enabled=p.cards.backend.infers).start()
     try:  # the cards before the folder: a card that cannot load (a GPU out of memory) leaves nothing behind
         with interrupts_raised(), progress.spinner(f"loading {len(p.cards.slots)} card(s)"):
             sut.load_cards()
@@ -294,8 +294,8 @@ def _announce(p: RunPlan, echo: Echo) -> None:
     if why := p.not_submittable:
         print(f"warning: {why}", file=sys.stderr)
     echo(f"{len(p.cards.slots)} card(s), {p.cards.how}")
-    per_card = f", {p.cards.requests} infer request(s) per card" if backends.get(p.cards.backend).requests else ""
-    echo(f"backend {p.cards.backend}, batch {p.batch}{per_card}: {p.choice.why}")
+    per_card = f", {p.cards.requests} infer request(s) per card" if p.cards.backend.requests else ""
+    echo(f"backend {p.cards.backend.name}, batch {p.batch}{per_card}: {p.choice.why}")
     if p.choice.server_bound:  # the tuned record knows no batch meets the bound: said before, not after
         print(f"appliance: warning: {p.choice.server_bound}", file=sys.stderr)
     if p.cards.profile is not None:
@@ -445,8 +445,8 @@ def _notes(p: RunPlan, sut: SystemUnderTest, min_ms: int, submission_length: boo
         notes.append("model is not a verified official artefact (unknown digest)")
     if data.synthetic:
         notes.append("synthetic dataset")
-    if p.opts.backend == "null":
-        notes.append("null backend: no inference was done; measures the harness only")
+    if cards.backend.device == "none":
+        notes.append(f"{cards.backend.name} backend: no inference was done; measures the harness only")
     if cards.profile is not None:
         notes.append(f"SIMULATED cards ({len(cards.slots)} x {cards.profile.name}): modelled latency, no inference")
     elif any(c.emulated for c in sut.cards):
@@ -472,7 +472,7 @@ def _score(p: RunPlan, staging: Path) -> tuple[str, dict[str, Any], float | None
         result[f"golden_{gold.key}"] = gold.percent
         atomic_write_text(staging / "accuracy_golden.txt",
                           f"{gold.line}\n# against the golden reference of an FP32 onnxruntime pass of the "
-                          f"FP32 model (sha256 {data.manifest['golden']['model_sha256']})\n")
+                          f"FP32 model (sha256 {data.golden_model})\n")
     return text, result, None if gold is None else gold.percent
 
 
@@ -504,7 +504,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
                    "numa_node": slot.node, "emulated": c.emulated, "simulated": c.simulated,
                    "samples_completed": w.samples_completed, "batches_in_flight": w.depth, **c.details}
                   for c, slot, w in zip(sut.cards, cards.slots, stats.cards, strict=True)],
-        "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend},
+        "card_map": {"spec": opts.cards, "how": cards.how, "backend": cards.backend.name},
         "sample_buffers": {"replicate": opts.replicate, "replicas": [r.describe() for r in sut.qsl.replicas],
                            "staging": buffers.STAGING_RULE},
         "dispatch": {"queue_depth_batches": sut.queue_depth, "scenario": req.scenario,
@@ -530,8 +530,8 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
 def _card_kind(sut: SystemUnderTest, cards: CardPlan) -> str:
     if cards.profile is not None:
         return f"SIMULATED ({cards.profile.name})"
-    if cards.backend == "null":
-        return "null (no inference)"
+    if cards.backend.device == "none":
+        return f"{cards.backend.name} (no inference)"
     return "cpu-emulated" if any(c.emulated for c in sut.cards) else "accelerator"
 
 

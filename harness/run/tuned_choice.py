@@ -12,8 +12,9 @@ from harness.core.errors import DataError
 from harness.core.fsutil import sha256_file
 from harness.data import benchmarks
 from harness.records import model_record
+from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout
-from harness.records.tuned import FALLBACK, Choice, TunedRecord, read
+from harness.records.tuned import Choice, TunedRecord, read
 from harness.run import gpu_defaults
 from harness.run.cards import backends
 from harness.run.loadgen_settings import read_user_conf
@@ -49,9 +50,8 @@ class BackendChoice:
         return body if self.server_bound is not None else {k: v for k, v in body.items() if k != "server_bound"}
 
 
-def _check_model(opts: RunOptions, record: TunedRecord, precision: str, path: Path) -> None:
+def _check_model(opts: RunOptions, bench: Benchmark, record: TunedRecord, precision: str, path: Path) -> None:
     """The model `precision` was tuned with is still the one prepared, or DataError (one line)."""
-    bench = benchmarks.get(opts.benchmark)
     prepare = f"`{bench.prepare_hint(opts.data_dir)}" + ("`" if precision == "fp32" else f" --precision {precision}`")
     tuned_with = record.precisions.get(precision)
     try:
@@ -103,17 +103,17 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     precision), and not the record's user.conf (its speeds are the chosen candidate's). An explicit
     --cards / --batch-size / --requests wins over the record (`opts.cards` None: not given).
     """
-    req = opts.requested
-    auto = Layout(opts.data_dir, benchmarks.get(opts.benchmark)).tuned if opts.backend == "auto" else None
+    req, bench = opts.requested, benchmarks.get(opts.benchmark)
+    auto = Layout(opts.data_dir, bench).tuned if opts.backend == "auto" else None
     path = opts.tuned or auto
     given = opts.requests or 1
     if path is None or (opts.tuned is None and not (path.exists() or path.is_symlink())):  # there but broken: read
-        backend = opts.backend if path is None else FALLBACK
+        backend = opts.backend if path is None else backends.DEFAULT
         why = ("--backend (or its default)" if path is None else
-               f"--backend auto: no tuned record at {path}, so {FALLBACK}")
+               f"--backend auto: no tuned record at {path}, so {backends.DEFAULT}")
         precision = opts.precision or "fp32"
         if opts.precision is None and backends.on_gpu(backend):  # the GPU rule (harness.run.gpu_defaults)
-            precision, rule = gpu_defaults.precision(Layout(opts.data_dir, benchmarks.get(opts.benchmark)))
+            precision, rule = gpu_defaults.precision(Layout(opts.data_dir, bench))
             why += f"; {rule}"
         cards = opts.cards or "auto"
         options = opts.provider_options or ""
@@ -121,7 +121,7 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
                                    provider_options=options), BackendChoice(
             backend, precision, given, cards, why, None, options, opts.max_wait_us)
     record = read(path)
-    if record.benchmark != benchmarks.get(opts.benchmark).name:
+    if record.benchmark != bench.name:
         raise DataError(f"{path} was tuned for {record.benchmark}, not {opts.benchmark}; rerun `appliance tune` "
                         f"for it")
     chosen = record.chosen.get(req.scenario)
@@ -136,7 +136,7 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
                             f"{', '.join(record.precisions)}); rerun `appliance tune --precisions {wanted}`")
         pick, why = at, (f"--precision {opts.precision} given (the record chose {chosen.precision}): its best "
                          f"{opts.precision} {req.scenario} candidate in {path}: {at.why}")
-    _check_model(opts, record, pick.precision, path)
+    _check_model(opts, bench, record, pick.precision, path)
     batch: int | None
     if opts.backend == "auto":
         backend, batch, requests, cards = pick.backend, pick.batch_size, pick.requests, pick.cards
@@ -165,7 +165,7 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     user_conf = _record_conf(user_conf) if req.user_conf is None else None
     info = TunedSource(str(path.resolve()), sha256_file(path), None if user_conf is None else str(user_conf))
     new_req = req if user_conf is None else dataclasses.replace(req, user_conf=user_conf)
-    bound = _server_bound(req.scenario, pick, path, benchmarks.get(opts.benchmark).server_latency_ms)
+    bound = _server_bound(req.scenario, pick, path, bench.server_latency_ms)
     return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
                                 cards=cards, requested=new_req, provider_options=options, max_wait_us=wait),
             BackendChoice(backend, pick.precision, requests, cards, why, info, options, wait, bound))

@@ -42,6 +42,7 @@ from harness.records.model_record import ModelRecord, eligibility
 from harness.records.tuned import Measured
 from harness.run import gpu_defaults
 from harness.run.cards import backends, provider_options
+from harness.run.cards.backends import Backend
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
 from harness.run.options import RunOptions
 from harness.run.plan import check_buffer_memory, plan_cards
@@ -61,6 +62,7 @@ __all__ = [
     "Candidate",
     "Measured",
     "Sweep",
+    "asked_backends",
     "available_backends",
     "choose",
     "expected",
@@ -83,13 +85,14 @@ GPU_SECONDS = 6  # per GPU candidate, about: the H100 (2026-11-27) timed 6 ResNe
 DEFAULT_SCENARIOS = (Scenario.OFFLINE, Scenario.SERVER)
 DEFAULT_REQUESTS = (1, 2)  # infer requests per openvino card to time; the other backends run 1
 DEADLINE_FRACTIONS = (0.02, 0.05, 0.1, 0.2)  # Server: fixed batching deadlines tried, as fractions of the bound
-Candidate = tuple[str, str, str, int, int, str]  # card layout, precision, backend, batch, requests, provider options
+# card layout, precision, backend (its record), batch, requests, provider options
+Candidate = tuple[str, str, Backend, int, int, str]
 METHOD = ("warm-up as in a run (best of 2 single samples), then every card of the layout at once, a burst of 4 x "
           "requests batches each with `requests` in flight (the better of 2): all the cards' samples over the time "
           "from the first start to the last finish, median batch latency under that load")
 
 
-def available_backends(default: bool = False) -> tuple[str, ...]:
+def available_backends(default: bool = False) -> tuple[Backend, ...]:
     """The backends `tune` can time here (their records say it may, and this installation makes their cards: the
     record's `installed`), the CPU ones first; `default`: those it times unasked (a GPU backend only where NVML sees
     a GPU)."""
@@ -100,7 +103,7 @@ def available_backends(default: bool = False) -> tuple[str, ...]:
         facts = gpu.nvml()
         if isinstance(facts, str) or not facts.gpus:
             have = [b for b in have if not b.gpu]
-    return tuple(b.name for b in have)
+    return tuple(have)
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class Sweep:
     others at 1)."""
 
     precisions: tuple[str, ...]
-    backends: tuple[str, ...]
+    backends: tuple[Backend, ...]  # their records (the CLI resolves --backends)
     batches: tuple[int, ...] | None  # None: CPU_BATCHES on CPU backends, GPU_BATCHES on GPU backends
     requests: tuple[int, ...] = DEFAULT_REQUESTS
     layouts: tuple[str, ...] = ("auto",)  # --cards specs
@@ -120,15 +123,15 @@ class Sweep:
         """Every combination, less the precisions meant for other backends (the backends' records); a GPU backend
         without --batch-sizes: the coarse round (GPU_COARSE, the preferred option set), `refinements` next."""
         return [(c, p, b, n, r, o) for layout in self.layouts for p in self.precisions for b in self.backends
-                if backends.get(b).computes(p)
-                for c in gpu_plan.tune_layouts(layout, backends.get(b).gpu)
-                for n in (self.batches or (GPU_COARSE if backends.get(b).gpu else CPU_BATCHES))
-                for r in (self.requests if backends.get(b).requests else (1,))
+                if b.computes(p)
+                for c in gpu_plan.tune_layouts(layout, b.gpu)
+                for n in (self.batches or (GPU_COARSE if b.gpu else CPU_BATCHES))
+                for r in (self.requests if b.requests else (1,))
                 for o in self._first_options(b)]
 
-    def _first_options(self, backend: str) -> tuple[str, ...]:
+    def _first_options(self, backend: Backend) -> tuple[str, ...]:
         sets = self.option_sets(backend)
-        if self.batches is not None or not backends.get(backend).gpu or self.options is not None:
+        if self.batches is not None or not backend.gpu or self.options is not None:
             return sets
         return tuple(o for o in sets if o == gpu_defaults.NHWC) or sets
 
@@ -136,12 +139,13 @@ class Sweep:
         """The refining round of a coarse one: per layout, precision and GPU backend, around its best Offline
         candidate and its best Server one, the batches either side (GPU_BATCHES) and the other option sets at the
         best batch; none already timed."""
-        done = {(m.layout, m.precision, m.backend, m.batch_size, m.requests, m.provider_options) for m in rows}
+        named = {b.name: b for b in self.backends}
+        done = {(m.layout, m.precision, named[m.backend], m.batch_size, m.requests, m.provider_options) for m in rows}
         more: list[Candidate] = []
-        groups = {(m.layout, m.precision, m.backend) for m in rows
-                  if self.batches is None and backends.get(m.backend).gpu}
-        for layout, precision, backend in sorted(groups):
-            mine = [m for m in rows if (m.layout, m.precision, m.backend) == (layout, precision, backend)]
+        groups = {(m.layout, m.precision, m.backend) for m in rows if self.batches is None and named[m.backend].gpu}
+        for layout, precision, name in sorted(groups):
+            backend = named[name]
+            mine = [m for m in rows if (m.layout, m.precision, m.backend) == (layout, precision, name)]
             bests = [max(mine, key=lambda m: m.samples_per_second)]
             if bench.server_latency_ms is not None:
                 bests.append(max(mine, key=lambda m: (m.server_qps or 0.0, -m.batch_latency_ms)))
@@ -153,13 +157,12 @@ class Sweep:
                          for o in self.option_sets(backend) if o != best.provider_options]
         return [c for c in dict.fromkeys(more) if c not in done]
 
-    def option_sets(self, backend: str) -> tuple[str, ...]:
+    def option_sets(self, backend: Backend) -> tuple[str, ...]:
         """The provider option sets timed on `backend`: those given where its provider takes options, else its
         record's (the grid on the CUDA provider, the defaults elsewhere)."""
-        record = backends.get(backend)
-        if self.options is not None and record.provider in provider_options.TUNABLE:
+        if self.options is not None and backend.provider in provider_options.TUNABLE:
             return self.options
-        return record.tune_options
+        return backend.tune_options
 
     def check(self) -> None:
         """One line for a layout that is no --cards spec, or a precision no backend of the sweep computes
@@ -167,14 +170,16 @@ class Sweep:
         anything is measured."""
         for layout in self.layouts:
             parse_card_spec(layout)
-        if self.options and not any(backends.get(b).provider in provider_options.TUNABLE for b in self.backends):
+        names = [b.name for b in self.backends]
+        if self.options and not any(b.provider in provider_options.TUNABLE for b in self.backends):
+            taking = [b.name for b in backends.RECORDS.values() if b.provider in provider_options.TUNABLE]
             raise ApplianceError(f"--provider-options are for {', '.join(provider_options.TUNABLE)} "
-                                 f"(--backends onnxruntime-cuda), not --backends {','.join(self.backends)}")
+                                 f"(--backends {','.join(taking)}), not --backends {','.join(names)}")
         for p in self.precisions:
-            if not any(backends.get(b).computes(p) for b in self.backends):
+            if not any(b.computes(p) for b in self.backends):
                 on = backends.computing(p)
                 raise ApplianceError(f"--precisions {p} runs on --backends {','.join(on)} only; add one "
-                                     f"(e.g. --backends {','.join(dict.fromkeys((*self.backends, on[0])))})")
+                                     f"(e.g. --backends {','.join(dict.fromkeys((*names, on[0])))})")
 
 
 def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
@@ -187,7 +192,7 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
                       and (p != bf16_support.PRECISION or bf16_here)))
 
 
-def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, backend: str,
+def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, backend: Backend,
              batch: int, requests: int, layout: str, options: str) -> Measured:
     from harness.hw.topology import detect
 
@@ -202,7 +207,7 @@ def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, bac
     rate = loaded.samples_per_second  # every card at once: cards sharing a device share its throughput
     latency_s = max(latency for _, latency in loaded.cards)
     qps, wait_us = server_choice(bench, batch, latency_s, len(loaded.cards) * requests, rate)
-    return Measured(model.precision, backend, batch, requests,
+    return Measured(model.precision, backend.name, batch, requests,
                     samples_per_second=round(rate, 3),
                     single_latency_ms=round(1000 * min(t_1 for t_1, _ in warm), 3),
                     batch_latency_ms=round(1000 * latency_s, 3),
@@ -318,10 +323,10 @@ def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, Mode
     """Every candidate timed; a batch its card says does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's
     larger batches."""
     rows: list[Measured] = []
-    too_big: dict[tuple[str, str, str], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
+    too_big: dict[tuple[str, str, Backend], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
     with progress.bar(len(candidates), "tune", unit="config") as bar:
         for cards, precision, backend, batch, r, options in candidates:
-            bar.set_postfix_str(f"--cards {cards} {precision} {backend} batch {batch} requests {r} {options}",
+            bar.set_postfix_str(f"--cards {cards} {precision} {backend.name} batch {batch} requests {r} {options}",
                                 refresh=True)
             if batch >= too_big.get((cards, precision, backend), batch + 1):
                 bar.update()
@@ -357,7 +362,7 @@ def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str,
 
 def expected(candidates: list[Candidate], sweep: Sweep) -> str:
     """The line tune prints before it starts: how many candidates, and about how long on a GPU."""
-    gpu = sum(backends.get(b).gpu for _, _, b, *_ in candidates)
+    gpu = sum(b.gpu for _, _, b, *_ in candidates)
     line = f"tune: {len(candidates)} candidate(s)"
     if gpu:
         line += (f"; on a GPU about {gpu * GPU_SECONDS} s for the {gpu} GPU one(s) (~{GPU_SECONDS} s each on the "
@@ -367,17 +372,29 @@ def expected(candidates: list[Candidate], sweep: Sweep) -> str:
     return line
 
 
-def _check_backends(asked: tuple[str, ...]) -> None:
-    """One line when a backend asked for cannot be timed here: a known one's own reason (the library that does
-    not load) where it has one, else which ones can."""
+def asked_backends(names: tuple[str, ...]) -> tuple[Backend, ...]:
+    """`--backends`' names as their records, resolved once at tune's edge; a name no record has: one line naming
+    those that can be timed here."""
+    unknown = [n for n in names if n not in backends.RECORDS]
+    if unknown:
+        raise _unavailable(unknown)
+    return tuple(backends.RECORDS[n] for n in names)
+
+
+def _unavailable(names: list[str]) -> ApplianceError:
+    have = ", ".join(b.name for b in available_backends()) or "none installed (pip install onnxruntime)"
+    return ApplianceError(f"backend(s) {', '.join(names) or '(none)'} not available here; choose from: {have}")
+
+
+def _check_backends(asked: tuple[Backend, ...]) -> None:
+    """One line when a backend asked for cannot be timed here: its own reason (the library that does not load)
+    where it has one, else which ones can."""
     have = available_backends()
     missing = [b for b in asked if b not in have]
-    for name in missing:
-        if name in backends.RECORDS:
-            backends.RECORDS[name].check_libraries()
+    for record in missing:
+        record.check_libraries()
     if missing or not asked:
-        raise ApplianceError(f"backend(s) {', '.join(missing) or '(none)'} not available here; choose from: "
-                             f"{', '.join(have) or 'none installed (pip install onnxruntime)'}")
+        raise _unavailable([b.name for b in missing])
 
 
 def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep: Sweep,
@@ -400,7 +417,7 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     topology = detect()
     for cards in sweep.layouts:  # a layout this machine cannot place: one line before anything is timed
         for backend in sweep.backends:
-            requests = max(sweep.requests) if backends.get(backend).requests else 1
+            requests = max(sweep.requests) if backend.requests else 1
             plan_cards(cards, backend, bench.name, topology, requests)
     layout = Layout(data_dir, bench)
     models = {p: read_model_record(layout, p) for p in sweep.precisions}

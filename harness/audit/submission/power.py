@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from harness.audit.submission import rounds
 from harness.audit.submission.rounds import PowerRules
@@ -267,7 +267,37 @@ def check(scenario_dir: Path, scenario: Scenario, power: PowerRules, rel: Callab
     return PowerResult(where, status, watts, metric, unit, per_joule)
 
 
-def _session(path: Path, rel: Callable[[Path], str], problem: Problem) -> dict[str, Any] | None:
+class Message(TypedDict):
+    """One exchange the power client logs (a command and the reply it got)."""
+    cmd: str
+    reply: str
+
+
+class Analyzer(TypedDict):
+    """The server's `ptd_config` for one analyzer: how PTDaemon was started."""
+    device_type: int
+    command: list[str]
+    channel: list[int] | None
+
+
+class Session(TypedDict, total=False):
+    """client.json / server.json as mlcommons/power-dev's client and server write them (the files are others':
+    each check catches the wrong shape of a field, as the official checker stops on its exception)."""
+    version: str
+    timezone: int
+    modules: dict[str, str]
+    sources: dict[str, str]
+    messages: list[Message]
+    uuid: dict[str, str]
+    session_name: str
+    results: dict[str, str]
+    phases: dict[str, list[list[float]]]
+    ptd_messages: list[Message]
+    ptd_config: Analyzer | list[Analyzer]
+    debug: bool
+
+
+def _session(path: Path, rel: Callable[[Path], str], problem: Problem) -> Session | None:
     data = read_json_object(path, rel(path), problem)
     if data is None:
         return None
@@ -275,7 +305,7 @@ def _session(path: Path, rel: Callable[[Path], str], problem: Problem) -> dict[s
     if missing:
         problem(f"{rel(path)}: missing {', '.join(missing)} (a power session record's fields)")
         return None
-    return data
+    return cast(Session, data)
 
 
 def _power_checker(perf: Path, power: PowerRules, rel: Callable[[Path], str], problem: Problem,
@@ -291,7 +321,7 @@ def _power_checker(perf: Path, power: PowerRules, rel: Callable[[Path], str], pr
     checks: list[tuple[Callable[[], None], Problem]] = [
         (lambda: _sources(client, c, power), real_only), (lambda: _sources(server, s, power), real_only),
         (lambda: _ptd_messages(server, s, power), real_only), (lambda: _uuids(client, server, c, s), problem),
-        (lambda: _same(client, server, "session_name", c, s), problem),
+        (lambda: _same_session(client, server, c, s), problem),
         (lambda: _phases(client, server, perf, c, s, rel), problem),
         (lambda: _messages(client, server, c, s), real_only),
         (lambda: _results(client, server, perf, c, s, rel), problem), (lambda: _ptd_log(server, perf, rel), problem),
@@ -308,7 +338,7 @@ def _power_checker(perf: Path, power: PowerRules, rel: Callable[[Path], str], pr
                    f"({type(exc).__name__}: {str(exc)[:80]})")
 
 
-def _sources(sd: dict[str, Any], where: str, power: PowerRules) -> None:
+def _sources(sd: Session, where: str, power: PowerRules) -> None:
     if sd["sources"] != dict(power.sources):
         got = sd["sources"] if isinstance(sd["sources"], dict) else {}
         changed = sorted(k for k in set(got) | set(power.sources) if got.get(k) != power.sources.get(k))
@@ -316,12 +346,12 @@ def _sources(sd: dict[str, Any], where: str, power: PowerRules) -> None:
                       f".json): {', '.join(changed[:4]) or 'not a mapping'} differ")
 
 
-def _reply(msgs: list[dict[str, Any]], command: str) -> str:
+def _reply(msgs: list[Message], command: str) -> str:
     return next((str(m["reply"]) for m in msgs if m["cmd"] == command), "")
 
 
-def _ptd_messages(server: dict[str, Any], where: str, power: PowerRules) -> None:
-    msgs: list[dict[str, Any]] = server["ptd_messages"]
+def _ptd_messages(server: Session, where: str, power: PowerRules) -> None:
+    msgs = server["ptd_messages"]
     identify = _reply(msgs, "Identify")
     if not identify:
         raise _Failed(f"{where}: no reply of PTDaemon to `Identify` in ptd_messages")
@@ -337,7 +367,7 @@ def _ptd_messages(server: dict[str, Any], where: str, power: PowerRules) -> None
     _ranges_restored(msgs, where, power)
 
 
-def _replies(msgs: list[dict[str, Any]], where: str) -> None:
+def _replies(msgs: list[Message], where: str) -> None:
     """PTDaemon's reply to each range, start and stop command (the third Stop finds nothing to stop)."""
     expected = (("SR,A", "Range A changed"), ("SR,V", "Range V changed"), ("Go,1000,", GO_REPLY),
                 ("Stop", "Stopping untimed measurement"))
@@ -354,7 +384,7 @@ def _replies(msgs: list[dict[str, Any]], where: str) -> None:
                 raise _Failed(f"{where}: PTDaemon replied {m['reply']!r} to {m['cmd']!r}, not {want!r}")
 
 
-def _ranges_restored(msgs: list[dict[str, Any]], where: str, power: PowerRules) -> None:
+def _ranges_restored(msgs: list[Message], where: str, power: PowerRules) -> None:
     """The analyzer's amps and volts ranges set back to the initial ones (from the reply to the 3rd message)."""
     ranges = str(msgs[2]["reply"]).split(",")
 
@@ -379,7 +409,7 @@ def _ranges_restored(msgs: list[dict[str, Any]], where: str, power: PowerRules) 
         raise _Failed(f"{where}: the volts range is not set back to the initial SR,V,{volts}")
 
 
-def _uuids(client: dict[str, Any], server: dict[str, Any], c: str, s: str) -> None:
+def _uuids(client: Session, server: Session, c: str, s: str) -> None:
     for side in ("client", "server"):
         try:
             same = uuid.UUID(str(client["uuid"][side])) == uuid.UUID(str(server["uuid"][side]))
@@ -389,12 +419,12 @@ def _uuids(client: dict[str, Any], server: dict[str, Any], c: str, s: str) -> No
             raise _Failed(f"{s}: the {side} UUID differs from {c}'s (not one power session)")
 
 
-def _same(client: dict[str, Any], server: dict[str, Any], key: str, c: str, s: str) -> None:
-    if client[key] != server[key]:
-        raise _Failed(f"{s}: {key} {server[key]!r} differs from {c}'s {client[key]!r}")
+def _same_session(client: Session, server: Session, c: str, s: str) -> None:
+    if client["session_name"] != server["session_name"]:
+        raise _Failed(f"{s}: session_name {server['session_name']!r} differs from {c}'s {client['session_name']!r}")
 
 
-def _phases(client: dict[str, Any], server: dict[str, Any], perf: Path, c: str, s: str,
+def _phases(client: Session, server: Session, perf: Path, c: str, s: str,
             rel: Callable[[Path], str]) -> None:
     for mode in ("ranging", "testing"):
         pc, ps = client["phases"][mode], server["phases"][mode]
@@ -423,7 +453,7 @@ def _phases(client: dict[str, Any], server: dict[str, Any], perf: Path, c: str, 
                       f"settings")
 
 
-def _messages(client: dict[str, Any], server: dict[str, Any], c: str, s: str) -> None:
+def _messages(client: Session, server: Session, c: str, s: str) -> None:
     mc, ms = client["messages"], server["messages"]
     if len(mc) != len(ms):
         raise _Failed(f"{s}: {len(ms)} messages, {c} has {len(mc)}")
@@ -441,7 +471,7 @@ def _sha1(path: Path) -> str:
         return hashlib.sha1(f.read()).hexdigest()
 
 
-def _results(client: dict[str, Any], server: dict[str, Any], perf: Path, c: str, s: str,
+def _results(client: Session, server: Session, perf: Path, c: str, s: str,
              rel: Callable[[Path], str]) -> None:
     rc = {k: v for k, v in client["results"].items() if k in HASHED}
     rs = {k: v for k, v in server["results"].items() if k in HASHED}
@@ -473,7 +503,7 @@ def _ptd_stamp(line: str, where: str) -> float:
     return datetime.strptime(m.group(0), TIME).replace(tzinfo=UTC).timestamp()
 
 
-def _ptd_log(server: dict[str, Any], perf: Path, rel: Callable[[Path], str]) -> None:
+def _ptd_log(server: Session, perf: Path, rel: Callable[[Path], str]) -> None:
     """PTDaemon's log: uncertainty checking on before the ranging run, errors only where accepted. As the
     official checker, the first accepted warning ends the scan (it passes the check with a warning)."""
     path = perf / "power" / "ptd_logs.txt"
@@ -529,9 +559,10 @@ def _scan(lines: list[str], ranging: tuple[float, float], load: tuple[float, flo
                 return
 
 
-def _ptd_config(server: dict[str, Any], where: str, power: PowerRules) -> None:
+def _ptd_config(server: Session, where: str, power: PowerRules) -> None:
     config = server["ptd_config"]
-    analyzers = config if power.ptd_config_list else [config]
+    # one analyzer's object up to the round whose checker reads a list (PowerRules.ptd_config_list)
+    analyzers = cast(list[Analyzer], config) if power.ptd_config_list else [cast(Analyzer, config)]
     numbers = sorted(set(rounds.ANALYZERS.values()))
     for a in analyzers:
         dev = a["device_type"]
@@ -545,6 +576,6 @@ def _ptd_config(server: dict[str, Any], where: str, power: PowerRules) -> None:
                 raise _Failed(f"{where}: a multichannel analyzer run on one channel")
 
 
-def _debug(server: dict[str, Any], where: str) -> None:
+def _debug(server: Session, where: str) -> None:
     if server.get("debug", False) is not False:
         raise _Failed(f"{where}: the power server ran in debug mode")

@@ -7,7 +7,10 @@ round in a tree is named as not checked. Adding a round is adding one `Round(...
 
 A benchmark's rules are read from its record (harness/data/benchmarks.py: performance sample count, accuracy
 target, dataset size, Server latency, compliance tests, the checker's model name, the folder names it maps);
-a round states only where its checker differed from the records, with that round's source.
+a round states only where its checker differed from the records, with that round's source. The scenarios
+each system type must submit (`required_scenarios`) are each round's own table, copied from its checker: they
+are no benchmark's property (v5.1 dropped ResNet50 from `datacenter`; v6.x asks `datacenter` for none of these
+benchmarks yet `datacenter,edge` for ResNet50's Server), so no record holds them.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from harness import __version__
 from harness.core import inbound
@@ -24,9 +24,26 @@ from harness.records.manifest import Card, RunManifest
 STATUSES = ("available", "preview", "rdi")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
 NOT_SPECIFIED = "not specified (set it with --system-overrides)"
+MAX_VALUE = 1000  # characters in one override key or value (v4.1's 120 published system JSONs: at most 209)
+Value = str | int | float | bool | None  # a systems/<system>.json value: the round's keys hold plain values
 
 
-def load_overrides(path: Path | None) -> dict[str, Any]:
+class HostFacts(TypedDict):
+    """What `detect_host` reads of this host (a fact it cannot read is an "unknown" text, never a failure)."""
+    packages: int
+    cores_per_package: int
+    numa_nodes: int
+    frequency: str
+    caches: str
+    memory: str
+    storage_type: str
+    storage_capacity: str
+    networking: str
+    network_cards: int
+    os: str
+
+
+def load_overrides(path: Path | None) -> dict[str, Value]:
     """The overrides YAML: a mapping of system-JSON keys to values (unknown keys are kept, as extras)."""
     if path is None:
         return {}
@@ -41,6 +58,10 @@ def load_overrides(path: Path | None) -> dict[str, Any]:
     bad = [k for k, v in data.items() if isinstance(v, dict | list)]
     if bad:
         raise DataError(f"system overrides {path}: {', '.join(bad)} must be plain values, not lists or mappings")
+    long = [k for k, v in data.items() if len(k) > MAX_VALUE or _too_long(v)]
+    if long:
+        raise DataError(f"system overrides {path}: {', '.join(k[:60] for k in long)} longer than {MAX_VALUE} "
+                        f"characters (the longest published value is about 200): shorten it")
     if "status" in data and str(data["status"]).lower() not in STATUSES:
         raise DataError(f"system overrides {path}: status {data['status']!r} is not one of {', '.join(STATUSES)}")
     if "system_type" in data and str(data["system_type"]) not in SYSTEM_TYPES:
@@ -49,13 +70,20 @@ def load_overrides(path: Path | None) -> dict[str, Any]:
     return data
 
 
+def _too_long(value: object) -> bool:
+    """Longer than any system JSON value needs (an int by its bits: str() of a 5,000-digit one raises)."""
+    if isinstance(value, int):
+        return value.bit_length() > 64
+    return len(str(value)) > MAX_VALUE
+
+
 def default_system_type(scenarios: Sequence[str]) -> str:
     """An edge system unless a Server result is present (then it is entered in both categories)."""
     return "datacenter,edge" if Scenario.SERVER in scenarios else "edge"
 
 
 def build(division: str, submitter: str, system_name: str, manifests: Sequence[RunManifest],
-          scenarios: Sequence[str], overrides: Mapping[str, Any], root: str = "/") -> dict[str, Any]:
+          scenarios: Sequence[str], overrides: Mapping[str, Value], root: str = "/") -> dict[str, Value]:
     """All 35 keys (plus any extra override keys), overrides winning over detection."""
     host = detect_host(root)
     first = manifests[0] if manifests else None
@@ -63,7 +91,7 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[R
     packages = {k: v for k, v in first.packages.items() if v is not None} if first and first.packages else \
         system.package_versions()
     cpu = (first.host.cpu_model if first else None) or system.cpu_model()
-    values: dict[str, Any] = {
+    values: dict[str, Value] = {
         "division": division, "submitter": submitter, "system_name": system_name,
         "status": "available", "system_type": default_system_type(scenarios),
         "system_type_detail": NOT_SPECIFIED, "number_of_nodes": 1,
@@ -92,12 +120,12 @@ def build(division: str, submitter: str, system_name: str, manifests: Sequence[R
     return {k: ("0" if _is_zero(v) else v) for k, v in values.items()}
 
 
-def undetected(values: Mapping[str, Any]) -> list[str]:
+def undetected(values: Mapping[str, Value]) -> list[str]:
     """Keys still carrying the "not specified" text, or a defaulted status, for the build to name."""
     return [k for k, v in values.items() if isinstance(v, str) and NOT_SPECIFIED in v]
 
 
-def _is_zero(v: Any) -> bool:
+def _is_zero(v: Value) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v == 0
 
 
@@ -107,7 +135,7 @@ def _gpu(card: Card) -> dict[str, object]:
     return found if isinstance(found, dict) else {}
 
 
-def _accelerator_keys(cards: Sequence[Card]) -> dict[str, Any]:
+def _accelerator_keys(cards: Sequence[Card]) -> dict[str, Value]:
     if not cards:
         return {"accelerators_per_node": 0, "accelerator_model_name": "N/A (no cards in the runs' manifests)",
                 **{k: "N/A" for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
@@ -136,12 +164,13 @@ def _accelerator_keys(cards: Sequence[Card]) -> dict[str, Any]:
             "accelerator_on-chip_memories": "host CPU caches (emulated card)",
         }
     found = _gpu(card)
-    values = {"accelerators_per_node": len(cards),
-              "accelerator_model_name": str(found.get("name") or found.get("model") or f"{device} ({backend})"),
-              **{k: NOT_SPECIFIED for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
-                                            "accelerator_host_interconnect", "accelerator_interconnect",
-                                            "accelerator_interconnect_topology", "accelerator_frequency",
-                                            "accelerator_on-chip_memories")}}
+    values: dict[str, Value] = {
+        "accelerators_per_node": len(cards),
+        "accelerator_model_name": str(found.get("name") or found.get("model") or f"{device} ({backend})"),
+        **{k: NOT_SPECIFIED for k in ("accelerator_memory_capacity", "accelerator_memory_configuration",
+                                      "accelerator_host_interconnect", "accelerator_interconnect",
+                                      "accelerator_interconnect_topology", "accelerator_frequency",
+                                      "accelerator_on-chip_memories")}}
     mib = found.get("memory_mib")  # NVML's figure (harness.hw.gpu.card_facts)
     if isinstance(mib, int | float) and not isinstance(mib, bool) and 0 < mib < 2**40:
         values["accelerator_memory_capacity"] = f"{mib / 1024:.0f} GB"
@@ -215,7 +244,7 @@ def _cpulist(cpus: Sequence[int]) -> str:
 
 # --- host detection: small readers that return a readable "unknown" rather than fail ---------------
 
-def detect_host(root: str = "/") -> dict[str, Any]:
+def detect_host(root: str = "/") -> HostFacts:
     base = Path(root)
     packages, cores, nodes = _cpu_layout(root)
     return {

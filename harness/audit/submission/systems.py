@@ -21,6 +21,7 @@ from harness.audit.submission import tree
 from harness.core.errors import ApplianceError, DataError
 from harness.core.fsutil import disk_fault, plain_name
 from harness.core.outbound import check_new_folder, make_dirs, move_into_place, new_staging_dir
+from harness.records import manifest as run_manifest
 
 __all__ = ["Node", "build_fleet", "choose", "hardware", "hardware_problems", "metric", "read_fleet", "representative"]
 
@@ -45,7 +46,7 @@ class Node:
 
     def latest_performance(self, key: tuple[str, str]) -> Path | None:
         sr = self.found.get(key)
-        return tree._latest(sr.performance) if sr is not None and sr.performance else None
+        return tree.latest_run(sr.performance) if sr is not None and sr.performance else None
 
 
 
@@ -84,7 +85,7 @@ def hardware(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 def _manifests(node: Node) -> list[dict[str, Any]]:
     """The manifests of the runs a tree would take from `node` (latest performance and accuracy)."""
-    return [tree._manifest(tree._latest(runs)).to_json() for sr in node.found.values()
+    return [run_manifest.read(tree.latest_run(runs)).to_json() for sr in node.found.values()
             for runs in (sr.performance, sr.accuracy) if runs]
 
 
@@ -120,7 +121,7 @@ def hardware_problems(nodes: list[Node]) -> list[str]:
 
 def metric(run: Path) -> tuple[float, str] | None:
     """A performance run's figure and unit from its manifest ("samples/s", or "ms": lower is better)."""
-    result = tree._manifest(run).result  # typed: a finite metric or none
+    result = run_manifest.read(run).result  # typed: a finite metric or none
     return (result.metric, result.unit or "") if result.metric is not None else None
 
 

@@ -89,8 +89,9 @@ def _complete(run: Path, required: Iterable[str]) -> bool:
             and not (run / "INCOMPLETE.txt").exists() and all((run / f).is_file() for f in required))
 
 
-def _latest(runs: list[Path]) -> Path:
-    """Newest by the manifest's creation time, then by run number."""
+def latest_run(runs: list[Path]) -> Path:
+    """Newest by the manifest's creation time, then by run number (the run a tree takes; the fleet build and
+    report take a node's the same way)."""
     def key(p: Path) -> tuple[str, int]:
         tail = p.name.rsplit("_", 1)[-1]
         m = _lenient(p)
@@ -224,7 +225,7 @@ def build(inputs: list[Path], out: Path, submitter: str, system_name: str, divis
     if problems:
         raise DataError("; ".join(problems)) if len(problems) == 1 else DataError(
             f"{len(problems)} problems with the runs:\n  " + "\n  ".join(problems))
-    chosen = {k: (_latest(sr.performance), _latest(sr.accuracy)) for k, sr in found.items()}
+    chosen = {k: (latest_run(sr.performance), latest_run(sr.accuracy)) for k, sr in found.items()}
     links = _links_out([(f, _input_of(f, inputs)) for k, pair in chosen.items()
                         for f in (*pair, *found[k].tests.values())])
     if links:

@@ -8,14 +8,21 @@ golden reference from the per-sample payloads of an FP32 reference pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from harness.core import inbound
 from harness.core.errors import DataError
 
 
-def read_log(log_path: Path) -> list[dict[str, Any]]:
-    """The records of an accuracy log: [{"qsl_idx", "data" (hex)}, ...]."""
+class Response(TypedDict):
+    """One record of LoadGen's mlperf_log_accuracy.json: the sample and its response bytes in hex."""
+    seq_id: int
+    qsl_idx: int
+    data: str
+
+
+def read_log(log_path: Path) -> list[Response]:
+    """The records of an accuracy log, as LoadGen wrote them (each scorer checks the fields it reads)."""
     try:
         records = inbound.read_json(log_path, inbound.ACCURACY_LOG)
     except OSError as exc:

@@ -21,14 +21,14 @@ import contextlib
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from harness.core import inbound
 from harness.core.errors import DataError
 from harness.data.accuracy import read_log
-from harness.records.benchmark_record import Score, Scorer
+from harness.records.benchmark_record import CocoAnnotation, CocoImage, Score, Scorer
 from harness.records.store import PreparedData
 
 ROW = 7
@@ -36,7 +36,7 @@ MAX_DETS = 100  # COCOeval's maxDets for the AP it reports first
 
 
 def ground_truth_file(data: PreparedData, against: str) -> Path | None:
-    entry = data.manifest.get("annotations" if against == "dataset" else "golden")
+    entry = data.manifest.get("annotations") if against == "dataset" else data.manifest.get("golden")
     return None if not entry else data.root / entry["file"]
 
 
@@ -47,9 +47,17 @@ def to_coco(row: np.ndarray, height: int, width: int) -> tuple[int, float, list[
     return int(label), float(score), [float(xmin), float(ymin), float(xmax - xmin), float(ymax - ymin)]
 
 
-def detections(log_path: Path, images: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int], int]:
+class Detection(TypedDict):
+    """One detection in pycocotools' results format (`COCO.loadRes`)."""
+    image_id: int
+    category_id: int
+    bbox: list[float]
+    score: float
+
+
+def detections(log_path: Path, images: list[CocoImage]) -> tuple[list[Detection], set[int], int]:
     """pycocotools results of an accuracy log, the ids of the images it covers, and how many had no rows."""
-    dets: list[dict[str, Any]] = []
+    dets: list[Detection] = []
     image_ids: set[int] = set()
     seen: set[int] = set()
     empty = 0
@@ -111,7 +119,7 @@ def golden(payloads: list[np.ndarray], data: PreparedData) -> tuple[str, bytes, 
     path = ground_truth_file(data, "dataset")
     assert path is not None
     doc = inbound.read_json_object(path, inbound.ANNOTATIONS, what="annotations")
-    anns: list[dict[str, Any]] = []
+    anns: list[CocoAnnotation] = []
     dropped = 0
     for image, payload in zip(doc["images"], payloads, strict=True):
         per_class: dict[int, int] = {}

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import cv2
 import numpy as np
@@ -34,15 +34,15 @@ from harness.core import inbound
 from harness.core.errors import DataError
 from harness.core.outbound import make_dirs, write_staged
 from harness.data.datasets import decode_image
-from harness.records.benchmark_record import DatasetFormat, Listing
+from harness.records.benchmark_record import CocoAnnotation, CocoDocument, CocoImage, DatasetFormat, Listing
 
 if TYPE_CHECKING:
     pass
 
 __all__ = ["COCO", "COCO_CATEGORIES", "COCO_SAFE", "COCO_SAFE_IMAGES", "COCO_VAL_IMAGES", "LETTERBOX_PAD",
-           "LETTERBOX_SIZE", "OPENIMAGES", "OPENIMAGES_CATEGORIES", "CocoLayout", "letterbox", "letterbox_geometry",
-           "preprocess_retinanet", "preprocess_rounded", "preprocess_ssd_mobilenet", "preprocess_ssd_resnet34",
-           "preprocess_truncated", "preprocess_yolo"]
+           "LETTERBOX_SIZE", "OPENIMAGES", "OPENIMAGES_CATEGORIES", "CocoLayout", "draw_picture", "letterbox",
+           "letterbox_geometry", "preprocess_retinanet", "preprocess_rounded", "preprocess_ssd_mobilenet",
+           "preprocess_ssd_resnet34", "preprocess_truncated", "preprocess_yolo"]
 
 # COCO 2017: the 80 categories of instances_val2017.json, (id, name, supercategory)
 _COCO_GROUPS = (
@@ -125,12 +125,12 @@ class CocoLayout:
             raise DataError(f"{len(missing)} image(s) listed in {path} are missing from {root / self.images} "
                             f"(first: {missing[0]}); restore them or pass --samples to use fewer")
         ids = {im["id"] for im in images}
-        subset = {**inbound.expect_object(doc, str(path)), "images": images,
-                  "annotations": [a for a in anns if a["image_id"] in ids]}
+        subset = cast(CocoDocument, {**inbound.expect_object(doc, str(path)), "images": images,  # `_check_coco`ed
+                                     "annotations": [a for a in anns if a["image_id"] in ids]})
         return Listing([f"{self.images}/{im['file_name']}" for im in images],
                        np.asarray([im["id"] for im in images], dtype=np.int64), subset)
 
-    def _check_subset(self, root: Path, path: Path, images: list[dict[str, Any]]) -> None:
+    def _check_subset(self, root: Path, path: Path, images: list[CocoImage]) -> None:
         """A subset's annotation file lists at most its images, and its folder holds no image it does not list."""
         if self.max_images is not None and len(images) > self.max_images:
             what = "the full COCO val2017 annotation file" if len(images) == COCO_VAL_IMAGES else "not the subset's"
@@ -152,12 +152,12 @@ class CocoLayout:
                             f"(--samples)")
         make_dirs(root / self.images)
         make_dirs((root / self.annotations).parent)
-        images: list[dict[str, Any]] = []
-        anns: list[dict[str, Any]] = []
+        images: list[CocoImage] = []
+        anns: list[CocoAnnotation] = []
         for i in range(count):
             rng = np.random.default_rng([seed, i])  # image i is the same in every size: N images prefix M > N
             image_id, name = self.synthetic_name(i, rng)
-            img, objects = _draw(rng, [c[0] for c in self.categories])
+            img, objects = draw_picture(rng, [c[0] for c in self.categories])
             ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
             if not ok:
                 raise DataError(f"could not encode synthetic image {name}")
@@ -168,16 +168,17 @@ class CocoLayout:
                              "area": box[2] * box[3], "iscrowd": 0})
             if on_image:
                 on_image()
-        doc = {"info": {"description": f"synthetic {self.name} (seed {seed}): drawn objects, not real images"},
-               "licenses": [], "images": images, "annotations": anns,
-               "categories": [{"id": c, "name": n, "supercategory": s} for c, n, s in self.categories]}
+        doc: CocoDocument = {
+            "info": {"description": f"synthetic {self.name} (seed {seed}): drawn objects, not real images"},
+            "licenses": [], "images": images, "annotations": anns,
+            "categories": [{"id": c, "name": n, "supercategory": s} for c, n, s in self.categories]}
         write_staged(root / self.annotations, json.dumps(doc).encode())
 
     def format(self) -> DatasetFormat:
         return DatasetFormat(self.name, self.annotations, self.read, self.make_synthetic, prefix_stable=True)
 
 
-def _check_coco(doc: Any, path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _check_coco(doc: object, path: Path) -> tuple[list[CocoImage], list[CocoAnnotation]]:
     """The images and annotations of a COCO document, or one line saying what is not COCO about it."""
     def bad(why: str) -> DataError:
         return DataError(f"{path} is not a COCO annotation file: {why}")
@@ -206,8 +207,9 @@ def _check_coco(doc: Any, path: Path) -> tuple[list[dict[str, Any]], list[dict[s
     return images, anns
 
 
-def _draw(rng: np.random.Generator, categories: list[int]) -> tuple[np.ndarray, list[tuple[int, list[float]]]]:
-    """A smooth colour field with 1-6 solid rectangles or ellipses; each object's category and box."""
+def draw_picture(rng: np.random.Generator, categories: list[int]) -> tuple[np.ndarray, list[tuple[int, list[float]]]]:
+    """A smooth colour field with 1-6 solid rectangles or ellipses; each object's category and box (the synthetic
+    dataset's pictures, and the yolo model's calibration batch)."""
     h, w = (int(v) for v in rng.integers(240, 641, 2))
     coarse = rng.integers(0, 256, (int(rng.integers(2, 6)), int(rng.integers(2, 6)), 3)).astype(np.uint8)
     img = cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC)

@@ -4,7 +4,8 @@ A result is only comparable with published ones if it ran the official model, so
 is identified by its digest; a file that carries an official name but the wrong bytes is refused.
 
 The artefacts are the catalogue's: each benchmark record carries its official models
-(`Benchmark.official_models`, harness.data.benchmarks). Their URLs and digests come from the MLCommons inference
+(`Benchmark.official_models`, harness.data.benchmarks), and the caller hands the record in (this module sits
+below the catalogue: it imports no benchmark). Their URLs and digests come from the MLCommons inference
 README. They could not be reached from the build machine, so they are unverified beyond it: `fetch` checks what
 it downloads, and `check_model_file` reports anything it cannot match.
 """
@@ -25,8 +26,8 @@ from tqdm import tqdm
 
 from harness.core import inbound
 from harness.core.errors import DataError
-from harness.data import benchmarks
 from harness.records.artefact import Artefact
+from harness.records.benchmark_record import Benchmark
 
 _CHUNK = 1 << 20
 
@@ -42,11 +43,6 @@ class ModelCheck:
     warning: str | None
 
 
-def find(benchmark: str) -> list[Artefact]:
-    """The artefacts published for one benchmark, in the catalogue's order; none for a name it lacks."""
-    return list(benchmarks.get(benchmark).official_models) if benchmark in benchmarks.NAMES else []
-
-
 def file_digests(path: Path) -> tuple[str, str]:
     """(md5, sha256) in one streaming pass: models are hundreds of MB and read from slow disks."""
     md5, sha256 = hashlib.md5(), hashlib.sha256()
@@ -57,16 +53,17 @@ def file_digests(path: Path) -> tuple[str, str]:
     return md5.hexdigest(), sha256.hexdigest()
 
 
-def check_model_file(path: Path, benchmark: str, registry: Sequence[Artefact] | None = None) -> ModelCheck:
+def check_model_file(path: Path, bench: Benchmark, registry: Sequence[Artefact] | None = None) -> ModelCheck:
     """Identify a model file by digest; refuse a missing file or one that impersonates an official name.
-    `registry`: the candidates (default: the catalogue's artefacts of `benchmark`)."""
+    `registry`: the candidates (default: the record's `official_models`)."""
+    benchmark = bench.name
     if not path.is_file():
         raise DataError(
             f"model file {path} {inbound.absent(path)}; pass --model FILE or fetch the official one with "
             f"`appliance prepare --benchmark {benchmark} --fetch`"
         )
     md5, sha256 = file_digests(path)
-    candidates = find(benchmark) if registry is None else list(registry)
+    candidates = list(bench.official_models if registry is None else registry)
     for artefact in candidates:
         if artefact.md5 == md5:
             return ModelCheck(path, md5, sha256, artefact, None)

@@ -280,7 +280,7 @@ def _pictures(seed: int, count: int, size: int) -> np.ndarray:
     from harness.data.datasets import coco
 
     cats = [c[0] for c in coco.COCO_CATEGORIES]
-    imgs = [coco.letterbox(coco._draw(np.random.default_rng([seed, i]), cats)[0], size) for i in range(count)]
+    imgs = [coco.letterbox(coco.draw_picture(np.random.default_rng([seed, i]), cats)[0], size) for i in range(count)]
     return np.stack([im[:, :, ::-1].transpose(2, 0, 1) for im in imgs]).astype(np.float32) / 255
 
 

@@ -3,13 +3,12 @@ with several batches in flight (`submit` / `poll` / `wait`); harness/run/cards/b
 
 Which backend makes the cards of a run is the only thing the harness asks of this package:
 `make_card(spec, index, cpus)` on the card's own (pinned) worker thread. The backend's record
-(harness.run.cards.backends) names the function that makes its cards.
+(harness.run.cards.backends, `spec.backend`) names the function that makes its cards.
 """
 
 from __future__ import annotations
 
-from harness.run.cards import backends
-from harness.run.cards.backends import check_computes
+from harness.run.cards.backends import check_computes, resolve
 from harness.run.cards.base import AsyncCard, Card
 from harness.run.cards.spec import BackendSpec
 
@@ -17,4 +16,5 @@ from harness.run.cards.spec import BackendSpec
 def make_card(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
     if spec.inference_precision != "f32":  # the plan refuses it first; a card never computes other than it says
         check_computes(spec.backend, spec.precision)
-    return backends.get(spec.backend).make(spec, index, cpus)
+    made: Card | AsyncCard = resolve(spec.backend.card)(spec, index, cpus)
+    return made

@@ -1,10 +1,11 @@
 """One record per card backend, as benchmarks are records: what computes (the CPU, an NVIDIA GPU, nothing, a
 simulation), the package and onnxruntime provider its cards need, the precisions they compute, whether they take
 several infer requests, whether `tune` times them, and the functions that make its cards and check its libraries,
-its start on a GPU and its presence here. Plan, tune, runner, `make_card` and the system name read these fields and
-call these functions; nothing outside the card modules branches on a backend's name. A new backend is one record
-here and its card module (docs/developing.md, "Adding a card backend"); a plugin or a test adds its record to
-`RECORDS`.
+its start on a GPU and its presence here. The command line turns a name into its record once (`get`, at the edge:
+the plan for a run, the CLI for tune); plan, tune, runner, the cards, `make_card` and the system name take the
+record, read these fields and call these functions; nothing branches on a backend's name. A new backend is one
+record here and its card module (docs/developing.md, "Adding a card backend"); a plugin or a test adds its record
+to `RECORDS`.
 
 A card says a batch is too large for its device by raising `harness.core.errors.BatchDoesNotFit` (at load, where it
 runs a batch of the run's size, or on the batch): `appliance tune` stops growing that layout's batches there."""
@@ -15,16 +16,13 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.core.errors import ApplianceError
 from harness.run.cards import provider_options
 
-if TYPE_CHECKING:
-    from harness.run.cards.base import AsyncCard, Card
-    from harness.run.cards.spec import BackendSpec
-
-__all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve"]
+__all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve",
+           "simulating"]
 
 # "package.module:attribute", imported when first called (so onnxruntime, openvino and CUDA load only for the backend
 # that needs them), or the callable itself (a test's fake backend)
@@ -47,7 +45,9 @@ class Backend:
     package: str | None              # the Python package its cards need (None: the harness alone)
     provider: str | None = None      # onnxruntime's execution provider
     precisions: tuple[str, ...] = ("fp32", "int8")  # the prepared precisions its cards compute
-    emulated: bool = False           # CPU cards standing in for accelerator cards: the system name says cpu-emulated
+    # its cards stand in for accelerator cards on the host's CPUs: the system name says cpu-emulated (the cards'
+    # own CardInfo.emulated says what the logs call each card)
+    stands_in: bool = False
     requests: bool = False           # several infer requests (batches in flight) per card: `--requests`
     padded_copies: bool = False      # its cards copy each batch in flight into a full-size one (fixed-shape requests)
     tuned_unasked: bool = False      # `appliance tune` times it without --backends where it is available (a GPU
@@ -56,18 +56,28 @@ class Backend:
     # the provider option sets tune times on it unless --provider-options is given ("": the provider's defaults;
     # harness.run.cards.provider_options says which providers take which)
     tune_options: tuple[str, ...] = ("",)
+    # an onnxruntime provider's option naming the card's device (device_id: the CUDA ordinal; device_type: the
+    # OpenVINO device, "CPU" on a cpu backend); None: the provider takes none (the CPU provider)
+    device_option: str | None = None
+    label: str = "cpu-emulated"      # a card's device as the logs say it; {i}: its device number
     # its cards: (spec: BackendSpec, index, cpus) -> Card | AsyncCard, made on the card's pinned worker thread
+    # (harness.run.cards.make_card)
     card: Ref = field(kw_only=True)
-    # (backend name) -> None: one line when the libraries its cards need do not load; before any card or folder
+    # (record) -> None: one line when the libraries its cards need do not load; before any card or folder
     libraries: Ref | None = field(default=None, kw_only=True)
-    # (backend name, CUDA ordinals) -> None: one line when it does not start on one of the GPUs planned
+    # (record, CUDA ordinals) -> None: one line when it does not start on one of the GPUs planned
     starts: Ref | None = field(default=None, kw_only=True)
-    # (backend name) -> bool: whether this installation can make its cards, beyond its package importing (tune)
+    # (record) -> bool: whether this installation can make its cards, beyond its package importing (tune)
     available: Ref | None = field(default=None, kw_only=True)
 
     @property
     def gpu(self) -> bool:
         return self.device == "gpu"
+
+    @property
+    def simulated(self) -> bool:
+        """Simulated cards (a profile's timings, no model): made by `--cards simulate:PROFILE:N`."""
+        return self.device == "simulated"
 
     @property
     def infers(self) -> bool:
@@ -77,57 +87,59 @@ class Backend:
     def computes(self, precision: str) -> bool:
         return precision in self.precisions
 
-    def make(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
-        made: Card | AsyncCard = resolve(self.card)(spec, index, cpus)
-        return made
-
     def check_libraries(self) -> None:
         """One line (ApplianceError) when the libraries its cards need do not load; nothing for a backend
         without such a check."""
         if self.libraries is not None:
-            resolve(self.libraries)(self.name)
+            resolve(self.libraries)(self)
 
     def check_start(self, ordinals: Sequence[int]) -> None:
         """One line (ApplianceError) when it does not start on one of the GPUs `ordinals`."""
         if self.starts is not None:
-            resolve(self.starts)(self.name, list(ordinals))
+            resolve(self.starts)(self, list(ordinals))
 
     def installed(self) -> bool:
         """Whether this installation can make its cards: its package imports and its own check says so."""
         if self.package is not None and importlib.util.find_spec(self.package) is None:
             return False
-        return self.available is None or bool(resolve(self.available)(self.name))
+        return self.available is None or bool(resolve(self.available)(self))
 
 
 _ORT = "harness.run.cards.onnxruntime_card"
 
 
-def _onnxruntime_gpu(name: str, provider: str, tuned_unasked: bool) -> Backend:
+def _onnxruntime_gpu(name: str, provider: str, label: str, tuned_unasked: bool) -> Backend:
     """onnxruntime on NVIDIA GPUs: IO-binding cards, the provider's libraries and start checked before any card; tf32
     (the FP32 weights in TensorFloat-32: provider_options.numerics) where the provider takes `use_tf32` (CUDA)."""
     tf32 = (provider_options.TF32,) if provider_options.numerics(provider, provider_options.TF32) else ()
     return Backend(name, "gpu", "onnxruntime", provider, ("fp32", "int8", "fp16", *tf32), tuned_unasked=tuned_unasked,
                    tunable=True, tune_options=provider_options.GPU_GRID if provider in provider_options.TUNABLE
-                   else ("",), card="harness.run.cards.gpu_iobinding:IoBindingCard",
+                   else ("",), device_option="device_id", label=label,
+                   card="harness.run.cards.gpu_iobinding:IoBindingCard",
                    libraries=f"{_ORT}:check_gpu_libraries", starts=f"{_ORT}:check_gpus_start",
                    available=f"{_ORT}:provider_available")
 
 
 RECORDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", emulated=True, tuned_unasked=True,
-            card="harness.run.cards.gpu_iobinding:from_spec"),
-    _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", tuned_unasked=True),
-    _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", tuned_unasked=False),  # tune: when asked
-    Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider",
-            card=f"{_ORT}:OnnxRuntimeCard"),
+    Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tuned_unasked=True,
+            card="harness.run.cards.cpu_card:from_spec"),
+    _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", "cuda:{i}", tuned_unasked=True),
+    _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", "tensorrt:{i}",
+                     tuned_unasked=False),  # tune: when asked
+    # the CPU provider in parallel execution mode (harness.run.cards.parallel_card): tune times it when asked
+    Backend("onnxruntime-parallel", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tunable=True,
+            card="harness.run.cards.parallel_card:ParallelCard"),
+    # onnxruntime-openvino's build: OpenVINO's CPU plugin on the card's CPUs (device_type CPU), as planned
+    Backend("onnxruntime-openvino", "cpu", "onnxruntime", "OpenVINOExecutionProvider", device_option="device_type",
+            label="openvino-cpu:{i}", card=f"{_ORT}:OnnxRuntimeCard"),
     # bf16: OpenVINO's INFERENCE_PRECISION_HINT on CPUs with AVX512_BF16 or AMX (onnxruntime's CPU provider has no
     # bf16 path on x86: harness.prepare.bf16)
-    Backend("openvino", "cpu", "openvino", None, ("fp32", "int8", "bf16"), emulated=True, requests=True,
+    Backend("openvino", "cpu", "openvino", None, ("fp32", "int8", "bf16"), stands_in=True, requests=True,
             padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_process:from_spec"),
-    Backend("null", "none", None, emulated=True, card="harness.run.cards.null_card:from_spec"),
-    Backend("simulated", "simulated", None, card="harness.run.cards.simulated_card:from_spec"),
+    Backend("null", "none", None, stands_in=True, label="none", card="harness.run.cards.null_card:from_spec"),
+    Backend("simulated", "simulated", None, label="simulated", card="harness.run.cards.simulated_card:from_spec"),
 )}
-DEFAULT = "onnxruntime"  # --backend's default
+DEFAULT = "onnxruntime"  # --backend's default, and --backend auto's without a tuned record
 
 
 def on_gpu(name: str) -> bool:
@@ -143,15 +155,20 @@ def get(name: str) -> Backend:
         raise ApplianceError(f"unknown backend {name!r}; choose one of: {', '.join(RECORDS)}") from None
 
 
+def simulating() -> Backend:
+    """The record of the cards `--cards simulate:PROFILE:N` makes."""
+    return next(b for b in RECORDS.values() if b.simulated)
+
+
 def computing(precision: str) -> tuple[str, ...]:
     """The backends whose cards compute `precision`."""
     return tuple(b.name for b in RECORDS.values() if b.computes(precision))
 
 
-def check_computes(backend: str, precision: str) -> None:
+def check_computes(backend: Backend, precision: str) -> None:
     """One line when `backend`'s cards do not compute `precision` (bf16 on onnxruntime, fp16 on a CPU)."""
-    if not get(backend).computes(precision):
+    if not backend.computes(precision):
         on = computing(precision)
-        raise ApplianceError(f"--precision {precision} runs on --backend {' / '.join(on)} only: {backend} has no "
+        raise ApplianceError(f"--precision {precision} runs on --backend {' / '.join(on)} only: {backend.name} has no "
                              f"{precision} path (onnxruntime's CPU provider computes FP32); use --backend {on[0]} "
                              f"or --precision fp32")

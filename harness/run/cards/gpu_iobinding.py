@@ -77,7 +77,7 @@ from harness.core import environment, inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
-from harness.run.cards import backends, provider_options
+from harness.run.cards import provider_options
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
 from harness.run.cards.onnxruntime_card import SPINNING, OnnxRuntimeCard, batch_fault, cast_outputs, one_line
 from harness.run.cards.spec import BackendSpec
@@ -253,17 +253,11 @@ def _no_graph() -> ort.RunOptions:
     return options
 
 
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OnnxRuntimeCard:
-    """The onnxruntime (CPU) backend's cards (its record's `card`): through IO binding on CPU OrtValues with
-    APPLIANCE_IO_BINDING=1, else the plain card."""
-    return IoBindingCard(spec, index, cpus) if spec.io_binding else OnnxRuntimeCard(spec, index, cpus)
-
-
 class IoBindingCard(OnnxRuntimeCard):
     """A card whose batches run through IO binding on device-resident buffers, one bucket per batch size."""
 
     def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
-        self.on_gpu = backends.get(spec.backend).gpu
+        self.on_gpu = spec.backend.gpu
         ref = spec.gpus[index] if spec.gpus else None
         self.ordinal = (ref.ordinal if ref is not None else index) if self.on_gpu else 0
         self.settings = cuda_settings() if self.on_gpu else {"cuda_graph": False, "user_stream": False}

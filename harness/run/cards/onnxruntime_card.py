@@ -36,28 +36,19 @@ from harness.core.errors import ApplianceError, BatchDoesNotFit, DataError
 from harness.core.outbound import unnamed_file
 from harness.hw import gpu
 from harness.records.benchmark_record import OutputQuant
-from harness.run.cards import backends, provider_options
+from harness.run.cards import provider_options
 from harness.run.cards.base import CardInfo, PageableHostBuffers
-from harness.run.cards.spec import BackendSpec
+from harness.run.cards.spec import THREADS_ENV, BackendSpec
 
 if TYPE_CHECKING:
     import onnx
 
-# backend name -> (option naming the device, device label); CPU has no device id; the provider: the record's
-_DEVICES: dict[str, tuple[str | None, str]] = {
-    "onnxruntime": (None, "cpu-emulated"),
-    "onnxruntime-cuda": ("device_id", "cuda:{i}"),
-    "onnxruntime-tensorrt": ("device_id", "tensorrt:{i}"),
-    "onnxruntime-openvino": ("device_type", "openvino:{i}"),
-}
-# backend name -> (execution provider, option naming the device, device label)
-PROVIDERS: dict[str, tuple[str, str | None, str]] = {
-    name: (str(backends.get(name).provider), key, label) for name, (key, label) in _DEVICES.items()}
+    from harness.run.cards.backends import Backend
+
 _PROVIDER_LIBS = {"CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
                   "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so"}
 NO_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 SPINNING = "session.intra_op.allow_spinning"
-THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
 _OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
                   re.IGNORECASE)
 _NATIVE_LOG = threading.Lock()
@@ -76,15 +67,12 @@ class OnnxRuntimeCard(PageableHostBuffers):
     """
 
     def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
-        backend, outputs, input_name = spec.backend, spec.outputs, spec.input_name
+        record, outputs, input_name = spec.backend, spec.outputs, spec.input_name
         assert spec.model_path is not None
         model_path = spec.model_path
         gpu_ref = spec.gpus[index] if spec.gpus else None
-        if backend not in PROVIDERS:
-            raise ApplianceError(f"unknown onnxruntime backend {backend!r}; choose one of: {', '.join(PROVIDERS)}")
-        provider, id_key, device_fmt = PROVIDERS[backend]
-        require_provider(backend)
-        on_gpu = backends.get(backend).gpu
+        provider, id_key, on_gpu = str(record.provider), record.device_option, record.gpu
+        require_provider(record)
         device = (gpu_ref.ordinal if gpu_ref is not None else index) if on_gpu else index
         threads, spin = self._threads(cpus, on_gpu)
         opts = session_options(threads, spin, on_gpu)
@@ -92,10 +80,9 @@ class OnnxRuntimeCard(PageableHostBuffers):
         if on_gpu:
             options = provider_options.build(provider, spec.provider_options, spec.precision)
             providers = [(provider, {id_key or "device_id": str(device), **options})]
-        elif id_key is not None:
-            value = str(index) if id_key == "device_id" else "GPU" if index == 0 else f"GPU.{index}"
-            providers = [(provider, {id_key: value}), "CPUExecutionProvider"]
-        label = f"card {index} ({device_fmt.format(i=device)}{_gpu_words(gpu_ref)})"
+        elif id_key is not None:  # a provider on the card's CPUs (OpenVINO's CPU plugin), the CPU provider beside it
+            providers = [(provider, {id_key: "CPU"}), "CPUExecutionProvider"]
+        label = f"card {index} ({record.label.format(i=device)}{_gpu_words(gpu_ref)})"
         self.label = label
         source = self._model_source(spec, model_path)
         self._configure(opts, providers, on_gpu)  # the IO-binding card's session settings (gpu_iobinding)
@@ -130,8 +117,8 @@ class OnnxRuntimeCard(PageableHostBuffers):
             details.update(gpu.card_facts(gpu_ref, device), cpu_fallback="refused (session.disable_cpu_ep_fallback=1)",
                            provider_options=self.session.get_provider_options().get(provider, {}))
             self._warm(max(1, spec.warm_batch))
-        self.info = CardInfo(index=index, backend=backend, device=device_fmt.format(i=device), cpus=cpus,
-                             emulated=id_key is None, details=details)
+        self.info = CardInfo(index=index, backend=record.name, device=record.label.format(i=device), cpus=cpus,
+                             emulated=not on_gpu, details=details)
 
     def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
         """Intra-op threads and whether they spin: the card's CPUs (APPLIANCE_INTRA_OP_THREADS overrides); threads
@@ -203,11 +190,11 @@ def _gpu_words(ref: gpu.GpuRef | None) -> str:
     return "" if ref is None else f" {ref.model} {ref.pci}"
 
 
-def provider_available(backend: str) -> bool:
+def provider_available(backend: Backend) -> bool:
     """Whether this onnxruntime build has the backend's provider and its library loads (a GPU backend's record's
     `available`): onnxruntime-gpu lists CUDA and TensorRT without a driver, and `tune --backends` offered them,
     then refused them."""
-    provider = PROVIDERS[backend][0]
+    provider = str(backend.provider)
     if provider not in ort.get_available_providers():
         return False
     with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
@@ -215,20 +202,20 @@ def provider_available(backend: str) -> bool:
     return provider_library_error(provider) is None
 
 
-def require_provider(backend: str) -> None:
+def require_provider(backend: Backend) -> None:
     """The backend's provider is in this onnxruntime build, or one line saying which package has it."""
-    provider = PROVIDERS[backend][0]
+    provider = str(backend.provider)
     if provider not in ort.get_available_providers():
-        raise ApplianceError(f"--backend {backend} needs onnxruntime's {provider}, which this onnxruntime "
+        raise ApplianceError(f"--backend {backend.name} needs onnxruntime's {provider}, which this onnxruntime "
                              f"({ort.__version__}) lacks (has: {', '.join(ort.get_available_providers())}); "
                              f"install the matching onnxruntime package (onnxruntime-gpu: requirements-gpu.lock) "
                              f"or use --backend onnxruntime")
 
 
-def check_gpu_libraries(backend: str) -> None:
+def check_gpu_libraries(backend: Backend) -> None:
     """Before any card or folder: the provider's shared library loads (CUDA / cuDNN preloaded from NVIDIA's
     wheels), or one line naming the library that did not, what that means, and the driver."""
-    provider = PROVIDERS[backend][0]
+    provider = str(backend.provider)
     require_provider(backend)
     gpu.cuda_order()
     with contextlib.redirect_stdout(io.StringIO()):  # it prints each library it cannot find
@@ -239,14 +226,14 @@ def check_gpu_libraries(backend: str) -> None:
         why = ("no NVIDIA driver is installed (the driver's libcuda.so.1 is missing)" if lib.startswith("libcuda.") else
                "TensorRT is not installed" if lib.startswith("libnvinfer") else
                "a CUDA / cuDNN library is missing: install NVIDIA's wheels from requirements-gpu.lock")
-        raise ApplianceError(f"--backend {backend}: {_build()} cannot load its {provider}: {missing}; {why}; "
+        raise ApplianceError(f"--backend {backend.name}: {_build()} cannot load its {provider}: {missing}; {why}; "
                              f"{gpu.driver_line()}")
 
 
-def check_gpus_start(backend: str, ordinals: Sequence[int]) -> None:
+def check_gpus_start(backend: Backend, ordinals: Sequence[int]) -> None:
     """The provider starts on each GPU (a one-node graph, CPU fallback refused), or one line with the CUDA
     error onnxruntime logged (no device, a driver older than the CUDA runtime) and the driver's versions."""
-    provider = PROVIDERS[backend][0]
+    provider = str(backend.provider)
     probe = _probe_model()
     for ordinal in ordinals:
         opts = ort.SessionOptions()
@@ -257,7 +244,7 @@ def check_gpus_start(backend: str, ordinals: Sequence[int]) -> None:
             with native_log(True) as log:
                 ort.InferenceSession(probe, opts, providers=[(provider, {"device_id": str(ordinal)})])
         except Exception as exc:
-            raise ApplianceError(f"--backend {backend}: {provider} failed to start on cuda:{ordinal}: "
+            raise ApplianceError(f"--backend {backend.name}: {provider} failed to start on cuda:{ordinal}: "
                                  f"{_reason(log, str(exc))}; {_build()}, {gpu.driver_line()}") from None
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from harness.core import environment, inbound
 from harness.core.errors import ApplianceError, DataError
 from harness.run.cards.base import CardInfo, PageableHostBuffers
-from harness.run.cards.onnxruntime_card import THREADS_ENV
+from harness.run.cards.spec import THREADS_ENV
 
 __all__ = ["OpenVinoCard"]
 
@@ -44,7 +44,8 @@ class OpenVinoCard(PageableHostBuffers):
     `depth` = its infer requests, one stream each (OpenVINO's throughput mode)."""
 
     def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
-                 cpus: tuple[int, ...], requests: int = 1, inference_precision: str = "f32") -> None:
+                 cpus: tuple[int, ...], requests: int = 1, inference_precision: str = "f32", *,
+                 backend: str) -> None:
         try:
             import openvino as ov
         except ImportError:
@@ -86,7 +87,7 @@ class OpenVinoCard(PageableHostBuffers):
         self._waits: queue.SimpleQueue[Any] = queue.SimpleQueue()  # requests started, for the waiter
         self._waiter = threading.Thread(target=self._signal_when_done, daemon=True)
         self._waiter.start()
-        self.info = CardInfo(index=index, backend="openvino", device="cpu-emulated", cpus=cpus, emulated=True,
+        self.info = CardInfo(index=index, backend=backend, device="cpu-emulated", cpus=cpus, emulated=True,
                              details={"openvino": ov.get_version(), "input_dtype": self.input_dtype,
                                       "infer_requests": self.depth,
                                       "affinity": "card thread pinned; OpenVINO workers use the process's CPUs",

@@ -88,9 +88,9 @@ class OpenVinoProcessCard(PageableHostBuffers):
     infer requests. Made, driven and closed on the card thread (the `AsyncCard` contract); a reader
     thread of its own (started there, so on the card's CPUs) turns the child's messages into ready calls."""
 
-    def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],
+    def __init__(self, index: int, model_path: Path, input_name: str, outputs: tuple[str, ...],  # noqa: PLR0913
                  output_specs: tuple[tuple[tuple[int, ...], str], ...], cpus: tuple[int, ...],
-                 requests: int = 1, inference_precision: str = "f32") -> None:
+                 requests: int = 1, inference_precision: str = "f32", *, backend: str) -> None:
         self.index = index
         self.cpus = tuple(cpus) or tuple(sorted(os.sched_getaffinity(0)))
         self.output_specs = [(tuple(s), d) for s, d in output_specs]
@@ -102,7 +102,7 @@ class OpenVinoProcessCard(PageableHostBuffers):
         # started from the card thread: the child inherits the card's CPUs at fork, before it runs anything
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.run.cards.openvino_process", ",".join(map(str, self.cpus)), str(index),
-             str(model_path), input_name, ",".join(outputs), str(requests), inference_precision],
+             str(model_path), input_name, ",".join(outputs), str(requests), inference_precision, backend],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.to_child, self.from_child = self.proc.stdin, self.proc.stdout
@@ -117,7 +117,7 @@ class OpenVinoProcessCard(PageableHostBuffers):
             raise ERRORS.get(hello[1], RuntimeError)(hello[2])
         _, self.input_dtype, dims, self.depth, details = hello
         self.sample_dims: tuple[int, ...] = tuple(dims)
-        self.info = CardInfo(index=index, backend="openvino", device="cpu-emulated", cpus=self.cpus, emulated=True,
+        self.info = CardInfo(index=index, backend=backend, device="cpu-emulated", cpus=self.cpus, emulated=True,
                              details={**details, "worker_process": self.proc.pid,
                                       "affinity": "worker process pinned to the card's CPUs before importing OpenVINO"})
         self.capacity = 0  # samples per slot of the mapped segments
@@ -299,19 +299,20 @@ class _Child:
 
 
 def child_main(argv: list[str]) -> int:
-    """`python -m harness.run.cards.openvino_process CPUS INDEX MODEL INPUT OUTPUTS REQUESTS PRECISION`: pin, then
-    import OpenVINO."""
+    """`python -m harness.run.cards.openvino_process CPUS INDEX MODEL INPUT OUTPUTS REQUESTS PRECISION BACKEND`: pin,
+    then import OpenVINO."""
     cpus = tuple(int(c) for c in argv[0].split(","))
     os.sched_setaffinity(0, cpus)  # before anything starts a thread
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes or leaves us EOF
     reply = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints (OpenVINO's, a library's) go to stderr, never into the message pipe
     index, model_path, input_name, outputs = int(argv[1]), Path(argv[2]), argv[3], tuple(argv[4].split(","))
-    requests, inference_precision = int(argv[5]), argv[6]
+    requests, inference_precision, backend = int(argv[5]), argv[6], argv[7]
     try:
         from harness.run.cards.openvino_card import OpenVinoCard
 
-        card = OpenVinoCard(index, model_path, input_name, outputs, cpus, requests, inference_precision)
+        card = OpenVinoCard(index, model_path, input_name, outputs, cpus, requests, inference_precision,
+                            backend=backend)
     except (ApplianceError, DataError) as exc:
         _send(reply, ("error", type(exc).__name__, str(exc)))
         return 2
@@ -334,11 +335,11 @@ def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OpenVinoC
     assert spec.model_path is not None
     if spec.processes or environment.switch(PROCESS_ENV):
         return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
-                                   spec.requests, spec.inference_precision)
+                                   spec.requests, spec.inference_precision, backend=spec.backend.name)
     from harness.run.cards.openvino_card import OpenVinoCard
 
     return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests,
-                        spec.inference_precision)
+                        spec.inference_precision, backend=spec.backend.name)
 
 if __name__ == "__main__":
     sys.exit(child_main(sys.argv[1:]))

@@ -1,5 +1,6 @@
-"""The backends a card can be made by, and what every card of a run is made from (`BackendSpec`): below the card
-modules, which read it, and `make_card` (harness.run.cards), which picks the module."""
+"""What every card of a run is made from (`BackendSpec`, its backend's record in it), and the environment switches
+the card modules share: below the card modules, which read it, and `make_card` (harness.run.cards), which asks the
+record to make the card."""
 
 from __future__ import annotations
 
@@ -11,21 +12,23 @@ from harness.records.benchmark_record import OutputQuant
 
 if TYPE_CHECKING:
     from harness.hw.gpu import GpuRef
+    from harness.run.cards.backends import Backend
 
-__all__ = ["IO_BINDING_ENV", "PROCESS_ENV", "BackendSpec"]
+__all__ = ["IO_BINDING_ENV", "PROCESS_ENV", "THREADS_ENV", "BackendSpec"]
 
 
 # "1": an openvino card runs in a worker process even alone (runs with several openvino cards always do)
 PROCESS_ENV = "APPLIANCE_OPENVINO_PROCESS"
 # "1": --backend onnxruntime runs the GPU cards' IO-binding data path on the CPU provider (the GPU check's rehearsal)
 IO_BINDING_ENV = "APPLIANCE_IO_BINDING"
+THREADS_ENV = "APPLIANCE_INTRA_OP_THREADS"  # threads per CPU-emulated card (onnxruntime, openvino); default: its CPUs
 
 
 @dataclass(frozen=True)
 class BackendSpec:
     """What every card of a run is made from."""
 
-    backend: str
+    backend: Backend  # its record: the card module reads its provider, device and label there
     model_path: Path | None
     input_name: str
     outputs: tuple[str, ...]

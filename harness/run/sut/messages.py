@@ -57,7 +57,7 @@ class Batching:
         return self.scenario == Scenario.SERVER
 
 
-# The card thread's queue carries exactly these four message types (and nothing else):
+# What the card thread's queue carries besides a plain `Batch` (`CardMessage` below names all five):
 
 
 @dataclass(frozen=True, slots=True)
