@@ -219,6 +219,7 @@ ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
 step "tune yolo-99 ($yprecisions)" 50 appliance tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
   --precisions "$yprecisions" --batch-sizes "$ybatches" --cards "$ylayouts" --card-outputs quantised \
   -s Offline -s SingleStream -o "$ytuned" -q
+[ -f "$ytuned" ] && cp "$ytuned" "$work-yolo-tune.json"  # the table's fp32 / tf32 row
 if [ -f "$ytuned" ]; then ychoice=(--tuned "$ytuned"); ybatchopt=(); else
   say "no tuned YOLO record: the runs use --cards $ycards, batch $ybatch, fp32"
   ychoice=(--backend "$backend" --cards "$ycards" --precision fp32); ybatchopt=(--batch-size "$ybatch"); fi

@@ -4,7 +4,7 @@
 
 PREFIX-<name>.json are `appliance run --json` outputs (offline, default, server, server-hi, server-80, single,
 yolo-offline, yolo-single, yolo-accuracy, yolo-accuracy-tf32, yolo-accuracy-fp32, yolo-fp32-graphs-1card),
-tools/gpu_baseline.py
+PREFIX-yolo-tune.json YOLO11l's tuned record, tools/gpu_baseline.py
 outputs (baseline, yolo-baseline) and
 tools/torch_peer.py's (peer); the runs' manifests name the tuned record, whose own figures are compared too;
 OUTDIR/versions.json the GPU's software, OUTDIR/steps.txt every step's row (its budget; done, failed or over budget).
@@ -187,8 +187,23 @@ def peer_rows(peer: dict[str, Any] | None, offline: float) -> Rows:
              + ", ".join(f"batch {b} {r:.1f}/s" for b, r in rates.items()) + " (moonshot >= 1.0)")]
 
 
+def precision_rows(prefix: str) -> Rows:
+    """YOLO11l's tune (PREFIX-yolo-tune.json, its record): the best Offline rate at each precision timed, TF32's
+    against FP32's (the accuracy run at tf32 decides whether it may be chosen)."""
+    record = load(prefix, "yolo-tune")
+    if not record:
+        return [("YOLO11l tune, by precision", "-", "no tuned record (its step's row below)")]
+    best: dict[str, float] = {}
+    for r in record.get("measured", []):
+        best[r["precision"]] = max(best.get(r["precision"], 0.0), r["samples_per_second"])
+    text = ", ".join(f"{p} {rate:.1f}/s" for p, rate in sorted(best.items()))
+    note = (f"tf32 / fp32 {best['tf32'] / best['fp32']:.2f} (TensorFloat-32 on the GPU's tensor cores)"
+            if best.get("fp32") and "tf32" in best else "tf32 not timed (the CUDA provider's)")
+    return [("YOLO11l tune, best Offline by precision", text, note)]
+
+
 def yolo_rows(prefix: str) -> Rows:
-    rows: Rows = []
+    rows: Rows = precision_rows(prefix)
     yoff, ysingle = load(prefix, "yolo-offline"), load(prefix, "yolo-single")
     my = manifest(yoff)
     if yoff:
