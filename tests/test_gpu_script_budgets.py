@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,22 @@ def test_a_step_over_its_budget_is_stopped_with_its_children_and_the_next_step_r
     assert re.search(r"budget +5 s +failed, exit 1 \(\d+ s\)$", rows[2]), rows
     orphans = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True, check=False)
     assert orphans.stdout == "", "the stopped step's child outlived its step"
+
+
+def test_stopping_the_script_stops_the_running_step_and_its_children(tmp_path):
+    started, marker = tmp_path / "started", tmp_path / "child-still-ran"
+    script = (f"set -euo pipefail; start=$SECONDS; out={tmp_path}; say() {{ echo \"== $*\"; }}; . tools/gpu_env.sh; "
+              f"step 'long one' 60 sh -c 'touch {started}; sleep 20; touch {marker}'; echo after")
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    for _ in range(300):  # the step has started (a file, not a clock, says so)
+        if started.exists():
+            break
+        time.sleep(0.1)
+    proc.terminate()  # what a user's Ctrl-C or the device tool's stop does to the script
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "after" not in out, out
+    orphans = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True, check=False)
+    assert orphans.stdout == "", "the step outlived its stopped script"
 
 
 def test_budget_scale_multiplies_a_steps_budget(tmp_path):

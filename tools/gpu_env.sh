@@ -55,7 +55,10 @@ step() {
   ( sleep "$budget"; kill -TERM -- "-$pid"; sleep 5; kill -KILL -- "-$pid" ) >/dev/null 2>&1 </dev/null &
   dog=$!
   set +m
+  # the step's group does not get the terminal's Ctrl-C: the script passes an interrupt or a stop on to it
+  trap 'kill -TERM -- "-$pid" "-$dog" 2>/dev/null; exit 130' INT TERM
   wait "$pid" || rc=$?
+  trap - INT TERM
   kill -- "-$dog" 2>/dev/null || true
   local took=$((SECONDS - t0))
   if [ "$rc" != 0 ] && [ "$took" -ge "$budget" ]; then row="over budget ($took s)"
