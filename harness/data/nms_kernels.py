@@ -13,7 +13,9 @@ parameter set, output dtypes) by harness.data.nms:
 
 The records are `typing.NamedTuple`s on the Python side, but a kernel is called with plain tuples
 (`tuple(record)`) and unpacks them by position, in the field order declared here: numba's dispatcher types
-a plain tuple in C, a NamedTuple in Python (about 1.5 us a call, more than the smallest image's NMS).
+a plain tuple in C, a NamedTuple in Python (about 1.5 us a call, more than the smallest image's NMS). Each
+unpacking names the fields it takes by their declared names, `_` for the rest: tests/test_nms_records.py holds
+every unpacking to the declared order.
 
 Candidates are int64 keys (class, score, candidate index) radix-sorted (`sort_keys`); the scan over the raw
 codes is vectorised (`scan`); the IoU test against a class's kept boxes is branch-free.
@@ -141,51 +143,52 @@ def decode(coder: BoxCoder, kind: int, boxes: np.ndarray, cand: int, anchor: int
     """Candidate `cand` (anchor `anchor`) decoded to (ymin, xmin, ymax, xmax), clipped, 0..1. With a
     table (uint8 boxes only) the per-code terms are looked up instead of computed: the same values. `kind`:
     the layout (CODER_*), a constant of the calling kernel."""
-    bscale, bzp, tab, priors, var, size = coder
-    if kind == 0 and tab.shape[0]:
-        yc = tab[0, int(boxes[cand, 0])] * priors[anchor, 2] + priors[anchor, 0]
-        xc = tab[1, int(boxes[cand, 1])] * priors[anchor, 3] + priors[anchor, 1]
-        h = tab[2, int(boxes[cand, 2])] * priors[anchor, 2]
-        w = tab[3, int(boxes[cand, 3])] * priors[anchor, 3]
+    scale, zero_point, table, priors, variances, image_size = coder
+    if kind == 0 and table.shape[0]:
+        yc = table[0, int(boxes[cand, 0])] * priors[anchor, 2] + priors[anchor, 0]
+        xc = table[1, int(boxes[cand, 1])] * priors[anchor, 3] + priors[anchor, 1]
+        h = table[2, int(boxes[cand, 2])] * priors[anchor, 2]
+        w = table[3, int(boxes[cand, 3])] * priors[anchor, 3]
         return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
-    if kind == 1 and tab.shape[0]:
-        cx = tab[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
-        cy = tab[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
-        w = tab[2, int(boxes[2, cand])] * priors[anchor, 2]
-        h = tab[3, int(boxes[3, cand])] * priors[anchor, 3]
+    if kind == 1 and table.shape[0]:
+        cx = table[0, int(boxes[0, cand])] * priors[anchor, 2] + priors[anchor, 0]
+        cy = table[1, int(boxes[1, cand])] * priors[anchor, 3] + priors[anchor, 1]
+        w = table[2, int(boxes[2, cand])] * priors[anchor, 2]
+        h = table[3, int(boxes[3, cand])] * priors[anchor, 3]
         return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
     if kind == 0:  # box-major TF coder: boxes [A, 4] = (ty, tx, th, tw); priors (yc, xc, h, w)
-        ty = bscale * (float(boxes[cand, 0]) - bzp)
-        tx = bscale * (float(boxes[cand, 1]) - bzp)
-        th = bscale * (float(boxes[cand, 2]) - bzp)
-        tw = bscale * (float(boxes[cand, 3]) - bzp)
-        yc = ty / var[0] * priors[anchor, 2] + priors[anchor, 0]
-        xc = tx / var[1] * priors[anchor, 3] + priors[anchor, 1]
-        h = math.exp(th / var[2]) * priors[anchor, 2]
-        w = math.exp(tw / var[3]) * priors[anchor, 3]
+        ty = scale * (float(boxes[cand, 0]) - zero_point)
+        tx = scale * (float(boxes[cand, 1]) - zero_point)
+        th = scale * (float(boxes[cand, 2]) - zero_point)
+        tw = scale * (float(boxes[cand, 3]) - zero_point)
+        yc = ty / variances[0] * priors[anchor, 2] + priors[anchor, 0]
+        xc = tx / variances[1] * priors[anchor, 3] + priors[anchor, 1]
+        h = math.exp(th / variances[2]) * priors[anchor, 2]
+        w = math.exp(tw / variances[3]) * priors[anchor, 3]
         return _clip01(yc - h / 2.0), _clip01(xc - w / 2.0), _clip01(yc + h / 2.0), _clip01(xc + w / 2.0)
     if kind == 1:  # class-major SSD-R34: boxes planar [4, A] = (dx, dy, dw, dh); priors (cx, cy, w, h)
-        dx = bscale * (float(boxes[0, cand]) - bzp)
-        dy = bscale * (float(boxes[1, cand]) - bzp)
-        dw = bscale * (float(boxes[2, cand]) - bzp)
-        dh = bscale * (float(boxes[3, cand]) - bzp)
-        cx = dx * var[0] * priors[anchor, 2] + priors[anchor, 0]
-        cy = dy * var[0] * priors[anchor, 3] + priors[anchor, 1]
-        w = math.exp(dw * var[1]) * priors[anchor, 2]
-        h = math.exp(dh * var[1]) * priors[anchor, 3]
+        dx = scale * (float(boxes[0, cand]) - zero_point)
+        dy = scale * (float(boxes[1, cand]) - zero_point)
+        dw = scale * (float(boxes[2, cand]) - zero_point)
+        dh = scale * (float(boxes[3, cand]) - zero_point)
+        cx = dx * variances[0] * priors[anchor, 2] + priors[anchor, 0]
+        cy = dy * variances[0] * priors[anchor, 3] + priors[anchor, 1]
+        w = math.exp(dw * variances[1]) * priors[anchor, 2]
+        h = math.exp(dh * variances[1]) * priors[anchor, 3]
         return _clip01(cy - h / 2.0), _clip01(cx - w / 2.0), _clip01(cy + h / 2.0), _clip01(cx + w / 2.0)
     # topk RetinaNet: boxes [K, 4] = (dx, dy, dw, dh); priors (x1, y1, x2, y2) pixels
     clip = math.log(1000.0 / 16)
-    dx = (bscale * (float(boxes[cand, 0]) - bzp)) / var[0]
-    dy = (bscale * (float(boxes[cand, 1]) - bzp)) / var[1]
-    dw = min((bscale * (float(boxes[cand, 2]) - bzp)) / var[2], clip)
-    dh = min((bscale * (float(boxes[cand, 3]) - bzp)) / var[3], clip)
+    dx = (scale * (float(boxes[cand, 0]) - zero_point)) / variances[0]
+    dy = (scale * (float(boxes[cand, 1]) - zero_point)) / variances[1]
+    dw = min((scale * (float(boxes[cand, 2]) - zero_point)) / variances[2], clip)
+    dh = min((scale * (float(boxes[cand, 3]) - zero_point)) / variances[3], clip)
     aw = priors[anchor, 2] - priors[anchor, 0]
     ah = priors[anchor, 3] - priors[anchor, 1]
     cx = dx * aw + (priors[anchor, 0] + 0.5 * aw)
     cy = dy * ah + (priors[anchor, 1] + 0.5 * ah)
     w = math.exp(dw) * aw
     h = math.exp(dh) * ah
+    size = image_size
     return (min(max(cy - 0.5 * h, 0.0), size) / size, min(max(cx - 0.5 * w, 0.0), size) / size,
             min(max(cy + 0.5 * h, 0.0), size) / size, min(max(cx + 0.5 * w, 0.0), size) / size)
 
@@ -330,9 +333,9 @@ class _Kept(NamedTuple):
 def _image_rows(kept: _Kept, nk: int, scores: ScoreCodes, limits: NMSLimits, qsl_idx: float) -> np.ndarray:
     """The best max_per_image kept detections, score descending, as rows of 7."""
     _, hi, kind, scale, zero_point = scores
-    _, _, _, _, image_cap, _, class_ids = limits
-    m = min(nk, image_cap)
-    if m < nk:  # only the best image_cap are wanted: select them, then order those
+    _, _, _, _, max_per_image, _, class_ids = limits
+    m = min(nk, max_per_image)
+    if m < nk:  # only the best max_per_image are wanted: select them, then order those
         sel = sort_keys(np.partition(kept.key[:nk], m - 1)[:m]) if m > 0 else kept.key[:0]
     else:
         sel = sort_keys(kept.key[:nk])
@@ -357,24 +360,24 @@ def _nms_sorted(keys: np.ndarray, anchor_of: np.ndarray, boxes: np.ndarray, scor
     decoded only when a candidate's turn comes; the IoU test against the class's kept boxes is branch-free
     (vectorised), IoU 0 without a positive overlap. The class runs are found inline: with a helper for
     them as well, LLVM lays this loop out worse (SSD-MobileNet 15% slower an image)."""
-    cshift, iou_threshold, pre_cap, class_cap, _, _, _ = limits
+    class_shift, iou_threshold, pre_nms_per_class, max_per_class, _, _, _ = limits
     n = keys.size
     kept_box = np.empty((n, 4), dtype=np.float64)
     kept_cls = np.empty(n, dtype=np.int64)
     kept_key = np.empty(n, dtype=np.int64)
-    cap = max(class_cap, 0)
-    score_mask = (1 << (cshift - SCORE_SHIFT)) - 1
+    cap = max(max_per_class, 0)
+    score_mask = (1 << (class_shift - SCORE_SHIFT)) - 1
     y1s, x1s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
     y2s, x2s = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
     areas = np.empty(cap, dtype=np.float64)
     nk = 0
     start = 0
     while start < n:
-        c = keys[start] >> cshift
+        c = keys[start] >> class_shift
         end = start + 1
-        while end < n and (keys[end] >> cshift) == c:
+        while end < n and (keys[end] >> class_shift) == c:
             end += 1
-        stop = min(end, start + pre_cap) if pre_cap > 0 else end
+        stop = min(end, start + pre_nms_per_class) if pre_nms_per_class > 0 else end
         nh = 0
         for t in range(start, stop):
             if nh >= cap:
@@ -409,13 +412,13 @@ def box_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: Scor
     a_n, c_n = codes.shape
     flat = codes.reshape(a_n * c_n)
     lo, hi, _, _, _ = scores
-    cshift, _, _, _, _, fold_len, _ = limits
+    class_shift, _, _, _, _, fold_len, _ = limits
     hits = scan(flat, 0, flat.size, lo, hi, c_n, fold_len)
     keys = np.empty(hits.size, dtype=np.int64)
     for j in range(hits.size):
         i = hits[j]
         a, c = i // c_n, i % c_n
-        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
+        keys[j] = (c << class_shift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
     return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, CODER_BOX_MAJOR, limits, qsl_idx)
 
 
@@ -426,13 +429,13 @@ def class_major(codes: np.ndarray, boxes: np.ndarray, qsl_idx: float, scores: Sc
     c_n, a_n = codes.shape
     flat = codes.reshape(a_n * c_n)
     lo, hi, _, _, _ = scores
-    cshift, _, _, _, _, fold_len, _ = limits
+    class_shift, _, _, _, _, fold_len, _ = limits
     hits = scan(flat, a_n, flat.size, lo, hi, 0, fold_len)
     keys = np.empty(hits.size, dtype=np.int64)
     for j in range(hits.size):
         i = hits[j]
         c, a = i // a_n, i % a_n
-        keys[j] = (c << cshift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
+        keys[j] = (c << class_shift) | ((int(hi) - int(flat[i])) << SCORE_SHIFT) | a
     return _nms_sorted(sort_keys(keys), hits[:0], boxes, scores, coder, CODER_CLASS_MAJOR, limits, qsl_idx)
 
 
@@ -442,7 +445,7 @@ def topk(codes: np.ndarray, boxes: np.ndarray, indices: np.ndarray, qsl_idx: flo
     """RetinaNet: the card's top-K per level; flat index = anchor * classes + class within a level."""
     k_n = codes.shape[0]
     lo, hi, _, _, _ = scores
-    cshift, _, _, _, _, fold_len, _ = limits
+    class_shift, _, _, _, _, fold_len, _ = limits
     starts, per_level, num_classes = levels
     hits = scan(codes, 0, k_n, lo, hi, 0, fold_len)
     keys = np.empty(hits.size, dtype=np.int64)
@@ -452,7 +455,7 @@ def topk(codes: np.ndarray, boxes: np.ndarray, indices: np.ndarray, qsl_idx: flo
         flat = indices[p]
         c = flat % num_classes
         anchor[p] = starts[p // per_level] + flat // num_classes
-        keys[j] = (c << cshift) | ((int(hi) - int(codes[p])) << SCORE_SHIFT) | p
+        keys[j] = (c << class_shift) | ((int(hi) - int(codes[p])) << SCORE_SHIFT) | p
     return _nms_sorted(sort_keys(keys), anchor, boxes, scores, coder, CODER_TOPK, limits, qsl_idx)
 
 
@@ -520,18 +523,18 @@ def _yolo_keys_attribute_major(codes: np.ndarray, scores: ScoreCodes, score_shif
 @njit(cache=True)
 def _yolo_box(codes: np.ndarray, a: int, scores: ScoreCodes, yolo: YoloParams) -> Box:
     """Anchor a's box as corners (x1, y1, x2, y2) in input pixels."""
-    kind = scores[2]
-    _, anchor_major, scale, zp, _, _, _, _ = yolo
+    _, _, kind, _, _ = scores
+    _, anchor_major, box_scale, box_zero_point, _, _, _, _ = yolo
     if anchor_major:
-        cx = signed_value(codes[a, 0], kind, scale, zp)
-        cy = signed_value(codes[a, 1], kind, scale, zp)
-        w = signed_value(codes[a, 2], kind, scale, zp)
-        h = signed_value(codes[a, 3], kind, scale, zp)
+        cx = signed_value(codes[a, 0], kind, box_scale, box_zero_point)
+        cy = signed_value(codes[a, 1], kind, box_scale, box_zero_point)
+        w = signed_value(codes[a, 2], kind, box_scale, box_zero_point)
+        h = signed_value(codes[a, 3], kind, box_scale, box_zero_point)
     else:
-        cx = signed_value(codes[0, a], kind, scale, zp)
-        cy = signed_value(codes[1, a], kind, scale, zp)
-        w = signed_value(codes[2, a], kind, scale, zp)
-        h = signed_value(codes[3, a], kind, scale, zp)
+        cx = signed_value(codes[0, a], kind, box_scale, box_zero_point)
+        cy = signed_value(codes[1, a], kind, box_scale, box_zero_point)
+        w = signed_value(codes[2, a], kind, box_scale, box_zero_point)
+        h = signed_value(codes[3, a], kind, box_scale, box_zero_point)
     return cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0
 
 
@@ -582,13 +585,13 @@ def yolo(codes: np.ndarray, geo: np.ndarray, qsl_idx: float, scores: ScoreCodes,
     per-image cap. Boxes are decoded only for candidates whose turn comes; IoU is taken in input pixels,
     then the letterbox `geo` (gain_x, gain_y, pad_x, pad_y, width, height) is undone and the box clipped
     to and normalised by the original image."""
-    score_shift, anchor_major, _, _, class_ids, _, image_cap, block = params
+    score_shift, anchor_major, _, _, class_ids, _, max_per_image, block = params
     if anchor_major:
         keys = _yolo_keys_anchor_major(codes, scores, score_shift)
     else:
         keys = _yolo_keys_attribute_major(codes, scores, score_shift, block)
     keys = sort_keys(keys)
-    cap = max(image_cap, 0)
+    cap = max(max_per_image, 0)
     kept = np.empty((5, cap), dtype=np.float64)
     kept_key = np.empty(cap, dtype=np.int64)
     nk = _yolo_greedy(codes, keys, scores, params, kept, kept_key)

@@ -174,11 +174,11 @@ class CardWorker:
             return CANNOT_TAKE
         if self.server:
             return self.work_ahead(now)
-        return self.dispatched + self.stolen - self.finished - self.depth + 1
+        return self.in_hand - self.depth + 1
 
     def idle(self) -> bool:
         """Dispatch, under its lock: nothing in hand (a card with room may still be computing). Reads only."""
-        return self.dispatched + self.stolen - self.finished <= 0
+        return self.in_hand <= 0
 
     def has_room(self) -> bool:
         """The intake thread, no lock (an overdue Server batch looking for a card): alive, with room for a batch on
@@ -189,7 +189,7 @@ class CardWorker:
         """Dispatch, under its lock: one more batch for this card, counted in `dispatched` (written only here). An
         idle card with a feeder gets it on its card thread's queue (`to_card`: staged there, one hop, not two);
         otherwise it goes on this card's `queue` and the taking thread is woken if it waits."""
-        idle = self.dispatched + self.stolen - self.finished <= 0
+        idle = self.idle()
         self.dispatched += 1
         if idle and not self.direct:
             self.to_card.put(batch)
