@@ -50,3 +50,13 @@ def test_the_table_divides_an_h200_run_by_the_h200_and_names_it(tmp_path):
     rows = {what.strip(): (value, note) for what, value, note in _table().resnet_rows(str(tmp_path / "b"))}
     value, note = rows["per-GPU Offline / NVIDIA H200 TensorRT"]
     assert value == "0.200" and "on NVIDIA H200 of 94620" in note
+
+
+def test_the_table_times_yolo_tf32_against_fp32_from_the_tuned_record(tmp_path):
+    measured = [{"precision": p, "samples_per_second": r} for p, r in
+                (("fp32", 400.0), ("fp32", 500.0), ("tf32", 900.0), ("tf32", 1000.0))]
+    (tmp_path / "b-yolo-tune.json").write_text(json.dumps({"measured": measured}))
+    ((_what, value, note),) = _table().precision_rows(str(tmp_path / "b"))
+    assert value == "fp32 500.0/s, tf32 1000.0/s" and note.startswith("tf32 / fp32 2.00"), (value, note)
+    (tmp_path / "b-yolo-tune.json").unlink()
+    assert "no tuned record" in _table().precision_rows(str(tmp_path / "b"))[0][2]

@@ -19,50 +19,67 @@
 #     CUDA graph), Offline / SingleStream (fp16 outputs, host NMS on each card's completion thread), its golden
 #     mAP in accuracy mode (tuned precision with fp16 outputs, and FP32 end to end: the data path's fidelity), the
 #     host NMS share measured inside the run (manifest host_postprocess); joules per sample from NVML.
+#   TF32 where the GPU computes it: YOLO11l prepared at tf32 too (`prepare --precision tf32`), tuned over fp32 and
+#     tf32 (tune's table times both) and judged in an accuracy run at tf32.
 # Everything goes to $OUT (bench.log, table.txt, table.json, versions.json), what the device tool brings back.
 #
+# Budget (issue 43): every step runs under its own budget (`step`, tools/gpu_env.sh) and is stopped there, its row
+# then reading "over budget (N s)"; the rows after it still run, so every row of the table is always printed.
+# On a GPU, after tools/gpu_check.sh on the same warm machine (wheels installed, ResNet50 prepared in /tmp/gpu-check-data):
+#   environment 10 (a cold machine: the wheels, up to 140), versions 10, prepare ResNet50 fp32 20 + fp16 20,
+#   tune ResNet50 (coarse, refined, --server-search) 90, its runs: Offline, the default command, onnxruntime's own
+#   loop, the PyTorch peer, Server, SingleStream, Server again 7 x 15, YOLO11l prepare fp32 30 + tf32 15, tune
+#   YOLO11l (fp32, tf32; --card-outputs quantised) 50, its runs: Offline, accuracy, accuracy tf32, SingleStream,
+#   accuracy FP32 end to end, graphs on one card 6 x 15, host NMS loop 10: steps 440 s + environment 10 s = 450 s
+#   (the table, a second, after). With gpu_check's 420 s (its wheels included) 870 s: one 15-minute loan holds both,
+#   less the machine's start.
 #   tools/gpu_bench.sh --stash                  a load of wheels (.whl/) to /tmp/gpu-wheels, nothing else
-#   tools/gpu_bench.sh                          the last load, then the whole check (about 8 minutes)
+#   tools/gpu_bench.sh                          the last load, then the whole check (450 s of step budgets)
+#   tools/gpu_bench.sh --plan                   every step's row and budget, nothing run (the sum checked in tests)
 #   tools/gpu_bench.sh --backend onnxruntime    the rehearsal without a GPU: the same steps on CPU-emulated cards
-#                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes
-# Environment: SAMPLES (ResNet50 images, default 500), YOLO_SAMPLES (default 64), DURATION_MS (per performance
-# run, default 6000), DATA (default /tmp/gpu-bench-data), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
+#                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes,
+#                                               each budget x BUDGET_SCALE (default 3); tf32's run is refused there
+# Environment: SAMPLES (ResNet50 images, default 300), YOLO_SAMPLES (default 32), DURATION_MS (per performance
+# run, default 3000), DATA (default /tmp/gpu-check-data, gpu_check's), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
 # default fp16 on a GPU), BATCHES (a GPU: unset, tune's coarse grid refined around the best), LAYOUTS (default cuda:allx1,cuda:allx2),
-# YOLO_BATCHES (1,16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32: fp16 misses yolo-99's 99%),
-# YOLO_CARDS (cuda:allx2) and YOLO_BATCH (16) without a YOLO record, PEER_BATCHES (256,512), BUDGET_S (seconds this call may take, default 540 of the device
-# tool's 600: steps that would not fit are skipped, most needed first, and the table is always written), PYTHON.
+# YOLO_BATCHES (16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32,tf32: fp16 misses yolo-99's 99%),
+# YOLO_CARDS (cuda:allx2) and YOLO_BATCH (16) without a YOLO record, PEER_BATCHES (256,512), BUDGET_SCALE (1 on a GPU), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${BACKEND:-onnxruntime-cuda}
 while [ $# -gt 0 ]; do
   case "$1" in
     --stash) exec tools/gpu_check.sh --stash ;;
+    --plan) export PLAN=1 ;;
     --backend) backend=$2; shift ;;
-    *) echo "tools/gpu_bench.sh: unknown argument $1 (use --stash or --backend NAME)" >&2; exit 2 ;;
+    *) echo "tools/gpu_bench.sh: unknown argument $1 (use --stash, --plan or --backend NAME)" >&2; exit 2 ;;
   esac
   shift
 done
 out=${OUT:-/tmp/gpu-bench-out}
 work=${WORK:-/tmp/gpu-bench}  # run summaries ($work-NAME.json) and the results tree ($work-results)
-data=${DATA:-/tmp/gpu-bench-data}
-duration=${DURATION_MS:-6000}
+data=${DATA:-/tmp/gpu-check-data}
+duration=${DURATION_MS:-3000}
 py=${PYTHON:-python3}
 mkdir -p "$out"
-rm -f "$out/skipped.txt"
+rm -f "$out/steps.txt"
 exec > >(tee -a "$out/bench.log") 2>&1
 start=$SECONDS
 say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
 
 if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, through the same IO-binding card
-  samples=${SAMPLES:-64}; yolo_samples=${YOLO_SAMPLES:-2}; precisions=${PRECISIONS:-fp32}
-  batches=${BATCHES:-1,2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-3000}
+  samples=${SAMPLES:-64}; yolo_samples=${YOLO_SAMPLES:-1}; precisions=${PRECISIONS:-fp32}
+  batches=${BATCHES:-1,2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-1000}
   ybatches=${YOLO_BATCHES:-1}; ylayouts=${YOLO_LAYOUTS:-auto}; peer_batches=${PEER_BATCHES:-2}
-  yolo_count=(--count 8)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
+  yprecisions=${YOLO_PRECISIONS:-fp32}  # tf32 is the CUDA provider's: prepared here, its run refused (a row)
+  export BUDGET_SCALE=${BUDGET_SCALE:-3}
+  yolo_count=(--count 4)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
   export APPLIANCE_IO_BINDING=1
 else
-  samples=${SAMPLES:-500}; yolo_samples=${YOLO_SAMPLES:-64}; precisions=${PRECISIONS:-fp16}
+  samples=${SAMPLES:-300}; yolo_samples=${YOLO_SAMPLES:-32}; precisions=${PRECISIONS:-fp16}
   batches=${BATCHES:-}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda  # no BATCHES: tune's coarse grid
-  ybatches=${YOLO_BATCHES:-1,16,32}; ylayouts=${YOLO_LAYOUTS:-cuda:allx1,cuda:allx2}
+  ybatches=${YOLO_BATCHES:-16,32}; ylayouts=${YOLO_LAYOUTS:-cuda:allx1,cuda:allx2}
+  yprecisions=${YOLO_PRECISIONS:-fp32,tf32}
   peer_batches=${PEER_BATCHES:-256,512}
   yolo_count=()
 fi
@@ -71,10 +88,12 @@ fi
 # shellcheck source=tools/gpu_env.sh
 source tools/gpu_env.sh
 gpu_env_setup "$py" "$out" "$( [ "$backend" = onnxruntime ] && echo 0 || echo 1 )"
+printf '%-44s budget %4s s  %s\n' "environment (wheels, extensions)" 10 \
+  "$( [ "${PLAN:-0}" = 1 ] && echo planned || echo "done ($((SECONDS - start)) s)")" >>"$out/steps.txt"
 appliance() { "$py" -m harness.cli "$@"; }
 
 # 2. The GPU and its software.
-say "GPU, driver, CUDA, cuDNN, onnxruntime"
+versions() {
 "$py" - "$backend" <<'PY' | tee "$out/versions.json"
 import json, sys
 import onnxruntime as ort
@@ -90,36 +109,35 @@ if backends.on_gpu(sys.argv[1]):
     info.update(gpu.libraries())
 print(json.dumps(info, indent=2))
 PY
+}
+step "GPU, driver, CUDA, cuDNN, onnxruntime" 10 versions
 
-# 3. ResNet50: prepare, tune (precision x batch x cards per GPU), run the choice, and the baseline. Every step after
-# prepare is guarded by the call's budget (room / left, tools/gpu_env.sh), most needed first, so the table is
-# always written: what did not fit says so in bench.log and is "no run" in the table.
-say "prepare resnet50 ($samples images): fp32$( [ "$precisions" = fp32 ] || echo ", $precisions" )"
-appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
+# 3. ResNet50: prepare, tune (precision x batch x cards per GPU, the Server search), run the choice, the baselines.
+# A step's variables stay in its process group: what later steps need passes through files ($work-*).
+results="$work-results"
+rm -rf "$results" "$work"-*.json "$work-nograph"  # a table of this invocation's runs only
+step "prepare resnet50 fp32 ($samples images)" 20 appliance prepare --benchmark resnet50 --data-dir "$data" \
+  --samples "$samples" -q
 for p in ${precisions//,/ }; do
-  [ "$p" = fp32 ] || appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision "$p" -q
+  [ "$p" = fp32 ] || step "prepare resnet50 $p" 20 appliance prepare --benchmark resnet50 --data-dir "$data" \
+    --samples "$samples" --precision "$p" -q
 done
 tuned=$data/tuned/resnet50-bench.json
 rm -f "$tuned"
-search=()  # Server confirmed by short LoadGen runs, when the budget has room for them after tune
-room 420 "tune --server-search" && search=(--server-search)
 last_batch=${batches##*,}; last_batch=${last_batch:-512}  # without a tuned record, the runs' batch
 grid=(); [ -n "$batches" ] && grid=(--batch-sizes "$batches")  # none: coarse (8, 64, 512), refined around the best
-say "tune resnet50: --precisions $precisions ${grid[*]:-(coarse, then refined)} --cards $layouts ${search[*]}"
-tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" "${grid[@]}"
-      --cards "$layouts" -s Offline -s Server -s SingleStream "${search[@]}" -o "$tuned" -q)
+tune_resnet() {  # tune's stdout (its table) to tune.txt; tune routes its native lines itself (native-tune.log)
+  local tune=("$py" -m harness.cli tune --data-dir "$data" --backends "$backend" --precisions "$precisions" \
+              "${grid[@]}" --cards "$layouts" -s Offline -s Server -s SingleStream --server-search -o "$tuned" -q)
+  "${tune[@]}" >"$out/tune.txt" && { cat "$out/tune.txt"; return; }
+  cat "$out/tune.txt"  # one more try without CUDA graphs, which every later step then uses
+  echo "gpu_bench: tune failed; again without CUDA graphs (APPLIANCE_CUDA_GRAPH=0)"
+  touch "$work-nograph"
+  APPLIANCE_CUDA_GRAPH=0 "${tune[@]}" >"$out/tune.txt"; cat "$out/tune.txt"
+}
+step "tune resnet50 (--server-search)" 90 tune_resnet
 graph=()
-limit() { local s; s=$(left "${1:-240}"); echo $(( s < 30 ? 30 : s )); }  # tune's share: all but $1 s of the budget
-# tune's stdout (its table) to tune.txt and shown; its stderr straight to the terminal: tune routes the native
-# lines itself (native-tune.log beside the record), so this log counts only those that escaped it
-rc=0; timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" || rc=$?; cat "$out/tune.txt"
-if [ "$rc" = 124 ]; then
-  say "tune ran out of its share of the budget"
-elif [ "$rc" != 0 ] && room 400 "tune again without CUDA graphs"; then  # one shot: without graphs rather than nothing
-  say "tune failed; again without CUDA graphs (APPLIANCE_CUDA_GRAPH=0), which every later step then uses"
-  export APPLIANCE_CUDA_GRAPH=0; graph=(--no-graph)
-  timeout "$(limit)" "${tune[@]}" >"$out/tune.txt" || true; cat "$out/tune.txt"
-fi
+if [ -f "$work-nograph" ]; then export APPLIANCE_CUDA_GRAPH=0; graph=(--no-graph); fi
 if [ -f "$tuned" ]; then
   choice=(--tuned "$tuned")
 else  # no tuned record: the first precision, the largest batch, two cards per GPU (one on the CPU)
@@ -127,24 +145,16 @@ else  # no tuned record: the first precision, the largest batch, two cards per G
           --cards "$( [ "$device" = cuda ] && echo cuda:allx2 || echo auto )")
   say "no tuned record: the runs use ${choice[*]}"
 fi
-results="$work-results"
-rm -rf "$results" "$work"-*.json  # a table of this invocation's runs only
-run() {  # scenario, name, extra args...
+rrun() {  # scenario, name, extra args...
   local s=$1 name=$2; shift 2
-  room $((duration / 1000 + 45)) "resnet50 $s ($name)" || return 0
-  say "resnet50 $s ($name)"
-  appliance run --data-dir "$data" --results "$results" "${choice[@]}" -s "$s" --duration-ms "$duration" \
-    --json -q "$@" >"$work-$name.json" || echo "gpu_bench: resnet50 $s ($name) failed; the table says so"
+  appliance run --data-dir "$data" --results "$results" "$@" -s "$s" --duration-ms "$duration" --json -q \
+    >"$work-$name.json"
 }
 valid() { "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
   "$work-$1.json" 2>/dev/null; }
-run Offline offline
+step "resnet50 Offline (tuned)" 15 rrun Offline offline "${choice[@]}"
 # the GPU image's default command: no tuned record, no batch (harness/run/gpu_defaults.py); >= 0.8 of the tuned Offline
-if room $((duration / 1000 + 45)) "resnet50 Offline (the default command)"; then
-  say "resnet50 Offline (the default command: --backend $backend, no tuned record)"
-  appliance run --data-dir "$data" --results "$results" --backend "$backend" -s Offline --duration-ms "$duration" \
-    --json -q >"$work-default.json" || echo "gpu_bench: resnet50 Offline (default) failed; the table says so"
-fi
+step "resnet50 Offline (the default command)" 15 rrun Offline default --backend "$backend"
 # what Offline ran (precision, batch, cards per GPU): the baseline runs the same
 read -r choice_precision choice_batch per_gpu <<<"$("$py" - "$work-offline.json" "${precisions%%,*}" \
   "$last_batch" <<'PY'
@@ -157,68 +167,18 @@ except (OSError, ValueError, LookupError, TypeError):
     print(sys.argv[2], sys.argv[3], 1)
 PY
 )"
-if room 60 "onnxruntime's own loop"; then
-  say "onnxruntime's own loop: $choice_precision, batch $choice_batch, $per_gpu session(s)"
+baseline() {
   "$py" tools/gpu_baseline.py --data-dir "$data" --precision "$choice_precision" --batch "$choice_batch" \
-    --sessions "$per_gpu" --device "$device" --seconds 4 "${graph[@]}" | tee "$work-baseline.json" || true
-fi
-if room 40 "the PyTorch eager peer"; then
-  say "PyTorch eager peer: torchvision resnet50, batches $peer_batches"
-  "$py" tools/torch_peer.py --batches "$peer_batches" --device "$device" --seconds 4 | tee "$work-peer.json" || true
-fi
-run Server server
-run SingleStream single
-
-# 4. YOLO11l: fp16 outputs (a GPU card's), host NMS on each card's completion thread.
-ydata=$data-yolo
-yp=fp32
-yolo=0  # prepared
-if room 150 "YOLO11l (prepare and runs)"; then
-  say "prepare yolo-99 ($yolo_samples images): fp32$( [ "$precisions" = fp32 ] || echo ", fp16" )"
-  appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" -q
-  if [ "$precisions" != fp32 ]; then
-    appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" --precision fp16 -q; yp=fp16
-  fi
-  yolo=1
-fi
-ycards=${YOLO_CARDS:-$( [ "$backend" = onnxruntime ] && echo auto || echo cuda:allx2 )}
-ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
-ytuned=$ydata/tuned/yolo-99-bench.json
-rm -f "$ytuned"
-if [ "$yolo" = 1 ] && room 200 "tune yolo-99"; then  # the same grid: batch, cards per GPU, NHWC (the CUDA provider's)
-  ytp=${YOLO_PRECISIONS:-fp32}
-  say "tune yolo-99: --precisions $ytp --batch-sizes $ybatches --cards $ylayouts --card-outputs quantised"
-  # the outputs the YOLO runs below return (quantised: fp16), so tune times the configuration they run
-  timeout "$(limit 120)" "$py" -m harness.cli tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
-    --precisions "$ytp" --batch-sizes "$ybatches" --cards "$ylayouts" --card-outputs quantised \
-    -s Offline -s SingleStream -o "$ytuned" -q \
-    >"$out/yolo-tune.txt" || echo "gpu_bench: tune yolo-99 failed; the runs use --cards $ycards, batch $ybatch"
-  cat "$out/yolo-tune.txt"
-fi
-if [ -f "$ytuned" ]; then ychoice=(--tuned "$ytuned"); ybatchopt=(); else
-  ychoice=(--backend "$backend" --cards "$ycards" --precision "$yp"); ybatchopt=(--batch-size "$ybatch"); fi
-yrun() {  # scenario, name, seconds it needs, extra args
-  local s=$1 name=$2 need=$3; shift 3
-  [ "$yolo" = 1 ] || return 0
-  room "$need" "yolo-99 $s ($name)" || return 0
-  say "yolo-99 $s ($name)"
-  appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" "${ychoice[@]}" \
-    --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json" \
-    || echo "gpu_bench: yolo-99 $s ($name) failed; the table says so"
+    --sessions "$per_gpu" --device "$device" --seconds 4 "${graph[@]}" | tee "$work-baseline.json"
 }
-yperf=$((duration / 1000 + 45))
-yrun Offline yolo-offline "$yperf" "${ybatchopt[@]}" --duration-ms "$duration" "${yolo_count[@]}"
-yrun Offline yolo-accuracy 60 "${ybatchopt[@]}" --mode accuracy
-yrun SingleStream yolo-single "$yperf" --duration-ms "$duration" "${yolo_count[@]}"
-# the data path alone: the FP32 model with FP32 outputs (TF32 off) against the FP32 golden detections (100% when
-# the GPU path loses nothing); the run above measures what fp16 compute and fp16 outputs cost (yolo-99: >= 99%)
-# Without CUDA graphs: on the first H100 run (2026-11-27) this combination under graphs (2 cards, batch 16) aborted the
-# process with an illegal address in a graph replay; the row measures the data path, which graphs do not change.
-(export APPLIANCE_CUDA_GRAPH=0
- yrun Offline yolo-accuracy-fp32 60 "${ybatchopt[@]}" --mode accuracy --precision fp32 --card-outputs fp32)
-
+step "onnxruntime's own loop ($choice_precision, batch $choice_batch)" 15 baseline
+peer() { "$py" tools/torch_peer.py --batches "$peer_batches" --device "$device" --seconds 4 | tee "$work-peer.json"; }
+step "PyTorch eager peer (batches $peer_batches)" 15 peer
+step "resnet50 Server (tuned target)" 15 rrun Server server "${choice[@]}"
+step "resnet50 SingleStream" 15 rrun SingleStream single "${choice[@]}"
 # Server once more: at 0.92 x Offline when the tuned target was VALID and lower, at 80% of it when INVALID
-if [ -f "$work-server.json" ]; then
+server_again() {
+  local qps
   qps=$("$py" - "$work-server.json" "$work-offline.json" "$(valid server && echo up || echo down)" <<'PY'
 import json, sys
 def metric(path):
@@ -231,27 +191,79 @@ up = sys.argv[3] == "up"
 print(round(0.92 * offline, 1) if up and 0.92 * offline > target else "" if up or not target else round(0.8 * target, 1))
 PY
 )
-  if [ -n "$qps" ]; then
-    if valid server; then run Server server-hi --target-qps "$qps"; else run Server server-80 --target-qps "$qps"; fi
-  fi
-fi
-if [ "$yolo" = 1 ] && room 40 "yolo-99 host NMS in onnxruntime's own loop"; then
-  say "yolo-99 host NMS per image (onnxruntime's own loop, batch $ybatch)"
-  "$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision "$yp" --card-outputs quantised \
-    --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json" || true
-fi
+  if [ -z "$qps" ]; then echo "gpu_bench: no second Server run (the tuned target was VALID at 0.92 x Offline or more)"
+  elif valid server; then rrun Server server-hi "${choice[@]}" --target-qps "$qps"
+  else rrun Server server-80 "${choice[@]}" --target-qps "$qps"; fi
+}
+step "resnet50 Server again" 15 server_again
+
+# 4. YOLO11l: fp32 and tf32 (the GPU's TensorFloat-32; fp16 misses yolo-99's 99%), fp16 outputs (a GPU card's),
+# host NMS on each card's completion thread.
+ydata=$data-yolo
+ytuned=$ydata/tuned/yolo-99-bench.json
+rm -f "$ytuned" "$work-yolo-ready"
+yprepare() {  # fp32, then each other precision tuned (tf32: its agreement with FP32 measured on the CPU)
+  appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" -q
+  touch "$work-yolo-ready"
+}
+step "prepare yolo-99 fp32 ($yolo_samples images)" 30 yprepare
+yprep=${yprecisions//,/ }; [[ " $yprep " = *" tf32 "* ]] || yprep="$yprep tf32"  # tf32 prepared on a CPU too
+for p in $yprep; do
+  [ "$p" = fp32 ] || step "prepare yolo-99 $p" 15 appliance prepare --benchmark yolo-99 --data-dir "$ydata" \
+    --samples "$yolo_samples" --precision "$p" -q
+done
+ycards=${YOLO_CARDS:-$( [ "$backend" = onnxruntime ] && echo auto || echo cuda:allx2 )}
+ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
+# the same grid: batch, cards per GPU, NHWC (the CUDA provider's), fp32 against tf32; the outputs the YOLO runs
+# below return (quantised: fp16), so tune times the configuration they run
+step "tune yolo-99 ($yprecisions)" 50 appliance tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
+  --precisions "$yprecisions" --batch-sizes "$ybatches" --cards "$ylayouts" --card-outputs quantised \
+  -s Offline -s SingleStream -o "$ytuned" -q
+[ -f "$ytuned" ] && cp "$ytuned" "$work-yolo-tune.json"  # the table's fp32 / tf32 row
+if [ -f "$ytuned" ]; then ychoice=(--tuned "$ytuned"); ybatchopt=(); else
+  say "no tuned YOLO record: the runs use --cards $ycards, batch $ybatch, fp32"
+  ychoice=(--backend "$backend" --cards "$ycards" --precision fp32); ybatchopt=(--batch-size "$ybatch"); fi
+yrun() {  # scenario, name, extra args
+  local s=$1 name=$2; shift 2
+  [ -f "$work-yolo-ready" ] || { echo "gpu_bench: yolo-99 not prepared"; return 1; }
+  appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" "${ychoice[@]}" \
+    --card-outputs quantised -s "$s" --json -q "$@" >"$work-$name.json"
+}
+yrun_graphs() { APPLIANCE_CUDA_GRAPH="$1" yrun "${@:2}"; }
+step "yolo-99 Offline" 15 yrun Offline yolo-offline "${ybatchopt[@]}" --duration-ms "$duration" "${yolo_count[@]}"
+step "yolo-99 accuracy (tuned)" 15 yrun Offline yolo-accuracy "${ybatchopt[@]}" --mode accuracy
+# tf32 judged by the accuracy rule alone (MLPerf's): its golden mAP beside FP32's below
+ytf32() {  # the untuned choice at tf32 (a CPU refuses it in one line: the row says so)
+  appliance run --benchmark yolo-99 --data-dir "$ydata" --results "$results" --backend "$backend" --cards "$ycards" \
+    --batch-size "$ybatch" --precision tf32 --card-outputs quantised --mode accuracy --json -q \
+    >"$work-yolo-accuracy-tf32.json"
+}
+step "yolo-99 accuracy tf32" 15 ytf32
+step "yolo-99 SingleStream" 15 yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
+# the data path alone: the FP32 model with FP32 outputs against the FP32 golden detections (100% when the GPU path
+# loses nothing), without CUDA graphs (the 2026-11-27 H100 abort: this combination under graphs, 2 cards, batch 16)
+step "yolo-99 accuracy FP32 end to end" 15 yrun_graphs 0 Offline yolo-accuracy-fp32 "${ybatchopt[@]}" \
+  --mode accuracy --precision fp32 --card-outputs fp32
+nms_loop() {
+  [ -f "$work-yolo-ready" ] || { echo "gpu_bench: yolo-99 not prepared"; return 1; }
+  "$py" tools/gpu_baseline.py --data-dir "$ydata" --benchmark yolo-99 --precision fp32 --card-outputs quantised \
+    --batch "$ybatch" --device "$device" --seconds 2 "${graph[@]}" | tee "$work-yolo-baseline.json"
+}
+step "yolo-99 host NMS (own loop, batch $ybatch)" 10 nms_loop
 
 # 5. On a GPU, last (it may abort): the FP32 YOLO11l under CUDA graphs on one card, to tell "two sessions capturing
-# on one GPU" from "this graph"; the card now checks each bound buffer and a replay against a regular run at load.
-# Graphs forced (APPLIANCE_CUDA_GRAPH=1): the card's rule keeps them off for this configuration since issue 43.
+# on one GPU" from "this graph" (forced: the card's rule keeps graphs off for it since issue 43). On the CPU: its
+# row says so.
 if [ "$device" = cuda ]; then
-  (export APPLIANCE_CUDA_GRAPH=1
-   yrun Offline yolo-fp32-graphs-1card 60 --batch-size "$ybatch" --cards cuda:allx1 --mode accuracy --precision fp32 \
-     --card-outputs fp32)
+  step "yolo-99 FP32 graphs, one card" 15 yrun_graphs 1 Offline yolo-fp32-graphs-1card --batch-size "$ybatch" \
+    --cards cuda:allx1 --mode accuracy --precision fp32 --card-outputs fp32
+else
+  printf '%-44s budget %4s s  %s\n' "yolo-99 FP32 graphs, one card" 15 "a GPU's only (no graphs on a CPU)" \
+    >>"$out/steps.txt"
 fi
 
 # 6. The table; native log lines that reached the terminal (issue 34: they belong in each run's native.log).
 grep -c -E '\[(E|W):onnxruntime' "$out/bench.log" >"$out/native-on-terminal.txt" || true
 say "table"
-"$py" tools/gpu_bench_table.py "$work" "$out" "$backend"
+timeout 5 "$py" tools/gpu_bench_table.py "$work" "$out" "$backend"
 say "done"

@@ -3,10 +3,11 @@
     python tools/gpu_bench_table.py PREFIX OUTDIR BACKEND
 
 PREFIX-<name>.json are `appliance run --json` outputs (offline, default, server, server-hi, server-80, single,
-yolo-offline, yolo-single, yolo-accuracy, yolo-accuracy-fp32, yolo-fp32-graphs-1card), tools/gpu_baseline.py
+yolo-offline, yolo-single, yolo-accuracy, yolo-accuracy-tf32, yolo-accuracy-fp32, yolo-fp32-graphs-1card),
+PREFIX-yolo-tune.json YOLO11l's tuned record, tools/gpu_baseline.py
 outputs (baseline, yolo-baseline) and
 tools/torch_peer.py's (peer); the runs' manifests name the tuned record, whose own figures are compared too;
-OUTDIR/versions.json the GPU's software, OUTDIR/skipped.txt the steps the budget left out.
+OUTDIR/versions.json the GPU's software, OUTDIR/steps.txt every step's row (its budget; done, failed or over budget).
 Writes OUTDIR/table.txt and OUTDIR/table.json.
 """
 
@@ -79,8 +80,8 @@ def versions_rows(versions: dict[str, Any], backend: str) -> Rows:
     return [("GPU", f"{gpus[0].get('name', 'none')} ({len(nv.get('gpus') or [])} visible)", f"backend {backend}"),
             ("driver / CUDA", f"{nv.get('driver', nv.get('nvml', '-'))} / {nv.get('cuda_driver', '-')}",
              f"runtime {versions.get('cuda_runtime', '-')}, cuDNN {versions.get('cudnn', '-')}"),
-            ("onnxruntime", versions["onnxruntime"], f"built for CUDA {versions.get('onnxruntime_cuda_build')}, "
-                                                     f"TensorRT {versions.get('tensorrt')}")]
+            ("onnxruntime", versions.get("onnxruntime", "-"),
+             f"built for CUDA {versions.get('onnxruntime_cuda_build')}, TensorRT {versions.get('tensorrt')}")]
 
 
 def resnet_rows(prefix: str) -> Rows:
@@ -186,8 +187,23 @@ def peer_rows(peer: dict[str, Any] | None, offline: float) -> Rows:
              + ", ".join(f"batch {b} {r:.1f}/s" for b, r in rates.items()) + " (moonshot >= 1.0)")]
 
 
+def precision_rows(prefix: str) -> Rows:
+    """YOLO11l's tune (PREFIX-yolo-tune.json, its record): the best Offline rate at each precision timed, TF32's
+    against FP32's (the accuracy run at tf32 decides whether it may be chosen)."""
+    record = load(prefix, "yolo-tune")
+    if not record:
+        return [("YOLO11l tune, by precision", "-", "no tuned record (its step's row below)")]
+    best: dict[str, float] = {}
+    for r in record.get("measured", []):
+        best[r["precision"]] = max(best.get(r["precision"], 0.0), r["samples_per_second"])
+    text = ", ".join(f"{p} {rate:.1f}/s" for p, rate in sorted(best.items()))
+    note = (f"tf32 / fp32 {best['tf32'] / best['fp32']:.2f} (TensorFloat-32 on the GPU's tensor cores)"
+            if best.get("fp32") and "tf32" in best else "tf32 not timed (the CUDA provider's)")
+    return [("YOLO11l tune, best Offline by precision", text, note)]
+
+
 def yolo_rows(prefix: str) -> Rows:
-    rows: Rows = []
+    rows: Rows = precision_rows(prefix)
     yoff, ysingle = load(prefix, "yolo-offline"), load(prefix, "yolo-single")
     my = manifest(yoff)
     if yoff:
@@ -197,22 +213,29 @@ def yolo_rows(prefix: str) -> Rows:
                      f"be >= 10x); {gpu_name(my)}, {my.get('precision')}, batch {my.get('batch_size')}, "
                      f"{len(my.get('cards', []))} cards"))
         rows.append(energy_row("  YOLO11l Offline energy", my))
+    else:  # failed or stopped at its budget: its step's row says which
+        rows.append(("YOLO11l Offline", "-", "no run (its step's row below)"))
     if ysingle:
         p90 = ysingle["perf"]["metric"]
         rows.append(("YOLO11l SingleStream p90", f"{p90:.3f} ms {'VALID' if ysingle['perf']['valid'] else 'INVALID'}",
                      f"{gpu_name(manifest(ysingle))}; published {YOLO_BEST_SINGLE_MS} ms ({YOLO_BEST}): "
                      f"{'below' if p90 < YOLO_BEST_SINGLE_MS else 'NOT below'}"))
+    else:
+        rows.append(("YOLO11l SingleStream p90", "-", "no run (its step's row below)"))
     for name, what in (("yolo-accuracy", "tuned precision, fp16 outputs: yolo-99 needs >= 99%"),
+                       ("yolo-accuracy-tf32", "tf32 (TensorFloat-32 on the GPU), fp16 outputs: >= 99% to be chosen"),
                        ("yolo-accuracy-fp32", "FP32 model and outputs, no CUDA graph: the data path alone, must be "
                                               "100%"),
                        ("yolo-fp32-graphs-1card", "as above under CUDA graphs on one card (the 2026-11-27 abort)")):
         run = load(prefix, name)
+        label = f"YOLO11l accuracy ({name.removeprefix('yolo-accuracy').strip('-') or 'tuned'})"
         if run:
             res = manifest(run).get("result", {})
             golden = next((v for k, v in res.items() if k.startswith("golden_")), None)
-            rows.append((f"YOLO11l accuracy ({name.removeprefix('yolo-accuracy').strip('-') or 'tuned'})",
-                         f"golden {golden:.2f}%" if isinstance(golden, float) else "-",
+            rows.append((label, f"golden {golden:.2f}%" if isinstance(golden, float) else "-",
                          f"{run.get('accuracy') or '-'}; {what}"))
+        else:  # failed (tf32 on a CPU), stopped, or a GPU's only (graphs): its step's row says which
+            rows.append((label, "-", f"no run (its step's row below); {what}"))
     nms = nms_text(my.get("host_postprocess"))
     if nms:
         rows.append(("  YOLO11l host NMS (in the run)", nms, "manifest host_postprocess: the done threads' CPU time"))
@@ -223,17 +246,27 @@ def yolo_rows(prefix: str) -> Rows:
     return rows
 
 
+def step_row(line: str) -> tuple[str, str, str]:
+    """A steps.txt line as a row: the step, its outcome, its budget."""
+    name, _, rest = line.partition(" budget ")
+    budget, _, outcome = rest.partition(" s  ")
+    return f"step: {name.strip()}", outcome.strip(), f"budget {budget.strip()} s"
+
+
 def main() -> None:
     prefix, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    versions = json.loads((out / "versions.json").read_text())
+    # the versions step, like any other, may have been stopped: the table is written all the same
+    versions = json.loads((out / "versions.json").read_text()) if (out / "versions.json").is_file() else {}
     rows = versions_rows(versions, backend) + resnet_rows(prefix) + yolo_rows(prefix)
     native = out / "native-on-terminal.txt"
     if native.is_file():
         rows.append(("native log lines on the terminal", native.read_text().strip() or "0",
                      "must be 0: onnxruntime's / CUDA's own lines go to each run's native.log"))
-    skipped = out / "skipped.txt"
-    if skipped.is_file():
-        rows += [("skipped (out of the call's budget)", line.strip(), "") for line in skipped.read_text().splitlines()]
+    steps = out / "steps.txt"  # "NAME  budget B s  outcome": every step, each stopped at its budget
+    if steps.is_file():
+        step_rows = [step_row(line) for line in steps.read_text().splitlines() if line.strip()]
+        total = sum(int(note.split()[1]) for _, _, note in step_rows)
+        rows += [*step_rows, ("steps' budgets in all", f"{total} s", "each step stopped at its own")]
     width = max(len(w) for w, _, _ in rows)
     text = "\n".join(f"{w:{width}s}  {v:30s}  {n}" for w, v, n in rows)
     print(text)
