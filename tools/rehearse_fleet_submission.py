@@ -62,11 +62,12 @@ def main() -> int:
              "c1": ("gamma", f"simulate:{work / 'rehearsal-150.yaml'}:1")}
     node_map = work / "nodes.txt"
     node_map.write_text("".join(f"{n} {s} {c}\n" for n, (s, c) in nodes.items()))
-    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "RESULTS": str(work / "RESULTS"),
+    env = {"RESULTS": str(work / "RESULTS"),
            "DATA": str(a.data.resolve()), "NODE_MAP": str(node_map), "SUBMITTER": "Rehearsal",
            "FLEET_DIR": str(SLURM), "COLLECT_DIR": str(work / "collect"), "BENCHMARKS": "resnet50"}
     with cluster(work / "slurm", list(nodes), cpus=16) as c:
-        c.env.update(env)
+        c.env.update(env)  # the cluster's environment is this process's (tests/slurm_cluster.py) plus SLURM_CONF
+        c.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{c.env['PATH']}"  # this venv's appliance first
 
         def sbatch(node: str, name: str, script: str, *opts: str, **extra: str) -> str:
             cmd = ["sbatch", "--parsable", "-D", str(work), "-J", name, "-o", str(work / "logs" / f"{name}-%j.out"),
@@ -100,7 +101,7 @@ def main() -> int:
         stamp("collect job done")
     print((next((work / "logs").glob(f"collect-{collect}.out"))).read_text())
     tree = work / "collect" / "submission"
-    check = subprocess.run(["appliance", "submission", "check", str(tree)], env={**os.environ, **env})
+    check = subprocess.run(["appliance", "submission", "check", str(tree)], env=c.env)
     if a.checker is not None:
         stamp("official checker")
         subprocess.run([a.checker_python, "-m", "submission_checker.main", "--input", str(tree), "--version", "v6.1"],
