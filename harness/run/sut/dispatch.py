@@ -43,7 +43,7 @@ from harness.run.qsl import SampleLibrary
 from harness.run.sut.messages import QUEUE_DEPTH, Batch, Batching, CardSlot, SutStats
 from harness.run.sut.respond import complete_empty, responder
 from harness.run.sut.window import name_os_thread
-from harness.run.sut.worker import CANNOT_TAKE, CardFactory, CardWorker, WarmUpCard
+from harness.run.sut.worker import CANNOT_TAKE, CardFactory, CardWorker, WarmUpCard, WorkerState
 
 INTAKE_CHUNK = 1 << 16  # samples the intake thread takes at a time outside Server (an Offline query: in chunks)
 BURST_PER_DEPTH = 4  # a timed burst keeps a card full for this many batches per batch it holds in flight
@@ -339,7 +339,7 @@ class SystemUnderTest:
             self.redispatched += len(batch)
             self._dispatch(batch)
 
-    def card_failed(self, worker: CardWorker, why: str) -> None:
+    def card_failed(self, worker: WorkerState, why: str) -> None:
         """The failing card's own thread, which wakes its taking thread next (`CardWorker._fail`)."""
         with self._dispatch_lock:
             if not worker.mark_dead():
