@@ -1,10 +1,13 @@
-"""Nothing outside harness/run/sut/worker.py writes a card worker's attributes: dispatch and the SUT call its
-methods (`take`, `mark_dead`, ...), each of which says which thread calls it and what it touches.
+"""Nothing outside harness/run/sut/worker/ writes a card worker's attributes: dispatch and the SUT call its
+methods (`take`, `mark_dead`, ...), each of which says which thread calls it and what it touches. Inside it, the
+worker's pieces (one class per module, all one object) write only the attributes state.py declares, each beside
+the thread that writes it.
 
 The check reads the source (no import, no run): in every module of harness/ and tools/ but the worker's own, an
 assignment or augmented assignment whose target is an attribute of a worker. A worker is what the code names
-as one: a parameter annotated `CardWorker`, a name bound from a `workers` list (a loop, a comprehension, an
-index) or from another worker name (`best = w`, tuple assignments too), `<x>.workers[i]`, and `<x>.worker`.
+as one: a parameter annotated with a worker piece's class (`CardWorker`, `WorkerState`, ...: every class of the
+package built on `WorkerState`), a name bound from a `workers` list (a loop, a comprehension, an index) or from
+another worker name (`best = w`, tuple assignments too), `<x>.workers[i]`, and `<x>.worker`.
 """
 
 from __future__ import annotations
@@ -13,14 +16,32 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OWN = ROOT / "harness" / "run" / "sut" / "worker.py"
+OWN = ROOT / "harness" / "run" / "sut" / "worker"
+BASE = "WorkerState"  # the class that declares the worker's attributes (OWN / "state.py")
+
+
+def _classes(path: Path) -> dict[str, ast.ClassDef]:
+    return {n.name: n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)}
+
+
+def _pieces() -> dict[str, ast.ClassDef]:
+    """The worker's classes: `WorkerState` and every class of the package built on it (by their base names)."""
+    found = {name: c for p in sorted(OWN.glob("*.py")) for name, c in _classes(p).items()}
+    pieces = {BASE}
+    while grown := {n for n, c in found.items() if n not in pieces and any(
+            isinstance(b, ast.Name) and b.id in pieces for b in c.bases)}:
+        pieces |= grown
+    return {n: found[n] for n in sorted(pieces)}
+
+
+PIECES = frozenset(_pieces())
 
 
 def _annotated_worker(annotation: ast.expr | None) -> bool:
     if annotation is None:
         return False
     text = annotation.value if isinstance(annotation, ast.Constant) else ast.unparse(annotation)
-    return isinstance(text, str) and "CardWorker" in text
+    return isinstance(text, str) and any(name in PIECES for name in text.replace("|", " ").replace(".", " ").split())
 
 
 def _workers_list(node: ast.expr) -> bool:
@@ -124,12 +145,12 @@ def worker_writes(source: str, path: str) -> list[str]:
 
 
 def _modules() -> list[Path]:
-    return sorted(p for d in ("harness", "tools") for p in (ROOT / d).rglob("*.py") if p != OWN)
+    return sorted(p for d in ("harness", "tools") for p in (ROOT / d).rglob("*.py") if OWN not in p.parents)
 
 
 def test_nothing_outside_the_worker_writes_a_workers_attributes() -> None:
     found = [w for p in _modules() for w in worker_writes(p.read_text(), str(p.relative_to(ROOT)))]
-    assert not found, "a worker's attribute written outside harness/run/sut/worker.py (call a method of it):\n" + \
+    assert not found, "a worker's attribute written outside harness/run/sut/worker/ (call a method of it):\n" + \
         "\n".join(found)
 
 
@@ -180,3 +201,58 @@ def f(sut, other: "CardWorker"):
     found = [line.split(": ", 1)[1] for line in worker_writes(source, "m.py")]
     assert found == ["w.depth = 2", "sut.workers[0].alive = False", "other.finished += 1", "first.stolen = 3",
                      "sut.worker.on_card = 0"], found
+
+
+def _declared(state: ast.ClassDef) -> set[str]:
+    """What `WorkerState` declares: its class-level annotations and what its `__init__` assigns to `self`."""
+    names = {n.target.id for n in state.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    init = next(n for n in state.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return names | set(_self_writes(init))
+
+
+def _self_writes(tree: ast.AST) -> dict[str, int]:
+    """Attributes of `self` assigned (or augmented) in `tree`: name -> first line."""
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+        for t in targets:
+            for e in t.elts if isinstance(t, ast.Tuple | ast.List) else [t]:
+                if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                    found.setdefault(e.attr, node.lineno)
+    return found
+
+
+def undeclared(pieces: dict[str, ast.ClassDef]) -> list[str]:
+    """Each attribute a piece writes that `WorkerState` does not declare: 'Piece.attr (line)'."""
+    declared = _declared(pieces[BASE])
+    return [f"{name}.{attr} (line {line})" for name, cls in pieces.items() if name != BASE
+            for attr, line in _self_writes(cls).items() if attr not in declared]
+
+
+def test_the_pieces_write_only_what_state_declares() -> None:
+    assert {"CardWorker", "CardThread", "Routing", "Taking"} <= PIECES
+    assert not undeclared(_pieces()), "declare it in WorkerState.__init__, with the thread that writes it: " + \
+        ", ".join(undeclared(_pieces()))
+
+
+def test_the_declaration_check_finds_a_new_attribute() -> None:
+    source = """
+class WorkerState:
+    card_thread: object
+    def __init__(self) -> None:
+        self.finished = 0
+class Taking(WorkerState):
+    def _take(self) -> None:
+        self.finished += 1
+        self.card_thread = None
+        self.taken_at = 0.0
+"""
+    pieces = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+    assert undeclared(pieces) == ["Taking.taken_at (line 10)"]
+
+
+def test_a_piece_annotation_names_a_worker() -> None:
+    found = worker_writes("def card_failed(self, worker: WorkerState, why: str):\n    worker.alive = False\n",
+                          "dispatch.py")
+    assert [line.split(": ", 1)[1] for line in found] == ["worker.alive = False"], found

@@ -10,7 +10,7 @@ until the thread that fills them first writes them, so the kernel puts them in t
   itself (`ReplicaReader`, the GPU IO-binding card) page-locks each one loaded (`replica_loaded`).
 - Staging (`card_staging`): per card, `staging_count(depth)` buffers [batch, *sample shape] of the card's
   input dtype (none for a card that reads no input), made once by the card's thread as soon as it knows the
-  card's depth (harness.run.sut.worker), handed to the card (`register_host_buffers`: the GPU card
+  card's depth (harness.run.sut.worker.card_thread), handed to the card (`register_host_buffers`: the GPU card
   page-locks them) and alive as long as the card. The depth rule is `staging_count`. Warm-up and
   `time_under_load` stage into one more per card (`staging_buffer`), dropped when they return.
 - Outputs: the card's, not allocated here; the harness holds those of `outputs_held(depth)` batches per card

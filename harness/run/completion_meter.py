@@ -1,7 +1,7 @@
 """Whether the host keeps up with the cards: the CPU time host NMS takes during the timed run.
 
 A detection benchmark's outputs are decoded and NMS'd on each card's `done` thread, pipelined with the
-card (harness/run/sut/worker.py). That thread counts its own CPU time (`time.thread_time_ns`, so waiting
+card (harness/run/sut/worker/completing.py). That thread counts its own CPU time (`time.thread_time_ns`, so waiting
 for the next batch costs nothing); read before and after the timed run, as the energy meters are, it
 gives per card the milliseconds of host work an image takes and the share of the run its done thread
 was busy. A done thread busy near 100% is the bottleneck: the card waits for the host. Summed per GPU

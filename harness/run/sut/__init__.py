@@ -4,9 +4,10 @@ Where things are:
 
     dispatch.py   SystemUnderTest: the native intake, cutting batches, routing them to cards, the
                   frozen batching policy (`Batching`), failures, `stats()` for the manifest
-    worker.py     CardWorker: one card's threads (feed, card, done), driving the card through the
-                  asynchronous card contract (harness/run/cards/base.py `AsyncCard`), `Dispatcher`: the
-                  four calls a worker may make into dispatch
+    worker/       CardWorker: one card's threads (feed, card, done), driving the card through the
+                  asynchronous card contract (harness/run/cards/base.py `AsyncCard`), its methods split by
+                  job over the package's modules (worker/__init__.py lists them); `Dispatcher`: the four
+                  calls a worker may make into dispatch
     messages.py   the values that cross threads: Batch, the card queue's typed messages
                   (Batch | Staged | Ready | Stop | Call), Batching, CardStats, SutStats
     respond.py    encoding a batch's outputs and completing it (one QuerySamplesComplete per batch)
@@ -49,9 +50,10 @@ How the threads meet
 --------------------
 Dispatch and a worker meet only in methods, each of which says in its docstring which thread calls it,
 under which lock, and what it reads and writes: the worker's `routing_load`, `idle`, `has_room`, `take`,
-`mark_dead`, `wake` (called by dispatch) and `load`, `loaded`, `call`, `post`, `stop`, `join`, `stats`
-(called by the SUT on the main thread); dispatch's `Dispatcher` methods (called by a worker's threads). No
-module but worker.py writes a worker's attributes (tests/test_worker_encapsulation.py). The rules those
+`mark_dead`, `wake` (called by dispatch: worker/routing.py, worker/state.py) and `load`, `loaded`, `call`,
+`post`, `stop`, `join`, `stats` (called by the SUT on the main thread: worker/card_worker.py); dispatch's
+`Dispatcher` methods (called by a worker's threads). No module outside worker/ writes a worker's attributes,
+and its pieces write only those worker/state.py declares (tests/test_worker_encapsulation.py). The rules those
 docstrings apply:
 - `_dispatch_lock` guards dispatch decisions, `backlog` appends, `card_failures`, `failure`, and what
   `take` and `mark_dead` write (a worker's `dispatched`, `queue` appends, `to_card` puts, `alive`). Card

@@ -83,7 +83,7 @@ class Stop:
 class Call:
     """Work run on a card's own thread (warm-up): cards are single-threaded."""
 
-    fn: Callable[[Any], object]  # worker.WarmUpCard -> result
+    fn: Callable[[Any], object]  # worker.warm_up.WarmUpCard -> result
     box: list[object] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
 

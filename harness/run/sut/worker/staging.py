@@ -35,11 +35,13 @@ class Staging(WorkerState):
         """Stage a batch into staging buffer `buf` (or find its rows in the replica, for a card that copies
         from there itself); an error is this card's failure, raised where the card would have run the batch."""
         try:
-            return Staged(samples, buf, self._input(samples.indices, self.buffers[buf]), None)
+            return Staged(samples, buf, self.card_input(samples.indices, self.buffers[buf]), None)
         except Exception as exc:
             return Staged(samples, buf, None, exc)
 
-    def _input(self, indices: np.ndarray, out: np.ndarray | None) -> Input:
+    def card_input(self, indices: np.ndarray, out: np.ndarray | None) -> Input:
+        """The feeder or card thread (`WarmUpCard.input` too): samples `indices` as this card reads them, staged
+        into `out` (None: a card that reads no input) or, while it copies from the replica, their rows there."""
         replica = self.qsl.replica_for(self.slot.index)
         if self.from_replica:
             return self.qsl.rows(indices, replica)
@@ -53,7 +55,7 @@ class Staging(WorkerState):
         else:
             card.submit(batch, n)
 
-    def _warm_hand(self, card: AsyncCard, batch: Input, n: int) -> None:
+    def warm_hand(self, card: AsyncCard, batch: Input, n: int) -> None:
         """The card thread, warming up (`WarmUpCard`): hand a batch, counted in `warmup_batches`."""
         self._hand(card, batch, n)
         self.warmup_batches += 1

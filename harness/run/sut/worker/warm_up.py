@@ -29,10 +29,10 @@ class WarmUpCard:
 
     def input(self, indices: np.ndarray, out: np.ndarray | None) -> Input:
         """Samples `indices` as this card reads them: staged into `out`, or its rows in the replica."""
-        return self.worker._input(indices, out)
+        return self.worker.card_input(indices, out)
 
     def infer(self, batch: Input, n: int) -> Outputs:
-        self.worker._warm_hand(self.card, batch, n)
+        self.worker.warm_hand(self.card, batch, n)
         return self.card.wait()
 
     def burst(self, batch: Input, n: int, batches: int,
@@ -49,7 +49,7 @@ class WarmUpCard:
         while len(latencies) < batches:
             while len(started) < self.depth and len(latencies) + len(started) < batches:
                 started.append(time.perf_counter())
-                self.worker._warm_hand(self.card, batch, n)
+                self.worker.warm_hand(self.card, batch, n)
             outputs = self.card.wait()
             latencies.append(time.perf_counter() - started.popleft())
             complete(outputs)
