@@ -43,7 +43,7 @@ ALLOW: dict[str, str] = {
     "harness.hw.bf16_support.check_compiled": "an OpenVINO CompiledModel: openvino ships no types",
     "harness.run.cards.backends.resolve": "a record's reference to one of its runtime's functions (card factory, "
                                           "checks), each typed where the record's methods call it",
-    "harness.run.sut.messages.Call.fn": "work for whichever card type the worker thread holds (worker.warm_up.WarmUpCard)",
+    "harness.run.sut.messages.Call.fn": "work for whichever card type the worker thread holds (WarmUpCard)",
     "harness.records.model_record.ModelRecord.quantization": (
         "how prepare made a reduced-precision model, written into the model record and the manifest as-is; its "
         "agreement keys are read through model_record.AGREEMENT / eligibility"),
