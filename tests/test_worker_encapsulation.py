@@ -27,6 +27,7 @@ def _classes(path: Path) -> dict[str, ast.ClassDef]:
 def _pieces() -> dict[str, ast.ClassDef]:
     """The worker's classes: `WorkerState` and every class of the package built on it (by their base names)."""
     found = {name: c for p in sorted(OWN.glob("*.py")) for name, c in _classes(p).items()}
+    assert BASE in found, f"no class {BASE} in {OWN}: the worker's attributes are declared there"
     pieces = {BASE}
     while grown := {n for n, c in found.items() if n not in pieces and any(
             isinstance(b, ast.Name) and b.id in pieces for b in c.bases)}:
