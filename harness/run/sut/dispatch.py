@@ -291,7 +291,8 @@ class SystemUnderTest:
     def _dispatch(self, batch: Batch) -> None:
         """Round-robin from the card after the last one used, to the first idle card, else the one with the
         most room on it, else the one whose queue has room with the fewest batches in hand (Server: the
-        least work ahead: `CardWorker.routing_load`); else the backlog. Never waits. Hold _dispatch_lock."""
+        least work ahead: `routing_load`, harness/run/sut/worker/routing.py); else the backlog. Never waits.
+        Hold _dispatch_lock."""
         workers, n = self.workers, len(self.workers)
         best, best_k, best_load = None, 0, CANNOT_TAKE
         depth = self.queue_depth
@@ -340,7 +341,7 @@ class SystemUnderTest:
             self._dispatch(batch)
 
     def card_failed(self, worker: WorkerState, why: str) -> None:
-        """The failing card's own thread, which wakes its taking thread next (`CardWorker._fail`)."""
+        """The failing card's own thread, which wakes its taking thread next (`_fail`: sut/worker/failing.py)."""
         with self._dispatch_lock:
             if not worker.mark_dead():
                 return
