@@ -1,9 +1,10 @@
 """One record per card backend, as benchmarks are records: what computes (the CPU, an NVIDIA GPU, nothing, a
 simulation), the package and onnxruntime provider its cards need, the precisions they compute, whether they take
-several infer requests, whether `tune` times them, and the functions that make its cards and check its libraries,
-its start on a GPU and its presence here. The command line turns a name into its record once (`get`, at the edge:
-the plan for a run, the CLI for tune); plan, tune, runner, the cards, `make_card` and the system name take the
-record, read these fields and call these functions; nothing branches on a backend's name. A new backend is one
+several infer requests, whether `tune` times them, and the functions that make its cards and their settings (from
+`Planned`) and check its libraries, its start on a GPU and its presence here. The command line turns a name into its
+record once (`get`, at the edge: the CLI for a run, tune's `asked_backends` for tune; a document's names where it is
+read); plan, tune, runner, the cards, `make_card` and the system name take the record, read these fields and call
+these functions; nothing branches on a backend's name. A new backend is one
 record here and its card module (docs/developing.md, "Adding a card backend"); a plugin or a test adds its record
 to `RECORDS`.
 
