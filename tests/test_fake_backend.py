@@ -18,6 +18,7 @@ import ast
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,16 +31,28 @@ from harness.core.errors import ApplianceError, BatchDoesNotFit
 from harness.hw import gpu
 from harness.hw.topology.detect import detect
 from harness.run.cards import backends
-from harness.run.cards.backends import Backend
+from harness.run.cards.backends import Backend, Planned
 from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
-from harness.run.cards.spec import BackendSpec
+from harness.run.cards.spec import BackendSpec, own
 from harness.run.plan import plan_cards
 from harness.tune.search import available_backends
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = "fake-gpu"
 FITS = 8  # the fake GPU's memory holds batches of up to 8 samples
-LOADS: list[int] = []  # the batch size (the run's, warm_batch) of every fake card made
+LOADS: list[int] = []  # the batch size (the run's) of every fake card made
+
+
+@dataclass(frozen=True)
+class FakeSettings:
+    """The fake backend's own settings, made by its record's `settings` from what the plan decided."""
+
+    ordinals: tuple[int, ...]  # card i's CUDA ordinal
+    batch: int                 # the run's batch size, run at load
+
+
+def fake_settings(planned: Planned) -> FakeSettings:
+    return FakeSettings(tuple(g.ordinal for g in planned.gpus), planned.batch)
 
 
 class FakeGpuCard(PageableHostBuffers):  # pageable host memory: no page-locking hook
@@ -49,12 +62,13 @@ class FakeGpuCard(PageableHostBuffers):  # pageable host memory: no page-locking
 
     input_dtype = None
 
-    def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
-        ordinal = spec.gpus[index].ordinal
-        LOADS.append(spec.warm_batch)
+    def __init__(self, spec: BackendSpec[FakeSettings], index: int, cpus: tuple[int, ...]) -> None:
+        settings = own(spec, FakeSettings)
+        ordinal = settings.ordinals[index]
+        LOADS.append(settings.batch)
         self.label = f"card {index} (fakegpu:{ordinal})"
-        if spec.warm_batch > FITS:
-            raise BatchDoesNotFit(f"{self.label}: a batch of {spec.warm_batch} does not fit in the fake GPU's "
+        if settings.batch > FITS:
+            raise BatchDoesNotFit(f"{self.label}: a batch of {settings.batch} does not fit in the fake GPU's "
                                   f"memory; use a smaller --batch-size")
         self._zeros = ZeroOutputs(spec.output_specs)
         self.info = CardInfo(index=index, backend=FAKE, device=f"fakegpu:{ordinal}", cpus=cpus, emulated=False,
@@ -77,7 +91,7 @@ def fake_gpu(tmp_path_factory, monkeypatch):
     record = Backend(FAKE, "gpu", None, None, ("fp32", "int8"), tunable=True, card=FakeGpuCard,
                      libraries=lambda record: checked.append(("libraries", record.name)),
                      starts=lambda record, ordinals: checked.append(("starts", record.name, tuple(ordinals))),
-                     available=lambda record: True)
+                     available=lambda record: True, settings=fake_settings)
     monkeypatch.setitem(backends.RECORDS, FAKE, record)
     cpus = os.sched_getaffinity(0)
     machine = Machine(sockets=1, cores_per_socket=max(cpus) + 1, threads=1, cores_per_l3=max(cpus) + 1,
@@ -140,7 +154,7 @@ def test_a_backend_its_record_says_is_missing_is_refused_by_tune_in_one_line(fak
 def test_every_record_names_functions_that_exist():
     """The records' "module:attribute" references resolve (mypy cannot see them); onnxruntime's GPU ones too."""
     for record in backends.RECORDS.values():
-        for ref in (record.card, record.libraries, record.starts, record.available):
+        for ref in (record.card, record.libraries, record.starts, record.available, record.settings):
             if ref is not None:
                 assert callable(backends.resolve(ref)), (record.name, ref)
 
@@ -199,11 +213,11 @@ def _imported(start: set[str]) -> set[str]:
 
 def _card_modules(computing: bool) -> set[str]:
     """The files the records make the harness import, derived from the records: the modules their functions
-    (card, libraries, starts, available) live in and the card modules those import, less what the harness imports
-    whatever the backend (harness.run.cards and its imports). `computing`: of the backends whose cards infer;
+    (card, libraries, starts, available, settings) live in and the card modules those import, less what the harness
+    imports whatever the backend (harness.run.cards and its imports). `computing`: of the backends whose cards infer;
     else of the stand-ins (null, simulated)."""
     named = {ref.partition(":")[0] for b in backends.RECORDS.values() if b.infers == computing
-             for ref in (b.card, b.libraries, b.starts, b.available) if isinstance(ref, str)}
+             for ref in (b.card, b.libraries, b.starts, b.available, b.settings) if isinstance(ref, str)}
     return {str(_file(m).relative_to(ROOT)) for m in _imported(named) - _imported({"harness.run.cards"})}
 
 

@@ -82,7 +82,7 @@ def test_card_refuses_rather_than_run_on_the_cpu(data_dir):
     from harness.run.cards.onnxruntime_card import OnnxRuntimeCard
 
     model = next((data_dir / "models").glob("resnet50-*.onnx"))
-    spec = BackendSpec(RECORDS["onnxruntime-cuda"], model, "input_tensor:0", ("ArgMax:0",), (), gpus=())
+    spec = BackendSpec(RECORDS["onnxruntime-cuda"], model, "input_tensor:0", ("ArgMax:0",), (), None)
     with pytest.raises(ApplianceError) as info:
         OnnxRuntimeCard(spec, 0, (0,))
     assert not isinstance(info.value, DataError)

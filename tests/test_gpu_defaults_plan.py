@@ -27,7 +27,7 @@ def cuda_fake(fake_gpu, monkeypatch):  # noqa: F811
 
 def _plan(data_dir, tmp_path, scenario=Scenario.OFFLINE, **kw):
     return resolve(RunOptions("resnet50", Requested(scenario, Mode.PERFORMANCE), data_dir, tmp_path / "r",
-                              backend=FAKE, **kw))
+                              backend=backends.RECORDS[FAKE], **kw))
 
 
 @pytest.mark.usefixtures("cuda_fake")

@@ -20,7 +20,7 @@ from harness.prepare import fp16
 from harness.records.layout import Layout, read_model_record
 from harness.run.cards import make_card
 from harness.run.cards.backends import RECORDS
-from harness.run.cards.gpu_iobinding import binding_problem, check_outputs
+from harness.run.cards.gpu_iobinding import IoBindingSettings, binding_problem, check_outputs
 from harness.run.cards.onnxruntime_card import NO_CPU_FALLBACK, SPINNING, cast_outputs, session_options
 from harness.run.cards.spec import BackendSpec
 
@@ -80,8 +80,8 @@ def test_a_buffer_the_graph_does_not_fit_is_named(data_dir):
 @pytest.mark.parametrize("specs", [(((), "int64"), ((1001,), "float16")), (((), "int64"), ((1000,), "float32"))])
 def test_the_io_binding_card_refuses_such_a_buffer_at_load(data_dir, specs):
     path = Path(read_model_record(Layout(data_dir, RESNET), "fp32").path)
-    spec = BackendSpec(RECORDS["onnxruntime"], path, RESNET.input_name, RESNET.outputs, specs, benchmark="resnet50",
-                       io_binding=True, warm_batch=2, buckets=(1, 2))
+    spec = BackendSpec(RECORDS["onnxruntime"], path, RESNET.input_name, RESNET.outputs, specs,
+                       IoBindingSettings(2, (1, 2), "resnet50"))
     with pytest.raises(ApplianceError) as info:
         make_card(spec, 0, (0,))
     line = str(info.value)
@@ -106,7 +106,7 @@ def test_the_replay_check_compares_the_bound_path_with_a_regular_run(data_dir):
     drop its graphs instead: docs/developing.md lists that branch among what only a GPU can show)."""
     path = Path(read_model_record(Layout(data_dir, RESNET), "fp32").path)
     spec = BackendSpec(RECORDS["onnxruntime"], path, RESNET.input_name, RESNET.outputs, RESNET.output_specs,
-                       benchmark="resnet50", io_binding=True, warm_batch=2, buckets=(1, 2))
+                       IoBindingSettings(2, (1, 2), "resnet50"))
     card = make_card(spec, 0, (0,))
     try:
         batch = np.zeros((1, *RESNET.input_shape), np.uint8)

@@ -35,8 +35,8 @@ from harness.run.cards import cuda_runtime, make_card
 from harness.run.cards.backends import RECORDS
 from harness.run.cards.base import CardInfo, FromReplica, PageableHostBuffers, ReplicaReader, Synchronous, as_async
 from harness.run.cards.cuda_runtime import CudaCopies, HostCopies
-from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, cuda_settings
-from harness.run.cards.onnxruntime_card import OnnxRuntimeCard, batch_fault
+from harness.run.cards.gpu_iobinding import WARM_RUNS, IoBindingCard, IoBindingSettings, cuda_settings
+from harness.run.cards.onnxruntime_card import GpuSettings, OnnxRuntimeCard, batch_fault
 from harness.run.cards.spec import BackendSpec
 from harness.run.plan import _per_gpu
 from harness.run.qsl import ReplicaRows, SampleLibrary, row_runs
@@ -131,10 +131,12 @@ def test_the_outputs_left_on_the_device_are_never_read_by_the_encoder():
 
 
 # the IO-binding card on the CPU provider ----------------------------------------------------------------------
-def _spec(data_dir: Path, **kw) -> BackendSpec:
+def _spec(data_dir: Path, batch: int = 1, buckets: tuple[int, ...] = (),
+          gpu: GpuSettings | None = None) -> BackendSpec[IoBindingSettings]:
+    """The onnxruntime CPU record's spec with APPLIANCE_IO_BINDING=1's settings (`gpu`: the GPU records')."""
     model = read_model_record(Layout(data_dir, BENCH), "fp32")
     return BackendSpec(RECORDS["onnxruntime"], Path(model.path), BENCH.input_name, BENCH.outputs, BENCH.output_specs,
-                       benchmark="resnet50", io_binding=True, **kw)
+                       IoBindingSettings(batch, buckets, "resnet50", gpu))
 
 
 def _qsl(data_dir: Path, n: int) -> SampleLibrary:
@@ -153,9 +155,9 @@ def _samples(data_dir: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_io_binding_card_on_cpu_ortvalues_matches_the_plain_card(data_dir):
-    spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
+    spec = _spec(data_dir, batch=8, buckets=(1, 2, 4, 8))
     card = make_card(spec, 0, (0,))
-    plain = OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+    plain = OnnxRuntimeCard(replace(spec, settings=None), 0, (0,))
     try:
         assert isinstance(card, IoBindingCard)
         assert card.input_dtype == "uint8" and plain.input_dtype == "float32"  # Cast + Sub(mean) in the graph
@@ -188,7 +190,7 @@ def test_io_binding_card_on_cpu_ortvalues_matches_the_plain_card(data_dir):
 
 def test_io_binding_card_refuses_buckets_that_miss_the_batch(data_dir):
     with pytest.raises(ValueError, match="do not end at the batch"):
-        IoBindingCard(_spec(data_dir, warm_batch=8, buckets=(1, 2)), 0, (0,))
+        IoBindingCard(_spec(data_dir, batch=8, buckets=(1, 2)), 0, (0,))
 
 
 def test_cpu_ortvalues_are_really_bound_not_copied_by_run():
@@ -343,8 +345,8 @@ class _Copies(HostCopies):
 @pytest.fixture(scope="module")
 def io_cards(data_dir):
     """The IO-binding card, the plain card, and a sample library of the whole (small) dataset."""
-    spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
-    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+    spec = _spec(data_dir, batch=8, buckets=(1, 2, 4, 8))
+    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, settings=None), 0, (0,))
     try:
         yield card, plain, _qsl(data_dir, SAMPLES)
     finally:
@@ -634,8 +636,8 @@ def test_gpu_io_binding_card_streams_graphs_and_pinning(data_dir):
     from harness.run.cards.onnxruntime_card import check_gpu_libraries
 
     check_gpu_libraries(RECORDS["onnxruntime-cuda"])  # CUDA_DEVICE_ORDER, NVIDIA's libraries preloaded
-    spec = _spec(data_dir, warm_batch=8, buckets=(1, 2, 4, 8))
-    spec = replace(spec, backend=RECORDS["onnxruntime-cuda"], gpus=(GpuRef(0, "", "GPU"),))
+    spec = _spec(data_dir, batch=8, buckets=(1, 2, 4, 8), gpu=GpuSettings((GpuRef(0, "", "GPU"),)))
+    spec = replace(spec, backend=RECORDS["onnxruntime-cuda"])
     card = make_card(spec, 0, (0,))
     try:
         assert isinstance(card, IoBindingCard)
@@ -673,9 +675,8 @@ def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
     path = tmp_path / "yolo.onnx"
     onnx.save(yolo.build_uint8(0), str(path))
     spec = BackendSpec(RECORDS["onnxruntime"], path, bench.input_name, bench.outputs, bench.output_specs,
-                       output_casts=bench.output_casts, benchmark=bench.name, io_binding=True, warm_batch=2,
-                       buckets=(1, 2))
-    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, io_binding=False), 0, (0,))
+                       IoBindingSettings(2, (1, 2), bench.name), output_casts=bench.output_casts)
+    card, plain = make_card(spec, 0, (0,)), OnnxRuntimeCard(replace(spec, settings=None), 0, (0,))
     try:
         assert isinstance(card, IoBindingCard) and card.input_dtype == "uint8" == plain.input_dtype
         assert card.info.details["io_binding"]["outputs_to_host"] == list(bench.outputs)
@@ -697,7 +698,7 @@ def test_yolo_fp16_outputs_through_io_binding_match_the_plain_card(tmp_path):
 def test_io_binding_gpu_card_without_a_gpu_is_one_line(data_dir):
     """The GPU card made directly (no plan, no library check) on a machine with no GPU: refused in one line
     naming the card, never a CPU result."""
-    spec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend=RECORDS["onnxruntime-cuda"], io_binding=False)
+    spec = replace(_spec(data_dir, batch=2, buckets=(1, 2), gpu=GpuSettings()), backend=RECORDS["onnxruntime-cuda"])
     with pytest.raises(ApplianceError) as info:
         make_card(spec, 0, (0,))
     assert "card 0 (cuda:0" in str(info.value) and "\n" not in str(info.value)

@@ -35,7 +35,7 @@ def _two_branches(path):
 @pytest.mark.parametrize(("backend", "mode"), [(BACKEND, ort.ExecutionMode.ORT_PARALLEL),
                                                ("onnxruntime", ort.ExecutionMode.ORT_SEQUENTIAL)])
 def test_the_card_runs_the_session_in_its_execution_mode_and_computes_the_same(tmp_path, backend, mode):
-    spec = BackendSpec(RECORDS[backend], _two_branches(tmp_path / "m.onnx"), "x", ("y",), (((4,), "float32"),))
+    spec = BackendSpec(RECORDS[backend], _two_branches(tmp_path / "m.onnx"), "x", ("y",), (((4,), "float32"),), None)
     cpus = tuple(sorted(os.sched_getaffinity(0)))[:2]
     card = make_card(spec, 0, cpus)
     try:

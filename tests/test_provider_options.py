@@ -16,6 +16,7 @@ from helpers import appliance
 from harness.core.errors import ApplianceError
 from harness.run.cards import gpu_iobinding, onnxruntime_card, provider_options
 from harness.run.cards.backends import RECORDS
+from harness.run.cards.onnxruntime_card import GpuSettings
 from harness.run.cards.spec import BackendSpec
 from harness.tune.search import Sweep
 
@@ -54,8 +55,8 @@ def _gpu_card_session_call(data_dir: Path, monkeypatch: pytest.MonkeyPatch, tune
     monkeypatch.delenv(gpu_iobinding.SEARCH_ENV, raising=False)
     from test_gpu_iobinding import _spec
 
-    spec: BackendSpec = replace(_spec(data_dir, warm_batch=2, buckets=(1, 2)), backend=RECORDS["onnxruntime-cuda"],
-                                provider_options=tuned)
+    spec: BackendSpec = replace(_spec(data_dir, batch=2, buckets=(1, 2), gpu=GpuSettings((), tuned)),
+                                backend=RECORDS["onnxruntime-cuda"])
     with pytest.raises((_Stopped, ApplianceError)):
         gpu_iobinding.IoBindingCard(spec, 0, (0,))
     return seen
@@ -107,7 +108,7 @@ def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_di
     from harness.records.layout import Layout
     from harness.run import tuned_choice
     from harness.run.loadgen_settings import Requested
-    from harness.run.options import RunOptions
+    from harness.run.options import Auto, RunOptions
 
     sha = model_record.read(Layout(data_dir, benchmarks.get("resnet50")).record_for("fp32")).sha256
     choice = {"precision": "fp32", "backend": "onnxruntime-cuda", "batch_size": 64, "requests": 1,
@@ -120,7 +121,8 @@ def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_di
     path = tmp_path / "r.json"
     path.write_text(json.dumps(record))
     (tmp_path / "r.user.conf").write_text("")
-    opts = RunOptions("resnet50", Requested("Server", "performance"), data_dir, tmp_path, backend="auto", tuned=path)
+    opts = RunOptions("resnet50", Requested("Server", "performance"), data_dir, tmp_path, backend=Auto.AUTO,
+                      tuned=path)
     resolved, why = tuned_choice.resolve(opts)
     assert (resolved.provider_options, resolved.max_wait_us) == ("prefer_nhwc=1", 750)
     assert (why.provider_options, why.max_wait_us) == ("prefer_nhwc=1", 750) and why.server_bound is None

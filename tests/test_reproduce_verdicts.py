@@ -106,3 +106,18 @@ def test_a_simulated_run_is_never_rerun_on_this_hosts_cpus(data_dir, tmp_path, c
         assert "a simulated run is re-run only with the same simulated cards, never on this host's CPUs" in \
             row["reasons"][0]
     assert not (out / "runs").exists()
+
+
+def test_a_backend_this_appliance_does_not_have_is_a_reason_not_a_keyerror(data_dir, tmp_path, capsys):
+    """A manifest's backend name is data from outside (issue 45): one this appliance has no record of makes the row
+    NOT REPRODUCIBLE, saying so, and nothing is re-run."""
+    tree = _tree(tmp_path, data_dir)
+    for path in tree.rglob("manifest.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "backend": "mystery"}))
+    out = tmp_path / "audit"
+    assert appliance("reproduce", tree, "--data-dir", data_dir, "-o", out) == 1
+    for row in _report(out)["rows"]:
+        assert row["verdict"] == "NOT REPRODUCIBLE", row
+        assert row["reasons"][0].startswith("the tree's run used backend 'mystery', which this appliance does not "
+                                            "have (onnxruntime, "), row
+    assert not (out / "runs").exists()

@@ -117,6 +117,7 @@ def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
     (null cards, Server and Offline) must leave the same number of cycles behind (setup and teardown's)."""
     import gc
 
+    from harness.run.cards.backends import RECORDS
     from harness.run.loadgen_settings import Requested
     from harness.run.runner import RunOptions, run
 
@@ -126,7 +127,7 @@ def test_query_path_makes_no_reference_cycles(data_dir, tmp_path):
         try:
             run(RunOptions("resnet50", Requested(scenario, "performance", duration_ms=100, count=queries,
                                                  target_qps=4000 if scenario == "Server" else None),
-                           data_dir, tmp_path / f"{scenario}{queries}", backend="null", batch_size=8,
+                           data_dir, tmp_path / f"{scenario}{queries}", backend=RECORDS["null"], batch_size=8,
                            cards="emulate:2"), echo=lambda m: None)
             return gc.collect()
         finally:

@@ -110,7 +110,7 @@ def tf32_fake(fake_gpu, monkeypatch):  # noqa: F811
 
 def _plan(data_dir, tmp_path, mode=Mode.PERFORMANCE, **kw):
     return resolve(RunOptions("resnet50", Requested(Scenario.OFFLINE, mode), data_dir, tmp_path / "r",
-                              backend=FAKE, batch_size=8, **kw))
+                              backend=backends.RECORDS[FAKE], batch_size=8, **kw))
 
 
 @pytest.mark.usefixtures("tf32_fake")

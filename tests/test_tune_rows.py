@@ -26,7 +26,7 @@ def test_timed_rows_are_a_fixed_random_draw_of_the_loaded_samples():
 
 def test_a_burst_copies_about_one_run_per_sample(data_dir):
     """The IO-binding card on the CPU provider, kept full as tune times it: its copies per batch counted."""
-    card = make_card(_spec(data_dir, warm_batch=4, buckets=(4,)), 0, (0,))
+    card = make_card(_spec(data_dir, batch=4, buckets=(4,)), 0, (0,))
     qsl = _qsl(data_dir, 4)
     sut = SystemUnderTest(BENCH, qsl, [CardSlot(0, tuple(sorted(os.sched_getaffinity(0)))[:1], 0)],
                           lambda i, cpus: card, 4)

@@ -100,8 +100,8 @@ def appliance_offline(data_dir: Path, backend: str, precision: str, batch: int, 
                       requests: int = 1, cards: str = "auto") -> tuple[float, bool]:
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE, duration_ms=duration_ms),
-                                 data_dir, Path(results), backend=backend, batch_size=batch, precision=precision,
-                                 cards=cards, requests=requests),
+                                 data_dir, Path(results), backend=backends.get(backend), batch_size=batch,
+                                 precision=precision, cards=cards, requests=requests),
                       echo=lambda m: None)
     assert outcome.perf is not None
     return float(outcome.perf.metric or 0.0), outcome.perf.valid

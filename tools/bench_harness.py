@@ -45,6 +45,7 @@ from harness.hw import system
 from harness.records import store
 from harness.records.benchmark_record import Benchmark
 from harness.records.layout import Layout, read_model_record
+from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
 from harness.run.sut import loadgen_window
@@ -135,7 +136,8 @@ def harness_run(data_dir: Path, scenario: Scenario, target_qps: float | None, du
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested(scenario, Mode.PERFORMANCE, duration_ms=duration_ms,
                                                        target_qps=target_qps),
-                                 data_dir, Path(results), backend=backend, batch_size=batch, cards=cards, **options),
+                                 data_dir, Path(results), backend=backends.get(backend), batch_size=batch, cards=cards,
+                                 **options),
                       echo=lambda m: None)
     assert outcome.perf is not None
     return _metric(outcome.perf.metric, scenario), outcome.perf.valid

@@ -33,6 +33,7 @@ from harness.hw import system
 from harness.records import detail_log, store
 from harness.records.layout import PRECISIONS, Layout, read_model_record
 from harness.run import keep_warm
+from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
 
@@ -83,7 +84,7 @@ def through_harness(data_dir: Path, precision: str, cards: str, qps: float, dura
     with tempfile.TemporaryDirectory() as results:
         outcome = run(RunOptions("resnet50", Requested(Scenario.SERVER, Mode.PERFORMANCE, duration_ms=duration_ms,
                                                        target_qps=qps),
-                                 data_dir, Path(results), backend="openvino", batch_size=1, cards=cards,
+                                 data_dir, Path(results), backend=backends.get("openvino"), batch_size=1, cards=cards,
                                  precision=precision, requests=1, keep_warm=warm), echo=lambda m: None)
         detail = detail_log.values(outcome.path / "mlperf_log_detail.txt")
     return {"p50": round(detail["result_50.00_percentile_latency_ns"] / 1e6, 2),

@@ -35,6 +35,7 @@ from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.hw import system
 from harness.records.layout import Layout
+from harness.run.cards import backends
 from harness.run.cards.spec import PROCESS_ENV
 from harness.run.loadgen_settings import Requested
 from harness.run.runner import RunOptions, run
@@ -47,8 +48,9 @@ def offline(args: argparse.Namespace, cards: str, process: bool) -> dict[str, An
         with tempfile.TemporaryDirectory() as results:
             outcome = run(RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE,
                                                            duration_ms=args.duration_ms),
-                                     args.data_dir, Path(results), backend="openvino", batch_size=args.batch_size,
-                                     precision=args.precision, cards=cards, requests=args.requests),
+                                     args.data_dir, Path(results), backend=backends.get("openvino"),
+                                     batch_size=args.batch_size, precision=args.precision, cards=cards,
+                                     requests=args.requests),
                         echo=lambda m: None)
             manifest = json.loads((outcome.path / "manifest.json").read_text())
     finally:

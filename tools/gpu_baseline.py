@@ -78,8 +78,8 @@ def main() -> None:
     data = store.open_prepared(layout.preprocessed, layout.bench.prepare_hint(a.data_dir))
     bench = concrete.for_run(a.benchmark, card_outputs=a.card_outputs, model=model, data=data)
     spec = BackendSpec(backends.get("onnxruntime"), Path(model.path), bench.input_name, bench.outputs,
-                       bench.output_specs, output_casts=bench.output_casts, benchmark=bench.name)
-    source = u8_model(Path(model.path), spec)[0] or str(model.path)
+                       bench.output_specs, None, output_casts=bench.output_casts)
+    source = u8_model(Path(model.path), spec, bench.name)[0] or str(model.path)
     if a.device == "cuda":
         ort.preload_dlls()
         provider: Any = (CUDA, {"device_id": "0", **build(

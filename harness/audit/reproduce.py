@@ -50,6 +50,7 @@ from harness.records.model_record import ModelRecord
 from harness.records.readers import read_json_object, read_text
 from harness.records.store import PreparedManifest
 from harness.run.cards import backends
+from harness.run.cards.backends import Backend
 from harness.run.loadgen_settings import Requested, loadgen_version
 from harness.run.runner import RunOptions, RunOutcome, latest_run, run
 
@@ -399,7 +400,7 @@ class Recorded:
 
     bench: Benchmark
     manifest: RunManifest | None
-    backend: str
+    backend: Backend            # the record of the backend the tree's run used
     batch: int | None
     placement: Placement        # the recorded --precision / --cards / --replicate / --card-outputs / --requests /
                                 # --keep-warm
@@ -442,7 +443,7 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
     if prepared is None:
         return None
     record, data_manifest = prepared
-    backend: str = backends.DEFAULT
+    backend = backends.default()
     batch: int | None = None
     placement: Placement = {"precision": precision}
     if manifest is None:
@@ -453,11 +454,18 @@ def _recorded(row: Row, t: Target, artefacts: Artefacts, run_dir: Path) -> Recor
             row.verdict = FAIL
             row.reasons += mismatch
             return None
-        backend = manifest.backend or backend
+        if manifest.backend:  # a name in a document: one this appliance has no record of is a reason, not a KeyError
+            named = backends.RECORDS.get(manifest.backend)
+            if named is None:
+                row.reasons.append(f"the tree's run used backend {manifest.backend!r}, which this appliance does not "
+                                   f"have ({', '.join(backends.RECORDS)})")
+                return None
+            backend = named
         batch = manifest.batch_size or None
         placement = {**placement, **_recorded_placement(manifest, row.notes)}
         row.notes += _host_notes(manifest)
-    if simulated is not None and not str(placement.get("cards", "")).startswith("simulate:") and backend != "null":
+    if simulated is not None and not str(placement.get("cards", "")).startswith("simulate:") \
+            and not backend.harness_only:
         row.reasons.append(f"the tree's run used {simulated} cards and {_profile_missing(manifest)}: a simulated run "
                            f"is re-run only with the same simulated cards, never on this host's CPUs")
         return None
@@ -472,8 +480,9 @@ def _simulated_cards(manifest: RunManifest | None, run_dir: Path) -> str | None:
         cards = manifest.synthetic.cards
         if cards is not None and cards.startswith(("SIMULATED", "null")):
             return cards
-        if manifest.backend in ("simulated", "null"):
-            return f"{manifest.backend} (no inference)"
+        record = backends.RECORDS.get(manifest.backend or "")  # a name in a document: unknown ones are no stand-in
+        if record is not None and not record.infers:
+            return f"{record.name} (no inference)"
     conf = run_dir / "user.conf"
     header = (read_text(conf, str(conf), lambda _: None, limit=200) or "") if conf.is_file() else ""
     return "SIMULATED" if (run_dir / "SIMULATED.txt").is_file() or header.startswith("# SIMULATED") else None

@@ -197,7 +197,7 @@ class _BackendChoice(click.Choice[str]):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        return (*backends.RECORDS, "auto")
+        return (*backends.RECORDS, "auto")  # harness.run.options.Auto
 
     @choices.setter
     def choices(self, _: object) -> None:
@@ -305,6 +305,7 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
       appliance run -s Server --tuned data/tuned/resnet50.json
     """
     from harness.report.summary import summary_table
+    from harness.run.options import Auto
     from harness.run.runner import RunOptions, write_json_summary
     from harness.run.runner import run as run_one
 
@@ -323,12 +324,13 @@ def run(benchmark: str, scenario: str, mode: str, data_dir: Path, results_dir: P
             echo(f"no prepared data in {data_dir}: preparing {bench.name} first")
             ctx.invoke(prepare, benchmark=benchmark, data_dir=data_dir, quiet=quiet)
     if tuned is not None and ctx.get_parameter_source("backend") is not ParameterSource.COMMANDLINE:
-        backend = "auto"
+        backend = Auto.AUTO.value
     # a compliance test (--mode TEST0x) is made of performance runs
     requested = Requested(Scenario(scenario), Mode.PERFORMANCE if mode in TESTS else Mode(mode), duration_ms, count,
                           target_qps, user_conf)
+    record = Auto.AUTO if backend == Auto.AUTO.value else backends.get(backend)  # the one place a name becomes one
     opts = RunOptions(benchmark=bench.name, requested=requested,
-                      data_dir=data_dir, results_dir=results_dir, backend=backend, batch_size=batch_size,
+                      data_dir=data_dir, results_dir=results_dir, backend=record, batch_size=batch_size,
                       system_name=system_name, cards=cards, replicate=replicate, max_wait_us=max_wait_us,
                       card_outputs=card_outputs, nms_params=nms_params, precision=precision, tuned=tuned,
                       requests=requests, keep_warm=keep_warm,

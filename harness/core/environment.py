@@ -39,7 +39,9 @@ VARIABLES: dict[str, Variable] = {
     "APPLIANCE_INTRA_OP_THREADS": Variable("count", "the card's CPUs", "threads per CPU-emulated card "
                                            "(onnxruntime, OpenVINO): 1 to the machine's CPUs"),
     "APPLIANCE_OPENVINO_PROCESS": Variable("switch", "0", "1: each OpenVINO card in a process of its own"),
-    "APPLIANCE_IO_BINDING": Variable("switch", "0", "1: GPU cards bind inputs and outputs on the device"),
+    "APPLIANCE_IO_BINDING": Variable("switch", "0", "1: `--backend onnxruntime` runs the GPU cards' IO-binding "
+                                     "data path on the CPU provider (the GPU check's rehearsal; "
+                                     "run/cards/cpu_card.settings)"),
     "APPLIANCE_CUDA_GRAPH": Variable("tristate", "", "0: GPU cards run without CUDA graphs; 1: with them wherever "
                                      "no capture hazard is found; unset: where a GPU has replayed the configuration "
                                      "(the benchmark record's graphs_replayed; run/cards/gpu_iobinding.graph_rule)"),

@@ -3,13 +3,22 @@ and the tuned record's choice (harness.run.tuned_choice), which the plan calls, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from harness.run.cards import backends
+from harness.run.cards.backends import Backend
 from harness.run.loadgen_settings import Requested
 
-__all__ = ["RunOptions"]
+__all__ = ["Auto", "RunOptions"]
+
+
+class Auto(Enum):
+    """`--backend auto`: the backend of the tuned record's choice for the scenario, else the default's record; made
+    a record by harness.run.tuned_choice, before anything else reads it."""
+
+    AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -18,7 +27,7 @@ class RunOptions:
     requested: Requested
     data_dir: Path
     results_dir: Path
-    backend: str = backends.DEFAULT
+    backend: Backend | Auto = field(default_factory=backends.default)  # the CLI's --backend, made its record
     batch_size: int | None = None
     system_name: str | None = None
     output_dir: Path | None = None    # write the logs exactly here (compliance runs); default run_N
@@ -37,3 +46,10 @@ class RunOptions:
     requests: int | None = None       # infer requests per openvino card; None: the tuned record's, else 1
     provider_options: str | None = None  # onnxruntime GPU: e.g. "prefer_nhwc=1"; None: the tuned record's, else ""
     keep_warm: bool = False           # a SCHED_IDLE spinner on each card CPU while LoadGen runs (harness.run.keep_warm)
+
+    @property
+    def record(self) -> Backend:
+        """The backend's record, once `tuned_choice.resolve` has made `--backend auto` one (the plan's options)."""
+        if isinstance(self.backend, Auto):
+            raise ValueError("--backend auto read before tuned_choice.resolve made it a record")
+        return self.backend

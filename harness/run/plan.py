@@ -135,7 +135,7 @@ def resolve(opts: RunOptions) -> RunPlan:
     options_given = opts.provider_options is not None  # '' too: the provider's defaults, asked for
     opts, choice = tuned_choice.resolve(opts)
     bench = benchmarks.get(opts.benchmark)
-    record = backends.get(opts.backend)  # the one place a run's backend name becomes its record (unknown: one line)
+    record = opts.record  # the CLI made --backend a record, tuned_choice.resolve made auto one
     _check_choice("--replicate", opts.replicate, REPLICATE)
     if opts.requested.user_conf is not None:
         read_user_conf(opts.requested.user_conf)  # its problems before any card starts (preflight: the rest)

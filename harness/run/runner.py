@@ -36,7 +36,6 @@ from harness.hw import gpu, node_facts, system
 from harness.hw.energy import EnergyMeter
 from harness.hw.gpu import GpuRef
 from harness.hw.gpu_energy import GpuEnergyMeter
-from harness.hw.gpu_plan import run_buckets
 from harness.records import detail_log, store
 from harness.records import manifest as run_manifest
 from harness.records.benchmark_record import Benchmark
@@ -44,8 +43,9 @@ from harness.records.detail_log import PerfResult, perf_result
 from harness.records.model_record import ModelRecord
 from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import make_card
+from harness.run.cards.backends import Planned
 from harness.run.cards.base import AsyncCard, Card
-from harness.run.cards.spec import IO_BINDING_ENV, BackendSpec
+from harness.run.cards.spec import BackendSpec
 from harness.run.completion_meter import CompletionMeter
 from harness.run.loadgen_settings import (
     SUBMISSION_MIN_DURATION_MS,
@@ -112,12 +112,11 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
+    planned = Planned(len(cards.slots), batch, scenario, bench.name, cards.requests, cards.gpus,
+                      cards.provider_options, cards.profile)
     spec = BackendSpec(cards.backend, Path(model.path), bench.input_name, bench.outputs, bench.output_specs,
-                       cards.profile, bench.output_casts, processes=len(cards.slots) > 1, requests=cards.requests,
-                       inference_precision=model.inference_precision or "f32", gpus=cards.gpus,
-                       warm_batch=batch, benchmark=bench.name, precision=model.precision,
-                       io_binding=environment.switch(IO_BINDING_ENV), buckets=run_buckets(scenario, batch),
-                       provider_options=cards.provider_options)
+                       cards.backend.settings_for(planned), bench.output_casts, model.precision,
+                       model.inference_precision)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
@@ -488,7 +487,7 @@ def _manifest(p: RunPlan, sut: SystemUnderTest, detail: dict[str, Any], staging:
         "command": sys.argv,
         "benchmark": bench.name, "scenario": req.scenario, "mode": req.mode,
         "requested": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()},
-        "batch_size": sut.batch_size, "backend": opts.backend, "requests_per_card": cards.requests,
+        "batch_size": sut.batch_size, "backend": opts.record.name, "requests_per_card": cards.requests,
         "card_outputs": bench.card_outputs,
         "backend_choice": p.choice.to_json(),
         "model": {"path": model.path, "sha256": model.sha256, "md5": model.md5, "synthetic": model.synthetic,

@@ -17,8 +17,9 @@ from harness.records.layout import Layout
 from harness.records.tuned import Choice, TunedRecord, read
 from harness.run import gpu_defaults
 from harness.run.cards import backends
+from harness.run.cards.backends import Backend
 from harness.run.loadgen_settings import read_user_conf
-from harness.run.options import RunOptions
+from harness.run.options import Auto, RunOptions
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,16 @@ def _options_and_wait(opts: RunOptions, pick: Choice | None, why: str) -> tuple[
     return options, wait if opts.max_wait_us is None else opts.max_wait_us, why
 
 
+def _chosen(name: str, path: Path) -> Backend:
+    """The record of the backend a tuned record chose: a name in a document, so one that is no backend here is
+    one line (a record tuned with a backend this installation does not have)."""
+    record = backends.RECORDS.get(name)
+    if record is None:
+        raise DataError(f"{path} chose backend {name!r}, which this appliance does not have "
+                        f"({', '.join(backends.RECORDS)}); rerun `appliance tune`, or name a --backend")
+    return record
+
+
 def _record_conf(user_conf: Path | None) -> Path | None:
     """The record's user.conf the run takes, its problems named as the record's file (not as a --user-conf the
     user gave)."""
@@ -104,22 +115,22 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     --cards / --batch-size / --requests wins over the record (`opts.cards` None: not given).
     """
     req, bench = opts.requested, benchmarks.get(opts.benchmark)
-    auto = Layout(opts.data_dir, bench).tuned if opts.backend == "auto" else None
-    path = opts.tuned or auto
+    asked = None if isinstance(opts.backend, Auto) else opts.backend  # None: --backend auto
+    path = opts.tuned or (Layout(opts.data_dir, bench).tuned if asked is None else None)
     given = opts.requests or 1
     if path is None or (opts.tuned is None and not (path.exists() or path.is_symlink())):  # there but broken: read
-        backend = opts.backend if path is None else backends.DEFAULT
+        backend = asked or backends.default()
         why = ("--backend (or its default)" if path is None else
-               f"--backend auto: no tuned record at {path}, so {backends.DEFAULT}")
+               f"--backend auto: no tuned record at {path}, so {backend.name}")
         precision = opts.precision or "fp32"
-        if opts.precision is None and backends.on_gpu(backend):  # the GPU rule (harness.run.gpu_defaults)
+        if opts.precision is None and backend.gpu:  # the GPU rule (harness.run.gpu_defaults)
             precision, rule = gpu_defaults.precision(Layout(opts.data_dir, bench))
             why += f"; {rule}"
         cards = opts.cards or "auto"
         options = opts.provider_options or ""
         return dataclasses.replace(opts, backend=backend, precision=precision, cards=cards,
                                    provider_options=options), BackendChoice(
-            backend, precision, given, cards, why, None, options, opts.max_wait_us)
+            backend.name, precision, given, cards, why, None, options, opts.max_wait_us)
     record = read(path)
     if record.benchmark != bench.name:
         raise DataError(f"{path} was tuned for {record.benchmark}, not {opts.benchmark}; rerun `appliance tune` "
@@ -138,22 +149,22 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
                          f"{opts.precision} {req.scenario} candidate in {path}: {at.why}")
     _check_model(opts, bench, record, pick.precision, path)
     batch: int | None
-    if opts.backend == "auto":
-        backend, batch, requests, cards = pick.backend, pick.batch_size, pick.requests, pick.cards
+    if asked is None:
+        backend, batch, requests, cards = _chosen(pick.backend, path), pick.batch_size, pick.requests, pick.cards
         # the record's user.conf: a name in a document, so a file inside the record's folder or refused
         user_conf: Path | None = inbound.inside(path.parent, record.user_conf, f"tuned record {path}: user_conf") \
             if pick == chosen else None
     else:
-        backend, user_conf = opts.backend, None
-        rows = [m for m in record.measured if m.backend == backend and m.precision == pick.precision]
+        backend, user_conf = asked, None
+        rows = [m for m in record.measured if m.backend == backend.name and m.precision == pick.precision]
         best = max(rows, key=lambda m: m.samples_per_second) if rows else None
         batch, requests = (best.batch_size, best.requests) if best is not None else (None, 1)
         cards = best.layout if best is not None else "auto"
         source = "--precision given" if opts.precision is not None else f"the record's {req.scenario} choice"
-        why = (f"--backend {backend}; {pick.precision} ({source}), card layout, batch and requests from {path}"
-               if rows else f"--backend {backend} at {pick.precision} ({source}): not measured in {path}, "
+        why = (f"--backend {backend.name}; {pick.precision} ({source}), card layout, batch and requests from {path}"
+               if rows else f"--backend {backend.name} at {pick.precision} ({source}): not measured in {path}, "
                f"default batch, --cards auto")
-    options, wait, why = _options_and_wait(opts, pick if opts.backend == "auto" else None, why)
+    options, wait, why = _options_and_wait(opts, pick if asked is None else None, why)
     if opts.batch_size is not None:
         batch, why = opts.batch_size, why + "; --batch-size given"
     if opts.requests is not None:
@@ -168,4 +179,4 @@ def resolve(opts: RunOptions) -> tuple[RunOptions, BackendChoice]:
     bound = _server_bound(req.scenario, pick, path, bench.server_latency_ms)
     return (dataclasses.replace(opts, backend=backend, precision=pick.precision, batch_size=batch, requests=requests,
                                 cards=cards, requested=new_req, provider_options=options, max_wait_us=wait),
-            BackendChoice(backend, pick.precision, requests, cards, why, info, options, wait, bound))
+            BackendChoice(backend.name, pick.precision, requests, cards, why, info, options, wait, bound))

@@ -19,7 +19,6 @@ user.conf.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Callable
@@ -184,10 +183,10 @@ class Sweep:
 
 def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
     """What `tune` sweeps by default: fp32, and every other precision with a model record in `data_dir`
-    that this machine computes (bf16 only on a CPU with it)."""
+    that this machine computes (bf16 only where a backend that computes it is installed, on a CPU with it)."""
     layout = Layout(data_dir, benchmarks.get(benchmark))
-    bf16_here = bf16_support.missing(system.cpu_flags(), bf16_support.openvino_capabilities()) is None \
-        if importlib.util.find_spec("openvino") is not None else False
+    bf16_here = any(b.installed() for b in backends.RECORDS.values() if b.computes(bf16_support.PRECISION)) and \
+        bf16_support.missing(system.cpu_flags(), bf16_support.openvino_capabilities()) is None
     return ("fp32", *(p for p in PRECISIONS if p != "fp32" and layout.record_for(p).is_file()
                       and (p != bf16_support.PRECISION or bf16_here)))
 
@@ -350,7 +349,8 @@ def _confirm_server(bench: Benchmark, data_dir: Path, m: Measured, why: str,
         return None, why + "; --server-search: not run, no candidate meets the bound"
 
     def options_at(requested: Requested, results: Path) -> RunOptions:
-        return RunOptions(bench.name, requested, data_dir, results, backend=m.backend, batch_size=m.batch_size,
+        return RunOptions(bench.name, requested, data_dir, results, backend=backends.RECORDS[m.backend],
+                          batch_size=m.batch_size,
                           cards=m.layout, precision=m.precision, requests=m.requests, max_wait_us=m.max_wait_us,
                           provider_options=m.provider_options, card_outputs=card_outputs)
 

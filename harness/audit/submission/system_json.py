@@ -20,6 +20,8 @@ from harness.core.errors import DataError
 from harness.core.scenarios import Scenario
 from harness.hw import system
 from harness.records.manifest import Card, RunManifest
+from harness.run.cards import backends
+from harness.run.cards.backends import Backend
 
 STATUSES = ("available", "preview", "rdi")
 SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
@@ -192,7 +194,18 @@ def _no_inference(card: Card) -> str | None:
     else None."""
     if card.simulated:
         return f"SIMULATED (profile {card.details.get('profile', 'unknown')})"
-    return "null" if card.backend == "null" else None
+    record = _record(card.backend)
+    return record.name if record.harness_only else None
+
+
+def _record(name: str) -> Backend:
+    """The record of a backend a manifest names: a name in a document, so one this appliance has no record of is
+    one line, not a KeyError."""
+    record = backends.RECORDS.get(name)
+    if record is None:
+        raise DataError(f"a run manifest names backend {name!r}, which this appliance does not have "
+                        f"({', '.join(backends.RECORDS)}); build the tree with the appliance that made the run")
+    return record
 
 
 def _framework(cards: Sequence[Card], packages: Mapping[str, str]) -> str:
@@ -225,7 +238,7 @@ def _sw_notes(manifests: Sequence[RunManifest], packages: Mapping[str, str]) -> 
                      f"{packages.get('onnxruntime-gpu', 'unknown')} (built for CUDA {g.get('onnxruntime_cuda_build')})")
     if any(c.simulated for c in cards):
         notes.append("SIMULATED cards: each batch held for a profile's latency, no inference was done")
-    if any(m.backend == "null" for m in manifests):
+    if any(_record(m.backend).harness_only for m in manifests):
         notes.append("null backend: no inference was done (harness overhead only)")
     return "; ".join(notes)
 

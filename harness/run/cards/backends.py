@@ -1,9 +1,10 @@
 """One record per card backend, as benchmarks are records: what computes (the CPU, an NVIDIA GPU, nothing, a
 simulation), the package and onnxruntime provider its cards need, the precisions they compute, whether they take
-several infer requests, whether `tune` times them, and the functions that make its cards and check its libraries,
-its start on a GPU and its presence here. The command line turns a name into its record once (`get`, at the edge:
-the plan for a run, the CLI for tune); plan, tune, runner, the cards, `make_card` and the system name take the
-record, read these fields and call these functions; nothing branches on a backend's name. A new backend is one
+several infer requests, whether `tune` times them, and the functions that make its cards and their settings (from
+`Planned`) and check its libraries, its start on a GPU and its presence here. The command line turns a name into its
+record once (`get`, at the edge: the CLI for a run, tune's `asked_backends` for tune; a document's names where it is
+read); plan, tune, runner, the cards, `make_card` and the system name take the record, read these fields and call
+these functions; nothing branches on a backend's name. A new backend is one
 record here and its card module (docs/developing.md, "Adding a card backend"); a plugin or a test adds its record
 to `RECORDS`.
 
@@ -16,13 +17,16 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ApplianceError
 from harness.run.cards import provider_options
 
-__all__ = ["DEFAULT", "RECORDS", "Backend", "Ref", "check_computes", "computing", "get", "on_gpu", "resolve",
-           "simulating"]
+if TYPE_CHECKING:
+    from harness.hw.gpu import GpuRef
+
+__all__ = ["DEFAULT", "RECORDS", "Backend", "Planned", "Ref", "check_computes", "computing", "default", "get", "on_gpu",
+           "resolve", "simulating"]
 
 # "package.module:attribute", imported when first called (so onnxruntime, openvino and CUDA load only for the backend
 # that needs them), or the callable itself (a test's fake backend)
@@ -36,6 +40,21 @@ def resolve(ref: Ref) -> Callable[..., Any]:
     module, _, attr = ref.partition(":")
     found: Callable[..., Any] = getattr(importlib.import_module(module), attr)
     return found
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the run's plan decided that a backend's settings are made from (its record's `settings` reads the part
+    it needs): facts of the run, not of one backend."""
+
+    cards: int                 # how many cards the run has
+    batch: int                 # the run's batch size
+    scenario: str              # the LoadGen scenario (which batch sizes arrive)
+    benchmark: str             # the benchmark's name
+    requests: int = 1          # infer requests per card (a record that takes `--requests`; 1 otherwise)
+    gpus: tuple[GpuRef, ...] = ()  # GPU backends: card i's GPU
+    provider_options: str = ""  # onnxruntime: the provider options asked or tuned (harness.run.cards.provider_options)
+    profile: object | None = None  # simulated cards: the profile (harness.run.cards.simulated_card.Profile)
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,9 @@ class Backend:
     starts: Ref | None = field(default=None, kw_only=True)
     # (record) -> bool: whether this installation can make its cards, beyond its package importing (tune)
     available: Ref | None = field(default=None, kw_only=True)
+    # (Planned) -> its cards' settings, of the type its card module declares (`spec.settings`); None: they
+    # take none
+    settings: Ref | None = field(default=None, kw_only=True)
 
     @property
     def gpu(self) -> bool:
@@ -79,6 +101,11 @@ class Backend:
     def simulated(self) -> bool:
         """Simulated cards (a profile's timings, no model): made by `--cards simulate:PROFILE:N`."""
         return self.device == "simulated"
+
+    @property
+    def harness_only(self) -> bool:
+        """Its cards neither infer nor model a device (null): a run of it measures the harness alone."""
+        return self.device == "none"
 
     @property
     def infers(self) -> bool:
@@ -99,6 +126,10 @@ class Backend:
         if self.starts is not None:
             resolve(self.starts)(self, list(ordinals))
 
+    def settings_for(self, planned: Planned) -> object:
+        """Its cards' settings, made by its card module from what the plan decided (None: it takes none)."""
+        return None if self.settings is None else resolve(self.settings)(planned)
+
     def installed(self) -> bool:
         """Whether this installation can make its cards: its package imports and its own check says so."""
         if self.package is not None and importlib.util.find_spec(self.package) is None:
@@ -117,6 +148,7 @@ def _onnxruntime_gpu(name: str, provider: str, label: str, tuned_unasked: bool) 
                    tunable=True, tune_options=provider_options.GPU_GRID if provider in provider_options.TUNABLE
                    else ("",), device_option="device_id", label=label,
                    card="harness.run.cards.gpu_iobinding:IoBindingCard",
+                   settings="harness.run.cards.gpu_iobinding:gpu_settings",
                    libraries=f"{_ORT}:check_gpu_libraries", starts=f"{_ORT}:check_gpus_start",
                    available=f"{_ORT}:provider_available",
                    about="NVIDIA GPUs by CUDA ordinal; never a CPU fallback")
@@ -124,7 +156,8 @@ def _onnxruntime_gpu(name: str, provider: str, label: str, tuned_unasked: bool) 
 
 RECORDS: dict[str, Backend] = {b.name: b for b in (
     Backend("onnxruntime", "cpu", "onnxruntime", "CPUExecutionProvider", stands_in=True, tuned_unasked=True,
-            card="harness.run.cards.cpu_card:from_spec", about="CPU-emulated cards"),
+            card="harness.run.cards.cpu_card:from_spec", settings="harness.run.cards.cpu_card:settings",
+            about="CPU-emulated cards"),
     _onnxruntime_gpu("onnxruntime-cuda", "CUDAExecutionProvider", "cuda:{i}", tuned_unasked=True),
     _onnxruntime_gpu("onnxruntime-tensorrt", "TensorrtExecutionProvider", "tensorrt:{i}",
                      tuned_unasked=False),  # tune: when asked
@@ -140,13 +173,20 @@ RECORDS: dict[str, Backend] = {b.name: b for b in (
     # bf16 path on x86: harness.prepare.bf16)
     Backend("openvino", "cpu", "openvino", None, ("fp32", "int8", "bf16"), stands_in=True, requests=True,
             padded_copies=True, tuned_unasked=True, card="harness.run.cards.openvino_process:from_spec",
+            settings="harness.run.cards.openvino_process:settings",
             about="OpenVINO's CPU plugin, a worker process per card"),
     Backend("null", "none", None, stands_in=True, label="none", card="harness.run.cards.null_card:from_spec",
             about="no inference; the harness's own overhead"),
     Backend("simulated", "simulated", None, label="simulated", card="harness.run.cards.simulated_card:from_spec",
+            settings="harness.run.cards.simulated_card:settings",
             about="set by --cards simulate:PROFILE:N"),
 )}
 DEFAULT = "onnxruntime"  # --backend's default, and --backend auto's without a tuned record
+
+
+def default() -> Backend:
+    """The default backend's record (`RunOptions`' default; --backend auto's without a tuned record)."""
+    return RECORDS[DEFAULT]
 
 
 def described() -> str:

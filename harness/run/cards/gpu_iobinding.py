@@ -67,6 +67,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,22 @@ from harness.core.errors import ApplianceError, DataError
 from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
 from harness.run.cards import provider_options
+from harness.run.cards.backends import Planned
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
-from harness.run.cards.onnxruntime_card import SPINNING, OnnxRuntimeCard, batch_fault, cast_outputs, one_line
-from harness.run.cards.spec import BackendSpec
+from harness.run.cards.onnxruntime_card import (
+    SPINNING,
+    GpuSettings,
+    OnnxRuntimeCard,
+    batch_fault,
+    cast_outputs,
+    one_line,
+)
+from harness.run.cards.spec import BackendSpec, own
 from harness.run.qsl import ReplicaRows
 
 __all__ = ["GRAPH_ENV", "REPLAY_TOLERANCE", "SEARCH_ENV", "STREAM_ENV", "WARM_RUNS",
-           "IoBindingCard", "binding_problem", "capture_hazards", "check_outputs", "cuda_settings", "graph_rule",
-           "u8_model"]
+           "IoBindingCard", "IoBindingSettings", "binding_problem", "capture_hazards", "check_outputs", "cuda_settings",
+           "gpu_settings", "graph_rule", "u8_model"]
 
 REPLAY_TOLERANCE = 0.01  # relative: a graph replays the same kernels as the regular run it was captured from
 WARM_RUNS = 3  # onnxruntime runs a graph id normally first, then captures it: 3 leaves it captured and replayed
@@ -93,6 +102,23 @@ GRAPH_ENV, STREAM_ENV, SEARCH_ENV = "APPLIANCE_CUDA_GRAPH", "APPLIANCE_CUDA_USER
 _GPU_LOAD = threading.Lock()  # one GPU card loading (allocating, capturing, pinning) at a time
 _TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
           "tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(int32)": np.int32}
+
+
+@dataclass(frozen=True)
+class IoBindingSettings:
+    """The IO-binding card's settings: the GPU records' (`gpu_settings`), and the onnxruntime CPU record's with
+    APPLIANCE_IO_BINDING=1 (harness.run.cards.cpu_card: the same card on CPU OrtValues, `gpu` None)."""
+
+    batch: int                     # the run's batch size: the largest bucket, a batch of it run at load
+    buckets: tuple[int, ...] = ()  # the batch sizes it binds and warms (gpu_plan.run_buckets); () every power of 2
+    benchmark: str = ""            # its input's mean (uint8 samples converted in the graph), the outputs the host reads
+    gpu: GpuSettings | None = None  # on NVIDIA GPUs: each card's GPU and the provider options; None: the CPU provider
+
+
+def gpu_settings(planned: Planned) -> IoBindingSettings:
+    """An onnxruntime GPU record's `settings`: the IO-binding card on each card's GPU, with the run's buckets."""
+    return IoBindingSettings(planned.batch, gpu_plan.run_buckets(planned.scenario, planned.batch), planned.benchmark,
+                             GpuSettings(planned.gpus, planned.provider_options))
 
 
 def cuda_settings() -> dict[str, Any]:
@@ -185,9 +211,9 @@ def graph_rule(model: Any, benchmark: str, precision: str, out_types: tuple[str,
                    f"({GRAPH_ENV}=1 to try)")
 
 
-def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
-    """The model reading uint8 samples (Cast + Sub(mean) in front) with the spec's output casts, and whether it
-    was converted (the file read float32); (None, False) when the file needs no change at all."""
+def u8_model(model_path: Path, spec: BackendSpec[object], benchmark: str) -> tuple[bytes | None, bool]:
+    """The model reading uint8 samples (Cast + Sub(mean) of `benchmark`) with the spec's output casts, and whether
+    it was converted (the file read float32); (None, False) when the file needs no change at all."""
     from onnx import TensorProto
 
     from harness.data.models.uint8_front import uint8_input
@@ -201,7 +227,7 @@ def u8_model(model_path: Path, spec: BackendSpec) -> tuple[bytes | None, bool]:
     if not floats and not spec.output_casts:
         return None, False
     if floats:
-        model = uint8_input(model, benchmarks.get(spec.benchmark))
+        model = uint8_input(model, benchmarks.get(benchmark))
     if not spec.output_casts:
         serialized: bytes = model.SerializeToString()
         return serialized, floats
@@ -256,14 +282,16 @@ def _no_graph() -> ort.RunOptions:
 class IoBindingCard(OnnxRuntimeCard):
     """A card whose batches run through IO binding on device-resident buffers, one bucket per batch size."""
 
-    def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
+    def __init__(self, spec: BackendSpec[IoBindingSettings | None], index: int, cpus: tuple[int, ...]) -> None:
+        self.io = io = own(spec, IoBindingSettings)  # None (the CPU record's plain card) refused in one line
         self.on_gpu = spec.backend.gpu
-        ref = spec.gpus[index] if spec.gpus else None
+        on = io.gpu or GpuSettings()
+        ref = on.gpus[index] if on.gpus else None
         self.ordinal = (ref.ordinal if ref is not None else index) if self.on_gpu else 0
         self.settings = cuda_settings() if self.on_gpu else {"cuda_graph": False, "user_stream": False}
         self.graph_why = "the CPU provider: no CUDA graphs" if not self.on_gpu else "not a CUDA provider card"
-        self.batch = max(1, spec.warm_batch)
-        self.sizes = tuple(sorted(spec.buckets)) if spec.buckets else gpu_plan.bucket_sizes(self.batch)
+        self.batch = max(1, io.batch)
+        self.sizes = tuple(sorted(io.buckets)) if io.buckets else gpu_plan.bucket_sizes(self.batch)
         if self.sizes[-1] != self.batch:
             raise ValueError(f"buckets {self.sizes} do not end at the batch {self.batch}")
         self.spec = spec
@@ -285,13 +313,13 @@ class IoBindingCard(OnnxRuntimeCard):
             with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
                 if self.on_gpu:
                     self.copies = CudaCopies(self.ordinal, f"card {index} (cuda:{self.ordinal})")
-                super().__init__(spec, index, cpus)
+                super().__init__(spec, index, cpus, on)
                 self._bind()
                 warm_ms = self._warm_all()
         except BaseException:
             self.copies.close()
             raise
-        same = [i for i, g in enumerate(spec.gpus) if ref is not None and g.pci == ref.pci]  # this GPU's cards
+        same = [i for i, g in enumerate(on.gpus) if ref is not None and g.pci == ref.pci]  # this GPU's cards
         self.info.details.update(
             intra_op_threads=1 if self.on_gpu else self.info.details.get("intra_op_threads"),
             io_binding={
@@ -318,8 +346,9 @@ class IoBindingCard(OnnxRuntimeCard):
         complete."""
         return (1, False) if on_gpu else super()._threads(cpus, on_gpu)
 
-    def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
-        source, self.u8_converted = u8_model(model_path, spec) if spec.benchmark else (None, False)
+    def _model_source(self, spec: BackendSpec[object], model_path: Path) -> str | bytes:
+        benchmark = self.io.benchmark  # set before the base card asks
+        source, self.u8_converted = u8_model(model_path, spec, benchmark) if benchmark else (None, False)
         self._source_bytes = source
         return super()._model_source(spec, model_path) if source is None else source
 
@@ -335,9 +364,10 @@ class IoBindingCard(OnnxRuntimeCard):
             if self.settings["user_stream"] else {}
         if provider == "CUDAExecutionProvider":
             self.settings["cuda_graph"], self.graph_why = graph_rule(
-                self._onnx_model(), self.spec.benchmark, self.spec.precision,
+                self._onnx_model(), self.io.benchmark, self.spec.precision,
                 tuple(dtype for _, dtype in self.spec.output_specs), self.settings["cuda_graph"])
-            options.update(provider_options.build(provider, self.spec.provider_options, self.spec.precision,
+            options.update(provider_options.build(provider, (self.io.gpu or GpuSettings()).provider_options,
+                                                  self.spec.precision,
                                                   cudnn_conv_algo_search=str(self.settings["cudnn_conv_algo_search"]),
                                                   enable_cuda_graph="1" if self.settings["cuda_graph"] else "0",
                                                   **stream))
@@ -369,17 +399,13 @@ class IoBindingCard(OnnxRuntimeCard):
         key = engine_cache.EngineKey(
             model_sha256=digest, gpu=found.name if found else (ref.model if ref else "unknown"), tensorrt=version,
             precision=spec.precision, input_name=spec.input_name,
-            sample_shape=tuple(benchmarks.get(spec.benchmark).input_shape), min_batch=1, opt_batch=self.batch,
+            sample_shape=tuple(benchmarks.get(self.io.benchmark).input_shape), min_batch=1, opt_batch=self.batch,
             max_batch=self.batch)
         models_dir = spec.model_path.parent
         self.engine = {"key": key.digest(), "folder": str(key.folder(models_dir)),
                        "found": engine_cache.cached(key, models_dir), "tensorrt": version}
         engine_cache.write_key(key, models_dir)
         return engine_cache.provider_options(key, models_dir)
-
-    def _warm(self, batch: int) -> None:
-        """The base card's one warm batch: done for every bucket in `_warm_all` instead."""
-        del batch
 
     # buffers ---------------------------------------------------------------------------------------
     def _bind(self) -> None:
@@ -389,8 +415,8 @@ class IoBindingCard(OnnxRuntimeCard):
             raise ApplianceError(f"{self.label}: the model has no input {self.input_name!r}")
         shape = inputs[self.input_name].shape
         self.sample_shape = tuple(d if isinstance(d, int) else 1 for d in shape[1:])
-        if self.spec.benchmark:
-            self.sample_shape = tuple(benchmarks.get(self.spec.benchmark).input_shape)
+        if self.io.benchmark:
+            self.sample_shape = tuple(benchmarks.get(self.io.benchmark).input_shape)
         self.in_dtype = np.dtype(np.uint8 if self.input_dtype == "uint8" else np.float32)
         self.out_shapes = [shape for shape, _ in self.spec.output_specs]
         self.out_types = [np.dtype(dtype) for _, dtype in self.spec.output_specs]
@@ -399,7 +425,7 @@ class IoBindingCard(OnnxRuntimeCard):
         if problem is not None:  # a buffer smaller than, or of another type than, what the graph writes
             raise self._misfit(problem)
         n_out = len(self.outputs)
-        self.reads = benchmarks.get(self.spec.benchmark).outputs_read(n_out) if self.spec.benchmark else (True,) * n_out
+        self.reads = benchmarks.get(self.io.benchmark).outputs_read(n_out) if self.io.benchmark else (True,) * n_out
         device, ordinal = self.copies.device, self.ordinal
         self.buckets: dict[int, tuple[ort.OrtValue, list[ort.OrtValue], Any, ort.RunOptions]] = {}
         for graph_id, size in enumerate(self.sizes):

@@ -35,6 +35,6 @@ class NullCard(PageableHostBuffers):
         pass
 
 
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> NullCard:
+def from_spec(spec: BackendSpec[None], index: int, cpus: tuple[int, ...]) -> NullCard:
     """The null backend's cards (its record's `card`)."""
     return NullCard(index, spec.output_specs, cpus)

@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,23 +55,34 @@ _OOM = re.compile(r"out of memory|Failed to allocate memory|CUBLAS_STATUS_ALLOC_
 _NATIVE_LOG = threading.Lock()
 
 
+@dataclass(frozen=True)
+class GpuSettings:
+    """What an onnxruntime card on NVIDIA GPUs takes beside the model (its IO-binding settings hold it: the GPU
+    records' cards are IO-binding cards): each card's GPU and the provider options asked or tuned."""
+
+    gpus: tuple[gpu.GpuRef, ...] = ()  # card i's GPU (empty: card i on CUDA ordinal i, a card made without a plan)
+    provider_options: str = ""         # harness.run.cards.provider_options
+
+
 class OnnxRuntimeCard(PageableHostBuffers):
     """One inference session. On CPU its intra-op threads are the card's CPUs.
 
     Create it on the card's (already pinned) worker thread: onnxruntime starts its thread pool when
     the session is made, and new threads inherit the creating thread's affinity (and its name).
-    An accelerator provider gets the card's device id: a GPU card its CUDA ordinal (`gpu`, found by bus
-    id), OpenVINO the card index. A GPU card runs one batch of the run's size (`warm_batch`) before it is ready,
-    so a batch that does not fit in the GPU's memory is refused before the run starts. With
+    An accelerator provider gets the card's device id: a GPU card its CUDA ordinal (`gpu`: its `GpuSettings`,
+    found by bus id), OpenVINO the card index; the GPU card (gpu_iobinding.IoBindingCard) warms its batch sizes
+    before it is ready. With
     `output_casts` the session's graph ends in QuantizeLinear / Cast nodes, so the card returns uint8 /
     fp16 outputs as a real card's compiled network does.
     """
 
-    def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
+    def __init__(self, spec: BackendSpec[object], index: int, cpus: tuple[int, ...],
+                 on: GpuSettings | None = None) -> None:
         record, outputs, input_name = spec.backend, spec.outputs, spec.input_name
         assert spec.model_path is not None
         model_path = spec.model_path
-        gpu_ref = spec.gpus[index] if spec.gpus else None
+        on = on or GpuSettings()
+        gpu_ref = on.gpus[index] if on.gpus else None
         provider, id_key, on_gpu = str(record.provider), record.device_option, record.gpu
         require_provider(record)
         device = (gpu_ref.ordinal if gpu_ref is not None else index) if on_gpu else index
@@ -78,7 +90,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         opts = session_options(threads, spin, on_gpu)
         providers: list[str | tuple[str, dict[str, object]]] = ["CPUExecutionProvider"]
         if on_gpu:
-            options = provider_options.build(provider, spec.provider_options, spec.precision)
+            options = provider_options.build(provider, on.provider_options, spec.precision)
             providers = [(provider, {id_key or "device_id": str(device), **options})]
         elif id_key is not None:  # a provider on the card's CPUs (OpenVINO's CPU plugin), the CPU provider beside it
             providers = [(provider, {id_key: "CPU"}), "CPUExecutionProvider"]
@@ -116,7 +128,6 @@ class OnnxRuntimeCard(PageableHostBuffers):
         if on_gpu:
             details.update(gpu.card_facts(gpu_ref, device), cpu_fallback="refused (session.disable_cpu_ep_fallback=1)",
                            provider_options=self.session.get_provider_options().get(provider, {}))
-            self._warm(max(1, spec.warm_batch))
         self.info = CardInfo(index=index, backend=record.name, device=record.label.format(i=device), cpus=cpus,
                              emulated=not on_gpu, details=details)
 
@@ -127,7 +138,7 @@ class OnnxRuntimeCard(PageableHostBuffers):
         threads = environment.threads(THREADS_ENV) or max(1, len(cpus))  # 1 to the machine's CPUs
         return threads, threads <= len(cpus)
 
-    def _model_source(self, spec: BackendSpec, model_path: Path) -> str | bytes:
+    def _model_source(self, spec: BackendSpec[object], model_path: Path) -> str | bytes:
         """What the session loads: the model file, or its bytes with the output casts in-graph."""
         return with_output_casts(model_path, spec.outputs, spec.output_casts) if spec.output_casts else str(model_path)
 
@@ -138,16 +149,6 @@ class OnnxRuntimeCard(PageableHostBuffers):
     def _input_type(self, name: str) -> str:
         kind: str = next(i.type for i in self.session.get_inputs() if i.name == name)
         return kind
-
-    def _warm(self, batch: int) -> None:
-        """One batch of the run's size on the GPU: memory for it is taken now, or the card refuses here."""
-        shape = next(i.shape for i in self.session.get_inputs() if i.name == self.input_name)
-        dims = [batch, *(d if isinstance(d, int) else 1 for d in shape[1:])]
-        zeros = np.zeros(dims, dtype=np.uint8 if self.input_dtype == "uint8" else np.float32)
-        try:
-            self.session.run(self.outputs, {self.input_name: zeros})
-        except Exception as exc:
-            raise batch_fault(self.label, batch, exc) from None
 
     def infer(self, batch: np.ndarray | None, n: int) -> list[np.ndarray]:
         try:

@@ -39,6 +39,7 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing import shared_memory
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -48,12 +49,12 @@ import numpy as np
 import harness
 from harness.core import environment
 from harness.core.errors import ApplianceError, DataError
+from harness.run.cards.backends import Planned
 from harness.run.cards.base import CardInfo, Outputs, PageableHostBuffers
-from harness.run.cards.spec import PROCESS_ENV
+from harness.run.cards.spec import PROCESS_ENV, BackendSpec, own
 
 if TYPE_CHECKING:
     from harness.run.cards.openvino_card import OpenVinoCard
-    from harness.run.cards.spec import BackendSpec
 
 SEGMENT_PREFIX = "appliance-ov"  # /dev/shm/appliance-ov-<pid>-c<card>-<in|out><n>
 ERRORS: dict[str, type[Exception]] = {"DataError": DataError, "ApplianceError": ApplianceError}
@@ -329,17 +330,35 @@ def child_main(argv: list[str]) -> int:
 
 
 
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> OpenVinoCard | OpenVinoProcessCard:
+@dataclass(frozen=True)
+class OpenvinoSettings:
+    """The openvino record's settings: infer requests per card, and whether each card runs in a worker process."""
+
+    requests: int = 1       # infer requests (one stream each) per card, its depth: `appliance run --requests`
+    processes: bool = False  # each card in a pinned worker process of its own (a run of several cards)
+
+
+def settings(planned: Planned) -> OpenvinoSettings:
+    """The openvino record's `settings`: the run's requests per card; worker processes when it has several cards."""
+    return OpenvinoSettings(planned.requests, planned.cards > 1)
+
+
+def from_spec(spec: BackendSpec[OpenvinoSettings], index: int,
+              cpus: tuple[int, ...]) -> OpenVinoCard | OpenVinoProcessCard:
     """The openvino backend's cards (its record's `card`): each in a worker process of its own with
-    `spec.processes` (several cards) or APPLIANCE_OPENVINO_PROCESS=1, else in this process."""
+    `processes` (several cards) or APPLIANCE_OPENVINO_PROCESS=1, else in this process; in the precision the model
+    record asks (bf16), else f32."""
     assert spec.model_path is not None
-    if spec.processes or environment.switch(PROCESS_ENV):
+    own_settings = own(spec, OpenvinoSettings)
+    precision = spec.inference_precision or "f32"
+    if own_settings.processes or environment.switch(PROCESS_ENV):
         return OpenVinoProcessCard(index, spec.model_path, spec.input_name, spec.outputs, spec.output_specs, cpus,
-                                   spec.requests, spec.inference_precision, backend=spec.backend.name)
+                                   own_settings.requests, precision, backend=spec.backend.name)
     from harness.run.cards.openvino_card import OpenVinoCard
 
-    return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, spec.requests,
-                        spec.inference_precision, backend=spec.backend.name)
+    return OpenVinoCard(index, spec.model_path, spec.input_name, spec.outputs, cpus, own_settings.requests,
+                        precision, backend=spec.backend.name)
+
 
 if __name__ == "__main__":
     sys.exit(child_main(sys.argv[1:]))

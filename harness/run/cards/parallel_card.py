@@ -22,7 +22,7 @@ class ParallelCard(OnnxRuntimeCard):
     """An onnxruntime CPU card whose session runs independent nodes concurrently (ORT_PARALLEL); its inter-op
     threads, made with the session on the card's pinned thread, share the card's CPUs."""
 
-    def __init__(self, spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> None:
+    def __init__(self, spec: BackendSpec[None], index: int, cpus: tuple[int, ...]) -> None:
         self.inter_op = max(1, min(INTER_OP_THREADS, len(cpus)))
         super().__init__(spec, index, cpus)
         self.info.details.update(execution_mode="parallel", inter_op_threads=self.inter_op)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,10 +32,9 @@ from harness.core.errors import ApplianceError
 from harness.data import benchmarks
 from harness.records import fields
 from harness.records.fields import bound
+from harness.run.cards.backends import Planned
 from harness.run.cards.base import CardInfo, PageableHostBuffers, ZeroOutputs
-
-if TYPE_CHECKING:
-    from harness.run.cards.spec import BackendSpec
+from harness.run.cards.spec import BackendSpec, own
 
 PROFILE_DIR: Traversable = resources.files("harness.run.cards") / "profiles"  # package data, also in a wheel
 
@@ -291,9 +289,16 @@ class PipelinedSimulatedCard(PageableHostBuffers):
             self._cv.notify()
 
 
-def from_spec(spec: BackendSpec, index: int, cpus: tuple[int, ...]) -> SimulatedCard | PipelinedSimulatedCard:
+def settings(planned: Planned) -> Profile:
+    """The simulated record's `settings`: its cards' profile, loaded by the plan from `--cards simulate:PROFILE:N`."""
+    if not isinstance(planned.profile, Profile):
+        raise ApplianceError("--backend simulated needs --cards simulate:PROFILE:N (e.g. simulate:cloud-ai-100:4)")
+    return planned.profile
+
+
+def from_spec(spec: BackendSpec[Profile], index: int, cpus: tuple[int, ...]) -> SimulatedCard | PipelinedSimulatedCard:
     """The simulated backend's cards (its record's `card`): pipelined where the profile says so."""
-    assert isinstance(spec.profile, Profile)
-    if spec.profile.pipeline is not None:
-        return PipelinedSimulatedCard(index, spec.profile, spec.output_specs, cpus)
-    return SimulatedCard(index, spec.profile, spec.output_specs, cpus)
+    profile = own(spec, Profile)
+    if profile.pipeline is not None:
+        return PipelinedSimulatedCard(index, profile, spec.output_specs, cpus)
+    return SimulatedCard(index, profile, spec.output_specs, cpus)
