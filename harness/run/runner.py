@@ -45,6 +45,7 @@ from harness.records.model_record import ModelRecord
 from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import make_card
 from harness.run.cards.base import AsyncCard, Card
+from harness.run.cards.kept_sessions import KeptSessions
 from harness.run.cards.spec import IO_BINDING_ENV, BackendSpec
 from harness.run.completion_meter import CompletionMeter
 from harness.run.loadgen_settings import (
@@ -106,9 +107,9 @@ def latest_run(perf_dir: Path) -> Path | None:
 
 
 def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model: ModelRecord, batch: int,
-             scenario: Scenario, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
+             scenario: Scenario, replicate: str = "node", sessions: KeptSessions | None = None) -> SystemUnderTest:
     """The SUT of a run (sample buffers, cards, batching) of the prepared `model` (its record), not yet
-    started: `run` and `tune` share it."""
+    started: `run` and `tune` share it (tune with `sessions`: its cards' sessions kept across batch sizes)."""
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
@@ -117,12 +118,12 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
                        inference_precision=model.inference_precision or "f32", gpus=cards.gpus,
                        warm_batch=batch, benchmark=bench.name, precision=model.precision,
                        io_binding=environment.switch(IO_BINDING_ENV), buckets=run_buckets(scenario, batch),
-                       provider_options=cards.provider_options)
+                       provider_options=cards.provider_options, sessions=sessions)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
 
-    return SystemUnderTest(bench, qsl, list(cards.slots), factory, batch, scenario=scenario, max_wait_s=max_wait_s)
+    return SystemUnderTest(bench, qsl, list(cards.slots), factory, batch, scenario=scenario)
 
 
 BATCH_FILL_PROBABILITY = 0.99

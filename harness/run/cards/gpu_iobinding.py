@@ -68,7 +68,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -79,6 +79,7 @@ from harness.data import benchmarks
 from harness.hw import gpu, gpu_plan
 from harness.run.cards import provider_options
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
+from harness.run.cards.kept_sessions import Kept
 from harness.run.cards.onnxruntime_card import SPINNING, OnnxRuntimeCard, batch_fault, cast_outputs, one_line
 from harness.run.cards.spec import BackendSpec
 from harness.run.qsl import ReplicaRows
@@ -283,7 +284,10 @@ class IoBindingCard(OnnxRuntimeCard):
         self.replica_loads = self.staged_loads = 0
         try:
             with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
-                if self.on_gpu:
+                self._take_kept(spec, index, cpus)
+                if self.kept is not None:  # tune: the session of the last card of this slot, on its stream
+                    self._restore(self.kept)
+                elif self.on_gpu:
                     self.copies = CudaCopies(self.ordinal, f"card {index} (cuda:{self.ordinal})")
                 super().__init__(spec, index, cpus)
                 self._bind()
@@ -313,6 +317,31 @@ class IoBindingCard(OnnxRuntimeCard):
         self._describe()
 
     # the session -----------------------------------------------------------------------------------
+    def keepable(self) -> bool:
+        """The base card's rule, and never a session with CUDA graphs enabled: its captured graphs replay the
+        addresses of this card's buffers, which close frees (onnxruntime's graphs are per thread and per
+        `gpu_graph_id`; that a later card's thread never meets them is not shown, so such sessions end here)."""
+        options = self.session.get_provider_options().get("CUDAExecutionProvider", {})
+        return super().keepable() and not self.settings["cuda_graph"] and options.get("enable_cuda_graph", "0") == "0"
+
+    def _kept_state(self) -> Kept:
+        """The session with its stream (`copies`, which its provider options name) and what was decided making it."""
+        copies, loading = self.copies, self._loading
+
+        def release() -> None:
+            with loading():
+                copies.close()
+
+        return Kept(self.session, {"copies": copies, "u8_converted": self.u8_converted, "graph_why": self.graph_why,
+                                   "spinning": self.opts_spinning}, release)
+
+    def _restore(self, kept: Kept) -> None:
+        copies = kept.state["copies"]
+        assert isinstance(copies, (HostCopies, CudaCopies))
+        self.copies, self.u8_converted = copies, bool(kept.state["u8_converted"])
+        self.graph_why, self.opts_spinning = str(kept.state["graph_why"]), cast(str | None, kept.state["spinning"])
+        self.settings["cuda_graph"] = False  # a kept session never has graphs (`keepable`)
+
     def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
         """On a GPU one intra-op thread that never spins: the graph runs on the GPU, the card's CPUs feed and
         complete."""
@@ -625,8 +654,12 @@ class IoBindingCard(OnnxRuntimeCard):
 
     def close(self) -> None:
         self.buckets.clear()
-        super().close()
+        kept = self.spec_sessions is not None and self.keepable()
+        super().close()  # the session kept for tune's next batch size, or ended
         with self._loading():
-            self.copies.close()  # unpins the replica and the staging buffers
+            if kept:  # the stream stays with the session; what this card page-locked does not
+                self.copies.unpin_all()
+            else:
+                self.copies.close()  # unpins the replica and the staging buffers
         self._replica = None
         self._describe()

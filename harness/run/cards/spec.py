@@ -13,6 +13,7 @@ from harness.records.benchmark_record import OutputQuant
 if TYPE_CHECKING:
     from harness.hw.gpu import GpuRef
     from harness.run.cards.backends import Backend
+    from harness.run.cards.kept_sessions import KeptSessions
 
 __all__ = ["IO_BINDING_ENV", "PROCESS_ENV", "THREADS_ENV", "BackendSpec"]
 
@@ -45,3 +46,4 @@ class BackendSpec:
     buckets: tuple[int, ...] = ()  # IO-binding card: the batch sizes it runs and warms (gpu_plan.run_buckets)
     provider_options: str = ""  # onnxruntime GPU: tuned provider options (harness.run.cards.provider_options)
     io_binding: bool = False  # onnxruntime: the IO-binding card (harness.run.cards.gpu_iobinding); GPU backends always
+    sessions: KeptSessions | None = None  # onnxruntime, in tune: sessions kept across batch sizes (kept_sessions)
