@@ -26,7 +26,8 @@
 #                                               sizes and each budget x BUDGET_SCALE (default 3 here)
 # Environment: SAMPLES (prepared images, default 300), DURATION_MS (per performance run, default 2000),
 # BATCH (Offline / Server batch size, default the benchmark's), DATA (data dir, default /tmp/gpu-check-data),
-# YOLO_SAMPLES (default 16), YOLO_BATCH (default 16), BUDGET_SCALE (1 on a GPU).
+# YOLO_SAMPLES (default 16), YOLO_BATCH (default 16), BUDGET_SCALE (1 on a GPU), HANDOVER (for gpu_bench.sh:
+# /tmp/gpu-check-handover).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${BACKEND:-onnxruntime-cuda}
