@@ -138,14 +138,15 @@ rprepare() {  # fp32, then each precision tuned; prepare itself keeps what is pr
 # after gpu_check (its data dir holds these records) prepare only re-checks them: 3 s on the H100 (2026-11-27);
 # alone, it makes them
 prepared=1
-for p in fp32 ${precisions//,/ }; do
+rprecisions=$(echo "fp32,$precisions" | tr , '\n' | awk '!seen[$0]++' | paste -sd, -)  # fp32 and each tuned
+for p in ${rprecisions//,/ }; do
   r=resnet50; [ "$p" = fp32 ] || r=resnet50-$p
   [ -s "$data/models/$r.json" ] || prepared=0
 done
 if [ "$prepared" = 1 ] || [ "${PLAN:-0}" = 1 ]; then
-  step "prepare resnet50 fp32,$precisions (gpu_check's)" 10 rprepare
+  step "prepare resnet50 $rprecisions (gpu_check's)" 10 rprepare
 else
-  step "prepare resnet50 fp32,$precisions ($samples images)" 40 rprepare
+  step "prepare resnet50 $rprecisions ($samples images)" 40 rprepare
 fi
 tuned=$data/tuned/resnet50-bench.json
 rm -f "$tuned"
