@@ -36,7 +36,7 @@
 # (no gpu_check before it) versions, prepare and the default command run: 5 + 40 + 15 and YOLO's prepare 30.
 # With gpu_check, the wheel-stash calls, the start and the idle gaps: tools/gpu_loan_plan.sh, 838 s of 900.
 #   tools/gpu_bench.sh --stash                  a load of wheels (.whl/) to /tmp/gpu-wheels, nothing else
-#   tools/gpu_bench.sh                          the last load, then the whole check (450 s of step budgets)
+#   tools/gpu_bench.sh                          the last load, then the whole check (349 s of step budgets)
 #   tools/gpu_bench.sh --plan                   every step's row and budget, nothing run (the sum checked in tests)
 #   tools/gpu_bench.sh --backend onnxruntime    the rehearsal without a GPU: the same steps on CPU-emulated cards
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes,
