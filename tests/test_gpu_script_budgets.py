@@ -95,7 +95,30 @@ def test_each_scripts_planned_budget_is_the_one_its_header_states_and_fits_one_c
     assert all(r.split(" budget ")[0].strip() in shown for r in rows), shown
 
 
-def test_both_scripts_fit_one_fifteen_minute_loan_with_the_wheels(tmp_path):
+def test_the_whole_loan_fits_with_its_margin(tmp_path):
+    """The machine's start, the wheel-stash calls, both scripts' calls and the idle gaps: 900 s less 60 at least."""
     check, _ = _plan("gpu_check.sh", tmp_path / "check")
     bench, _ = _plan("gpu_bench.sh", tmp_path / "bench")
-    assert check + bench <= LOAN_S, (check, bench)
+    done = subprocess.run(["bash", "tools/gpu_loan_plan.sh"], cwd=ROOT, env={**os.environ, "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    parts = {line[:92].strip(): int(line[92:]) for line in lines[1:-2]}
+    total, margin = int(lines[-2][92:]), int(lines[-1][92:])
+    assert sum(parts.values()) == total and total + margin == LOAN_S and margin >= 60, done.stdout
+    assert parts["machine start"] == 120
+    stash = next(v for k, v in parts.items() if "wheel-stash calls" in k)
+    assert next(k for k in parts if "wheel-stash calls" in k).startswith("4 wheel-stash calls (load 1..4 of 5")
+    assert stash >= 4 * 10  # each call re-sends the tree and 55 MiB of wheel
+    assert next(v for k, v in parts.items() if k.startswith("gpu_check call")) > check
+    assert next(v for k, v in parts.items() if k.startswith("gpu_bench call")) > bench
+    assert check + bench + 120 + stash <= LOAN_S - 60
+
+
+def test_gpu_bench_takes_what_gpu_check_did_rather_than_doing_it_again(tmp_path):
+    _, rows = _plan("gpu_bench.sh", tmp_path)
+    handed = {r.split(" budget ")[0].strip(): int(r.split(" budget ")[1].split()[0]) for r in rows}
+    assert handed["GPU, driver, CUDA, cuDNN, onnxruntime"] == 0
+    assert handed["resnet50 Offline (the default command)"] == 0  # gpu_check's fp16 Offline is that command
+    assert handed["prepare resnet50 fp32,fp16 (gpu_check's)"] == 10  # prepare re-checks, 3 s on the H100
+    assert handed["prepare yolo-99 fp32 (gpu_check's)"] == 10

@@ -25,21 +25,23 @@
 #
 # Budget (issue 43): every step runs under its own budget (`step`, tools/gpu_env.sh) and is stopped there, its row
 # then reading "over budget (N s)"; the rows after it still run, so every row of the table is always printed.
-# On a GPU, after tools/gpu_check.sh on the same warm machine (wheels installed, ResNet50 prepared in /tmp/gpu-check-data):
-#   environment 10 (a cold machine: the wheels, up to 140), versions 10, prepare ResNet50 fp32 20 + fp16 20,
-#   tune ResNet50 (coarse, refined, --server-search) 90, its runs: Offline, the default command, onnxruntime's own
-#   loop, the PyTorch peer, Server, SingleStream, Server again 7 x 15, YOLO11l prepare fp32 30 + tf32 15, tune
-#   YOLO11l (fp32, tf32; --card-outputs quantised) 50, its runs: Offline, accuracy, accuracy tf32, SingleStream,
-#   accuracy FP32 end to end, graphs on one card 6 x 15, host NMS loop 10: steps 440 s + environment 10 s = 450 s
-#   (the table, a second, after). With gpu_check's 420 s (its wheels included) 870 s: one 15-minute loan holds both,
-#   less the machine's start.
+# On a GPU, after tools/gpu_check.sh on the same warm machine (wheels installed, ResNet50 and YOLO11l's 16 images
+# prepared, its $HANDOVER): environment 5 (a cold machine: the wheels, up to 50), versions 0 (gpu_check's),
+# prepare ResNet50 fp32 + fp16 10 (prepare re-checks what is prepared and intact: 3 s on the H100), tune ResNet50
+# (coarse, refined, --server-search) 90, its runs: Offline 15, the default command 0 (gpu_check's fp16 Offline is
+# that command), onnxruntime's own loop, the PyTorch peer, Server, SingleStream, Server again 5 x 15, YOLO11l
+# prepare fp32 10 (gpu_check's) + tf32 15, tune YOLO11l (fp32, tf32; --card-outputs quantised; sessions kept across
+# its batch sizes) 35, its runs: Offline, accuracy, accuracy tf32, SingleStream 4 x 15, accuracy FP32 end to end
+# and graphs on one card 2 x 12, host NMS loop 10: steps 344 s + environment 5 s = 349 s (the table after). Alone
+# (no gpu_check before it) versions, prepare and the default command run: 5 + 40 + 15 and YOLO's prepare 30.
+# With gpu_check, the wheel-stash calls, the start and the idle gaps: tools/gpu_loan_plan.sh, 838 s of 900.
 #   tools/gpu_bench.sh --stash                  a load of wheels (.whl/) to /tmp/gpu-wheels, nothing else
-#   tools/gpu_bench.sh                          the last load, then the whole check (450 s of step budgets)
+#   tools/gpu_bench.sh                          the last load, then the whole check (349 s of step budgets)
 #   tools/gpu_bench.sh --plan                   every step's row and budget, nothing run (the sum checked in tests)
 #   tools/gpu_bench.sh --backend onnxruntime    the rehearsal without a GPU: the same steps on CPU-emulated cards
 #                                               through the IO-binding card (APPLIANCE_IO_BINDING=1), small sizes,
 #                                               each budget x BUDGET_SCALE (default 3); tf32's run is refused there
-# Environment: SAMPLES (ResNet50 images, default 300), YOLO_SAMPLES (default 32), DURATION_MS (per performance
+# Environment: SAMPLES (ResNet50 images, default 300), YOLO_SAMPLES (default 16, gpu_check's), DURATION_MS (per performance
 # run, default 3000), DATA (default /tmp/gpu-check-data, gpu_check's), WORK (default /tmp/gpu-bench), PRECISIONS (tuned,
 # default fp16 on a GPU), BATCHES (a GPU: unset, tune's coarse grid refined around the best), LAYOUTS (default cuda:allx1,cuda:allx2),
 # YOLO_BATCHES (16,32), YOLO_LAYOUTS (cuda:allx1,cuda:allx2), YOLO_PRECISIONS (fp32,tf32: fp16 misses yolo-99's 99%),
@@ -68,7 +70,7 @@ start=$SECONDS
 say() { printf '\n== gpu_bench [%4ss]: %s\n' "$((SECONDS - start))" "$*"; }
 
 if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, through the same IO-binding card
-  samples=${SAMPLES:-64}; yolo_samples=${YOLO_SAMPLES:-1}; precisions=${PRECISIONS:-fp32}
+  samples=${SAMPLES:-32}; yolo_samples=${YOLO_SAMPLES:-1}; precisions=${PRECISIONS:-fp32}
   batches=${BATCHES:-1,2,4}; layouts=${LAYOUTS:-auto}; device=cpu; duration=${DURATION_MS:-1000}
   ybatches=${YOLO_BATCHES:-1}; ylayouts=${YOLO_LAYOUTS:-auto}; peer_batches=${PEER_BATCHES:-2}
   yprecisions=${YOLO_PRECISIONS:-fp32}  # tf32 is the CUDA provider's: prepared here, its run refused (a row)
@@ -76,7 +78,7 @@ if [ "$backend" = onnxruntime ]; then  # the rehearsal: small, on the CPU, throu
   yolo_count=(--count 4)  # YOLO11l takes seconds an image on a small CPU: a few queries (INVALID: min queries)
   export APPLIANCE_IO_BINDING=1
 else
-  samples=${SAMPLES:-300}; yolo_samples=${YOLO_SAMPLES:-32}; precisions=${PRECISIONS:-fp16}
+  samples=${SAMPLES:-300}; yolo_samples=${YOLO_SAMPLES:-16}; precisions=${PRECISIONS:-fp16}
   batches=${BATCHES:-}; layouts=${LAYOUTS:-cuda:allx1,cuda:allx2}; device=cuda  # no BATCHES: tune's coarse grid
   ybatches=${YOLO_BATCHES:-16,32}; ylayouts=${YOLO_LAYOUTS:-cuda:allx1,cuda:allx2}
   yprecisions=${YOLO_PRECISIONS:-fp32,tf32}
@@ -88,7 +90,7 @@ fi
 # shellcheck source=tools/gpu_env.sh
 source tools/gpu_env.sh
 gpu_env_setup "$py" "$out" "$( [ "$backend" = onnxruntime ] && echo 0 || echo 1 )"
-printf '%-44s budget %4s s  %s\n' "environment (wheels, extensions)" 10 \
+printf '%-44s budget %4s s  %s\n' "environment (wheels, extensions)" 5 \
   "$( [ "${PLAN:-0}" = 1 ] && echo planned || echo "done ($((SECONDS - start)) s)")" >>"$out/steps.txt"
 appliance() { "$py" -m harness.cli "$@"; }
 
@@ -110,18 +112,42 @@ if backends.on_gpu(sys.argv[1]):
 print(json.dumps(info, indent=2))
 PY
 }
-step "GPU, driver, CUDA, cuDNN, onnxruntime" 10 versions
+# What tools/gpu_check.sh left on this machine (its `handover`), taken rather than done again: a row of budget 0.
+# --plan lists the loan's path (after gpu_check); alone, these steps run (5 + 40 + 15 s, within the loan's margin).
+handover=${HANDOVER:-/tmp/gpu-check-handover}
+handed() {  # NAME WHAT: the row of a step gpu_check did
+  printf '%-44s budget %4s s  %s\n' "$1" 0 "$( [ "${PLAN:-0}" = 1 ] && echo planned || echo "$2")" >>"$out/steps.txt"
+}
+if [ "${PLAN:-0}" = 1 ] || [ -s "$handover/versions.json" ]; then
+  [ "${PLAN:-0}" = 1 ] || cp "$handover/versions.json" "$out/versions.json"
+  handed "GPU, driver, CUDA, cuDNN, onnxruntime" "gpu_check's (same machine)"
+else
+  step "GPU, driver, CUDA, cuDNN, onnxruntime" 5 versions
+fi
 
 # 3. ResNet50: prepare, tune (precision x batch x cards per GPU, the Server search), run the choice, the baselines.
 # A step's variables stay in its process group: what later steps need passes through files ($work-*).
 results="$work-results"
 rm -rf "$results" "$work"-*.json "$work-nograph"  # a table of this invocation's runs only
-step "prepare resnet50 fp32 ($samples images)" 20 appliance prepare --benchmark resnet50 --data-dir "$data" \
-  --samples "$samples" -q
-for p in ${precisions//,/ }; do
-  [ "$p" = fp32 ] || step "prepare resnet50 $p" 20 appliance prepare --benchmark resnet50 --data-dir "$data" \
-    --samples "$samples" --precision "$p" -q
+rprepare() {  # fp32, then each precision tuned; prepare itself keeps what is prepared and intact (its checks)
+  appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" -q
+  for p in ${precisions//,/ }; do
+    [ "$p" = fp32 ] || appliance prepare --benchmark resnet50 --data-dir "$data" --samples "$samples" --precision "$p" -q
+  done
+}
+# after gpu_check (its data dir holds these records) prepare only re-checks them: 3 s on the H100 (2026-11-27);
+# alone, it makes them
+prepared=1
+rprecisions=$(echo "fp32,$precisions" | tr , '\n' | awk '!seen[$0]++' | paste -sd, -)  # fp32 and each tuned
+for p in ${rprecisions//,/ }; do
+  r=resnet50; [ "$p" = fp32 ] || r=resnet50-$p
+  [ -s "$data/models/$r.json" ] || prepared=0
 done
+if [ "$prepared" = 1 ] || [ "${PLAN:-0}" = 1 ]; then
+  step "prepare resnet50 $rprecisions (gpu_check's)" 10 rprepare
+else
+  step "prepare resnet50 $rprecisions ($samples images)" 40 rprepare
+fi
 tuned=$data/tuned/resnet50-bench.json
 rm -f "$tuned"
 last_batch=${batches##*,}; last_batch=${last_batch:-512}  # without a tuned record, the runs' batch
@@ -153,8 +179,15 @@ rrun() {  # scenario, name, extra args...
 valid() { "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))[0]["perf"]["valid"] else 1)' \
   "$work-$1.json" 2>/dev/null; }
 step "resnet50 Offline (tuned)" 15 rrun Offline offline "${choice[@]}"
-# the GPU image's default command: no tuned record, no batch (harness/run/gpu_defaults.py); >= 0.8 of the tuned Offline
-step "resnet50 Offline (the default command)" 15 rrun Offline default --backend "$backend"
+# the GPU image's default command: no tuned record, no batch (harness/run/gpu_defaults.py); >= 0.8 of the tuned Offline.
+# gpu_check ran exactly it (fp16 Offline, one card per GPU, no batch): its run is the row where it is at hand
+if [ "${PLAN:-0}" = 1 ] || { [ -s "$handover/default.json" ] \
+   && [ "$(cat "$handover/default.key")" = "$backend ${APPLIANCE_IO_BINDING:-0} $data" ]; }; then
+  [ "${PLAN:-0}" = 1 ] || cp "$handover/default.json" "$work-default.json"
+  handed "resnet50 Offline (the default command)" "gpu_check's fp16 Offline (the same command)"
+else
+  step "resnet50 Offline (the default command)" 15 rrun Offline default --backend "$backend"
+fi
 # what Offline ran (precision, batch, cards per GPU): the baseline runs the same
 read -r choice_precision choice_batch per_gpu <<<"$("$py" - "$work-offline.json" "${precisions%%,*}" \
   "$last_batch" <<'PY'
@@ -206,7 +239,11 @@ yprepare() {  # fp32, then each other precision tuned (tf32: its agreement with 
   appliance prepare --benchmark yolo-99 --data-dir "$ydata" --samples "$yolo_samples" -q
   touch "$work-yolo-ready"
 }
-step "prepare yolo-99 fp32 ($yolo_samples images)" 30 yprepare
+if [ "${PLAN:-0}" = 1 ] || [ -s "$ydata/models/yolo-99.json" ]; then  # gpu_check's graph row prepared it
+  step "prepare yolo-99 fp32 (gpu_check's)" 10 yprepare
+else
+  step "prepare yolo-99 fp32 ($yolo_samples images)" 30 yprepare
+fi
 yprep=${yprecisions//,/ }; [[ " $yprep " = *" tf32 "* ]] || yprep="$yprep tf32"  # tf32 prepared on a CPU too
 for p in $yprep; do
   [ "$p" = fp32 ] || step "prepare yolo-99 $p" 15 appliance prepare --benchmark yolo-99 --data-dir "$ydata" \
@@ -216,7 +253,7 @@ ycards=${YOLO_CARDS:-$( [ "$backend" = onnxruntime ] && echo auto || echo cuda:a
 ybatch=${YOLO_BATCH:-$( [ "$backend" = onnxruntime ] && echo 1 || echo 16 )}
 # the same grid: batch, cards per GPU, NHWC (the CUDA provider's), fp32 against tf32; the outputs the YOLO runs
 # below return (quantised: fp16), so tune times the configuration they run
-step "tune yolo-99 ($yprecisions)" 50 appliance tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
+step "tune yolo-99 ($yprecisions)" 35 appliance tune --benchmark yolo-99 --data-dir "$ydata" --backends "$backend" \
   --precisions "$yprecisions" --batch-sizes "$ybatches" --cards "$ylayouts" --card-outputs quantised \
   -s Offline -s SingleStream -o "$ytuned" -q
 [ -f "$ytuned" ] && cp "$ytuned" "$work-yolo-tune.json"  # the table's fp32 / tf32 row
@@ -242,7 +279,7 @@ step "yolo-99 accuracy tf32" 15 ytf32
 step "yolo-99 SingleStream" 15 yrun SingleStream yolo-single --duration-ms "$duration" "${yolo_count[@]}"
 # the data path alone: the FP32 model with FP32 outputs against the FP32 golden detections (100% when the GPU path
 # loses nothing), without CUDA graphs (the 2026-11-27 H100 abort: this combination under graphs, 2 cards, batch 16)
-step "yolo-99 accuracy FP32 end to end" 15 yrun_graphs 0 Offline yolo-accuracy-fp32 "${ybatchopt[@]}" \
+step "yolo-99 accuracy FP32 end to end" 12 yrun_graphs 0 Offline yolo-accuracy-fp32 "${ybatchopt[@]}" \
   --mode accuracy --precision fp32 --card-outputs fp32
 nms_loop() {
   [ -f "$work-yolo-ready" ] || { echo "gpu_bench: yolo-99 not prepared"; return 1; }
@@ -255,10 +292,10 @@ step "yolo-99 host NMS (own loop, batch $ybatch)" 10 nms_loop
 # on one GPU" from "this graph" (forced: the card's rule keeps graphs off for it since issue 43). On the CPU: its
 # row says so.
 if [ "$device" = cuda ]; then
-  step "yolo-99 FP32 graphs, one card" 15 yrun_graphs 1 Offline yolo-fp32-graphs-1card --batch-size "$ybatch" \
+  step "yolo-99 FP32 graphs, one card" 12 yrun_graphs 1 Offline yolo-fp32-graphs-1card --batch-size "$ybatch" \
     --cards cuda:allx1 --mode accuracy --precision fp32 --card-outputs fp32
 else
-  printf '%-44s budget %4s s  %s\n' "yolo-99 FP32 graphs, one card" 15 "a GPU's only (no graphs on a CPU)" \
+  printf '%-44s budget %4s s  %s\n' "yolo-99 FP32 graphs, one card" 12 "a GPU's only (no graphs on a CPU)" \
     >>"$out/steps.txt"
 fi
 

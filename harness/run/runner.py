@@ -45,6 +45,7 @@ from harness.run import buffers, calibration, keep_warm, launch_checks, rundirs
 from harness.run.cards import make_card
 from harness.run.cards.backends import Planned
 from harness.run.cards.base import AsyncCard, Card
+from harness.run.cards.kept_sessions import KeptSessions
 from harness.run.cards.spec import BackendSpec
 from harness.run.completion_meter import CompletionMeter
 from harness.run.loadgen_settings import (
@@ -106,9 +107,9 @@ def latest_run(perf_dir: Path) -> Path | None:
 
 
 def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model: ModelRecord, batch: int,
-             scenario: Scenario, replicate: str = "node", max_wait_s: float | None = None) -> SystemUnderTest:
+             scenario: Scenario, replicate: str = "node", sessions: KeptSessions | None = None) -> SystemUnderTest:
     """The SUT of a run (sample buffers, cards, batching) of the prepared `model` (its record), not yet
-    started: `run` and `tune` share it."""
+    started: `run` and `tune` share it (tune with `sessions`: its cards' sessions kept across batch sizes)."""
     replicas = plan_replicas(replicate, [(s.index, s.node, s.cpus) for s in cards.slots], cards.node_cpus,
                              cards.allowed)
     qsl = SampleLibrary(bench, data, replicas, replicate)
@@ -116,12 +117,12 @@ def make_sut(bench: Benchmark, data: store.PreparedData, cards: CardPlan, model:
                       cards.provider_options, cards.profile)
     spec = BackendSpec(cards.backend, Path(model.path), bench.input_name, bench.outputs, bench.output_specs,
                        cards.backend.settings_for(planned), bench.output_casts, model.precision,
-                       model.inference_precision)
+                       model.inference_precision, sessions)
 
     def factory(index: int, cpus: tuple[int, ...]) -> Card | AsyncCard:
         return make_card(spec, index, cpus)
 
-    return SystemUnderTest(bench, qsl, list(cards.slots), factory, batch, scenario=scenario, max_wait_s=max_wait_s)
+    return SystemUnderTest(bench, qsl, list(cards.slots), factory, batch, scenario=scenario)
 
 
 BATCH_FILL_PROBABILITY = 0.99

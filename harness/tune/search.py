@@ -42,6 +42,7 @@ from harness.records.tuned import Measured
 from harness.run import gpu_defaults
 from harness.run.cards import backends, provider_options
 from harness.run.cards.backends import Backend
+from harness.run.cards.kept_sessions import KeptSessions
 from harness.run.loadgen_settings import Calibration, Requested, calibrated_setting
 from harness.run.options import RunOptions
 from harness.run.plan import check_buffer_memory, plan_cards
@@ -63,6 +64,7 @@ __all__ = [
     "Sweep",
     "asked_backends",
     "available_backends",
+    "by_session",
     "choose",
     "expected",
     "prepared_precisions",
@@ -191,12 +193,13 @@ def prepared_precisions(data_dir: Path, benchmark: str) -> tuple[str, ...]:
                       and (p != bf16_support.PRECISION or bf16_here)))
 
 
-def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, backend: Backend,
-             batch: int, requests: int, layout: str, options: str) -> Measured:
+def _measure(bench: Benchmark, data: store.PreparedData, model: ModelRecord, candidate: Candidate,
+             sessions: KeptSessions) -> Measured:
     from harness.hw.topology import detect
 
+    layout, _, backend, batch, requests, options = candidate
     cards = replace(plan_cards(layout, backend, bench.name, detect(), requests), provider_options=options)
-    sut = make_sut(bench, data, cards, model, batch, Scenario.OFFLINE)
+    sut = make_sut(bench, data, cards, model, batch, Scenario.OFFLINE, sessions=sessions)
     sut.load_cards()
     try:
         warm = sut.warm_up(timed=True)
@@ -317,25 +320,46 @@ def _choice(m: Measured, why: str, scenario: Scenario) -> tuned.Choice:
                         m.max_wait_us if server else None, m.server_qps if server else None)
 
 
+def by_session(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates in the order tune times them: those differing only in batch size one after the other (in the
+    order given), so their cards' sessions are made once for them all (`_time_all`)."""
+    first = {_session_group(c): i for i, c in reversed(list(enumerate(candidates)))}
+    return sorted(candidates, key=lambda c: first[_session_group(c)])
+
+
+def _session_group(c: Candidate) -> tuple[str, str, Backend, int, str]:
+    cards, precision, backend, _, requests, options = c
+    return cards, precision, backend, requests, options
+
+
 def _time_all(bench: Benchmark, data: store.PreparedData, models: dict[str, ModelRecord],
-              candidates: list[Candidate], card_outputs: str) -> list[Measured]:
-    """Every candidate timed; a batch its card says does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's
-    larger batches."""
+              candidates: list[Candidate], card_outputs: str, sessions: KeptSessions) -> list[Measured]:
+    """Every candidate timed, those differing only in batch size in a row with their cards' sessions kept between
+    them (`sessions`, ended when the next differs in more; harness.run.cards.kept_sessions); a batch its card says
+    does not fit (BatchDoesNotFit: a GPU's memory) ends that layout's larger batches."""
     rows: list[Measured] = []
     too_big: dict[tuple[str, str, Backend], int] = {}  # GPU: (cards, precision, backend) -> the batch that did not fit
+    group: tuple[str, str, Backend, int, str] | None = None
     with progress.bar(len(candidates), "tune", unit="config") as bar:
-        for cards, precision, backend, batch, r, options in candidates:
-            bar.set_postfix_str(f"--cards {cards} {precision} {backend.name} batch {batch} requests {r} {options}",
-                                refresh=True)
-            if batch >= too_big.get((cards, precision, backend), batch + 1):
-                bar.update()
-                continue  # a smaller batch already did not fit in the GPU's memory
-            try:
-                run_bench = concrete.for_run(bench.name, card_outputs, model=models[precision])
-                rows.append(_measure(run_bench, data, models[precision], backend, batch, r, cards, options))
-            except BatchDoesNotFit:  # the card's own word (its device's memory): larger batches skipped
-                too_big[(cards, precision, backend)] = batch
-            bar.update()  # the rows are printed once, in the summary table
+        try:
+            for candidate in by_session(candidates):
+                cards, precision, backend, batch, r, options = candidate
+                if _session_group(candidate) != group:
+                    sessions.close()
+                    group = _session_group(candidate)
+                bar.set_postfix_str(f"--cards {cards} {precision} {backend.name} batch {batch} requests {r} {options}",
+                                    refresh=True)
+                if batch >= too_big.get((cards, precision, backend), batch + 1):
+                    bar.update()
+                    continue  # a smaller batch already did not fit in the GPU's memory
+                try:
+                    run_bench = concrete.for_run(bench.name, card_outputs, model=models[precision])
+                    rows.append(_measure(run_bench, data, models[precision], candidate, sessions))
+                except BatchDoesNotFit:  # the card's own word (its device's memory): larger batches skipped
+                    too_big[(cards, precision, backend)] = batch
+                bar.update()  # the rows are printed once, in the summary table
+        finally:
+            sessions.close()
     if not rows:
         raise ApplianceError("no candidate fits in the GPU's memory; give smaller --batch-sizes")
     return rows
@@ -435,13 +459,16 @@ def tune(benchmark: str, data_dir: Path, scenarios: tuple[Scenario, ...], sweep:
     _check_memory(bench, models, candidates, topology, sweep.card_outputs)  # before anything is made
     ensure_writable_dir(path.parent, "tuned record folder")
     announce(expected(candidates, sweep))
-    rows = _time_all(bench, data, models, candidates, sweep.card_outputs)
+    sessions = KeptSessions()
+    rows = _time_all(bench, data, models, candidates, sweep.card_outputs, sessions)
     refine = sweep.refinements(rows, bench)
     if refine:
         announce(f"tune: refining around the best: {len(refine)} more candidate(s)")
         _check_memory(bench, models, refine, topology, sweep.card_outputs)
-        rows += _time_all(bench, data, models, refine, sweep.card_outputs)
+        rows += _time_all(bench, data, models, refine, sweep.card_outputs, sessions)
         candidates += refine
+    if sessions.made or sessions.reused:
+        announce(f"tune: {sessions.made} session(s) made, {sessions.reused} kept from one batch size to the next")
     by_precision = {p: {s: choose(bench, s, [m for m in rows if m.precision == p]) for s in scenarios}
                     for p in sweep.precisions}
     chosen = {s: choose(bench, s, [m for m in rows if eligible[m.precision][0]]) for s in scenarios}

@@ -48,6 +48,9 @@ class Copies(Protocol):
     def unpin(self, ptr: int) -> None:
         """Let go of memory `pin` page-locked (nothing if it did not)."""
 
+    def unpin_all(self) -> None:
+        """Let go of everything `pin` page-locked, the stream kept (a session tune keeps computes on it)."""
+
     def close(self) -> None: ...
 
 
@@ -71,6 +74,9 @@ class HostCopies:
         return "host memory: nothing to page-lock"
 
     def unpin(self, ptr: int) -> None:
+        pass
+
+    def unpin_all(self) -> None:
         pass
 
     def close(self) -> None:
@@ -165,9 +171,12 @@ class CudaCopies:
                 self.rt.cudaSetDevice(self.ordinal)
                 self.rt.cudaHostUnregister(ptr)
 
-    def close(self) -> None:
+    def unpin_all(self) -> None:
         for ptr in list(self._pinned):
             self.unpin(ptr)
+
+    def close(self) -> None:
+        self.unpin_all()
         if self.stream:
             self.rt.cudaStreamSynchronize(self.stream)
             self.rt.cudaStreamDestroy(self.stream)

@@ -63,13 +63,14 @@ EXHAUSTIVE | HEURISTIC | DEFAULT.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -81,6 +82,7 @@ from harness.hw import gpu, gpu_plan
 from harness.run.cards import provider_options
 from harness.run.cards.backends import Planned
 from harness.run.cards.cuda_runtime import Copies, CudaCopies, HostCopies
+from harness.run.cards.kept_sessions import Kept
 from harness.run.cards.onnxruntime_card import (
     SPINNING,
     GpuSettings,
@@ -311,7 +313,10 @@ class IoBindingCard(OnnxRuntimeCard):
         self.replica_loads = self.staged_loads = 0
         try:
             with _GPU_LOAD if self.on_gpu else contextlib.nullcontext():
-                if self.on_gpu:
+                self._take_kept(spec, index, cpus)
+                if self.kept is not None:  # tune: the session of the last card of this slot, on its stream
+                    self._restore(self.kept)
+                elif self.on_gpu:
                     self.copies = CudaCopies(self.ordinal, f"card {index} (cuda:{self.ordinal})")
                 super().__init__(spec, index, cpus, on)
                 self._bind()
@@ -341,6 +346,35 @@ class IoBindingCard(OnnxRuntimeCard):
         self._describe()
 
     # the session -----------------------------------------------------------------------------------
+    def keepable(self) -> bool:
+        """The base card's rule, and never a session with CUDA graphs enabled: its captured graphs replay the
+        addresses of this card's buffers, which close frees (onnxruntime's graphs are per thread and per
+        `gpu_graph_id`; that a later card's thread never meets them is not shown, so such sessions end here)."""
+        options = self.session.get_provider_options().get("CUDAExecutionProvider", {})
+        return super().keepable() and not self.settings["cuda_graph"] and options.get("enable_cuda_graph", "0") == "0"
+
+    def _kept_state(self) -> Kept:
+        """The session with its stream (`copies`, which its provider options name) and what was decided making it."""
+        copies, loading = self.copies, self._loading
+
+        def release() -> None:
+            with loading():
+                copies.close()
+
+        return Kept(self.session, {"copies": copies, "u8_converted": self.u8_converted, "graph_why": self.graph_why,
+                                   "spinning": self.opts_spinning}, release)
+
+    def _session_settings(self) -> object:
+        """Its settings less the batch and buckets, which differ between the batch sizes a kept session serves."""
+        return dataclasses.replace(self.io, batch=0, buckets=())
+
+    def _restore(self, kept: Kept) -> None:
+        copies = kept.state["copies"]
+        assert isinstance(copies, (HostCopies, CudaCopies))
+        self.copies, self.u8_converted = copies, bool(kept.state["u8_converted"])
+        self.graph_why, self.opts_spinning = str(kept.state["graph_why"]), cast(str | None, kept.state["spinning"])
+        self.settings["cuda_graph"] = False  # a kept session never has graphs (`keepable`)
+
     def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
         """On a GPU one intra-op thread that never spins: the graph runs on the GPU, the card's CPUs feed and
         complete."""
@@ -651,8 +685,12 @@ class IoBindingCard(OnnxRuntimeCard):
 
     def close(self) -> None:
         self.buckets.clear()
-        super().close()
+        kept = self.spec_sessions is not None and self.keepable()
+        super().close()  # the session kept for tune's next batch size, or ended
         with self._loading():
-            self.copies.close()  # unpins the replica and the staging buffers
+            if kept:  # the stream stays with the session; what this card page-locked does not
+                self.copies.unpin_all()
+            else:
+                self.copies.close()  # unpins the replica and the staging buffers
         self._replica = None
         self._describe()

@@ -39,6 +39,7 @@ from harness.hw import gpu
 from harness.records.benchmark_record import OutputQuant
 from harness.run.cards import provider_options
 from harness.run.cards.base import CardInfo, PageableHostBuffers
+from harness.run.cards.kept_sessions import Kept, KeptSessions
 from harness.run.cards.spec import THREADS_ENV, BackendSpec
 
 if TYPE_CHECKING:
@@ -73,8 +74,13 @@ class OnnxRuntimeCard(PageableHostBuffers):
     found by bus id), OpenVINO the card index; the GPU card (gpu_iobinding.IoBindingCard) warms its batch sizes
     before it is ready. With
     `output_casts` the session's graph ends in QuantizeLinear / Cast nodes, so the card returns uint8 /
-    fp16 outputs as a real card's compiled network does.
+    fp16 outputs as a real card's compiled network does. Inside `appliance tune` (`spec.sessions`) it takes the
+    session the last card of its slot kept, where one differing only in batch size did (kept_sessions).
     """
+
+    kept: Kept | None = None  # the session taken from `spec.sessions`, and what came with it
+    kept_key: tuple[object, ...] | None = None
+    spec_sessions: KeptSessions | None = None
 
     def __init__(self, spec: BackendSpec[object], index: int, cpus: tuple[int, ...],
                  on: GpuSettings | None = None) -> None:
@@ -96,22 +102,11 @@ class OnnxRuntimeCard(PageableHostBuffers):
             providers = [(provider, {id_key: "CPU"}), "CPUExecutionProvider"]
         label = f"card {index} ({record.label.format(i=device)}{_gpu_words(gpu_ref)})"
         self.label = label
-        source = self._model_source(spec, model_path)
-        self._configure(opts, providers, on_gpu)  # the IO-binding card's session settings (gpu_iobinding)
-        log: list[str] = []
-        try:
-            with contextlib.ExitStack() as held, native_log(on_gpu) as log:
-                if isinstance(source, str):  # the file checked, held open: never a FIFO put at its name since
-                    source = held.enter_context(inbound.held(source, inbound.ARRAY, what="model"))
-                self.session = ort.InferenceSession(source, opts, providers=providers)
-        except inbound.Refused:
-            raise
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
-            first = one_line(str(exc))
-            if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
-                raise _gpu_load_error(label, provider, model_path, first, log) from None
-            raise DataError(f"onnxruntime cannot load {model_path}: {first}; "
-                            f"rerun `appliance prepare` or pass a valid --model") from None
+        self._take_kept(spec, index, cpus)
+        if self.kept is not None:  # tune: the session the last card of this slot left, for another batch size
+            self.session = self.kept.session
+        else:
+            self.session = self._new_session(spec, model_path, opts, providers, on_gpu)
         in_session = self.session.get_providers()
         if in_session[0] != provider:
             raise ApplianceError(f"{label}: the session runs on {in_session[0]}, not the {provider} asked for; "
@@ -130,6 +125,55 @@ class OnnxRuntimeCard(PageableHostBuffers):
                            provider_options=self.session.get_provider_options().get(provider, {}))
         self.info = CardInfo(index=index, backend=record.name, device=record.label.format(i=device), cpus=cpus,
                              emulated=not on_gpu, details=details)
+
+    def _take_kept(self, spec: BackendSpec[object], index: int, cpus: tuple[int, ...]) -> None:
+        """The kept session of this card's slot (`kept_sessions`), if tune holds one; once (a subclass may take it
+        before the base's constructor runs, to reuse what it made with the session)."""
+        if self.kept_key is not None:
+            return
+        key = _session_key(spec, self._session_settings())
+        self.spec_sessions, self.kept_key = spec.sessions, (type(self), key, index, cpus)
+        if spec.sessions is not None:
+            self.kept = spec.sessions.take(self.kept_key)
+
+    def _new_session(self, spec: BackendSpec[object], model_path: Path, opts: ort.SessionOptions,
+                     providers: list[str | tuple[str, dict[str, object]]], on_gpu: bool) -> ort.InferenceSession:
+        provider, label = providers[0] if isinstance(providers[0], str) else providers[0][0], self.label
+        source = self._model_source(spec, model_path)
+        self._configure(opts, providers, on_gpu)  # the IO-binding card's session settings (gpu_iobinding)
+        log: list[str] = []
+        try:
+            with contextlib.ExitStack() as held, native_log(on_gpu) as log:
+                if isinstance(source, str):  # the file checked, held open: never a FIFO put at its name since
+                    source = held.enter_context(inbound.held(source, inbound.ARRAY, what="model"))
+                session = ort.InferenceSession(source, opts, providers=providers)
+        except inbound.Refused:
+            raise
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
+            first = one_line(str(exc))
+            if on_gpu and ("fallback to CPU EP" in first or _OOM.search(first) or _provider_failed(log)):
+                raise _gpu_load_error(label, provider, model_path, first, log) from None
+            raise DataError(f"onnxruntime cannot load {model_path}: {first}; "
+                            f"rerun `appliance prepare` or pass a valid --model") from None
+        if self.spec_sessions is not None:
+            self.spec_sessions.made_one()
+        return session
+
+    def keepable(self) -> bool:
+        """Whether tune may keep this card's session for the next batch size (`kept_sessions`): its input's batch
+        dimension is dynamic and it runs on a provider that compiles nothing for one batch (not TensorRT)."""
+        shape = next(i.shape for i in self.session.get_inputs() if i.name == self.input_name)
+        return bool(shape) and not isinstance(shape[0], int) and \
+            self.session.get_providers()[0] != "TensorrtExecutionProvider"
+
+    def _session_settings(self) -> object:
+        """What of the card's settings its session is made from (`_session_key`): none for this card, which reads
+        none; a subclass leaves out what differs between batch sizes."""
+        return None
+
+    def _kept_state(self) -> Kept:
+        """What the next card of this slot takes with the session (a subclass adds what it made with it)."""
+        return Kept(self.session)
 
     def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:
         """Intra-op threads and whether they spin: the card's CPUs (APPLIANCE_INTRA_OP_THREADS overrides); threads
@@ -158,7 +202,15 @@ class OnnxRuntimeCard(PageableHostBuffers):
         return outputs
 
     def close(self) -> None:
+        if self.spec_sessions is not None and self.keepable():
+            self.spec_sessions.keep(self.kept_key, self._kept_state())
         del self.session
+
+
+def _session_key(spec: BackendSpec[object], settings: object) -> tuple[object, ...]:
+    """What a session is made from: the model, and the card's `settings` less what differs between batch sizes."""
+    return (spec.backend.name, spec.model_path, spec.input_name, spec.outputs, spec.output_casts, spec.precision,
+            spec.inference_precision, settings)
 
 
 def batch_fault(label: str, batch: int, exc: Exception) -> ApplianceError:

@@ -13,6 +13,7 @@ from harness.records.benchmark_record import OutputQuant
 
 if TYPE_CHECKING:
     from harness.run.cards.backends import Backend
+    from harness.run.cards.kept_sessions import KeptSessions
 
 __all__ = ["PROCESS_ENV", "THREADS_ENV", "BackendSpec", "own"]
 
@@ -41,6 +42,9 @@ class BackendSpec(Generic[S]):
     # what the prepared model asks the runtime to compute in (the model record's: bf16 for OpenVINO, tf32 for CUDA);
     # None: the model's own numerics
     inference_precision: str | None = None
+    # in `appliance tune`: sessions an onnxruntime card keeps across batch sizes (harness.run.cards.kept_sessions); a
+    # cache the caller holds, not a backend's setting
+    sessions: KeptSessions | None = None
 
 
 def own(spec: BackendSpec[object], kind: type[T]) -> T:
