@@ -5,6 +5,7 @@ every candidate made every card's session again (on a GPU each with its model up
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from test_gpu_iobinding import _spec
 from harness.data.models import IR_VERSION
 from harness.run.cards import make_card
 from harness.run.cards.backends import RECORDS
+from harness.run.cards.gpu_iobinding import IoBindingSettings
 from harness.run.cards.kept_sessions import KeptSessions
 from harness.run.cards.spec import BackendSpec
 from harness.tune.search import by_session
@@ -80,7 +82,7 @@ def _relu(path: Path, batch: int | str) -> Path:
 def test_a_session_is_kept_only_where_its_batch_dimension_is_dynamic(tmp_path, batch, kept):
     sessions = KeptSessions()
     spec = BackendSpec(RECORDS["onnxruntime"], _relu(tmp_path / "m.onnx", batch), "x", ("y",), (((4,), "float32"),),
-                       sessions=sessions)
+                       None, sessions=sessions)
     first = make_card(spec, 0, (0,))
     session = first.session
     first.close()
@@ -92,20 +94,26 @@ def test_a_session_is_kept_only_where_its_batch_dimension_is_dynamic(tmp_path, b
     sessions.close()
 
 
+def _kept_spec(data_dir: Path, batch: int, buckets: tuple[int, ...],
+               sessions: KeptSessions) -> BackendSpec[IoBindingSettings]:
+    """The IO-binding card's spec on the CPU provider (test_gpu_iobinding's) with tune's kept sessions."""
+    return dataclasses.replace(_spec(data_dir, batch, buckets), sessions=sessions)
+
+
 def test_the_io_binding_card_keeps_no_session_that_captured_graphs(data_dir):
     """A graph replays the addresses of the card's own buffers, which its close frees: such a session ends with it.
     (No graph is captured on the CPU provider: the card's setting stands for one.)"""
     sessions = KeptSessions()
-    card = make_card(_spec(data_dir, warm_batch=2, buckets=(1, 2), sessions=sessions), 0, (0,))
+    card = make_card(_kept_spec(data_dir, 2, (1, 2), sessions), 0, (0,))
     assert card.keepable()
     card.settings["cuda_graph"] = True
     assert not card.keepable()
     card.close()
     assert sessions.take(card.kept_key) is None
-    again = make_card(_spec(data_dir, warm_batch=4, buckets=(1, 4), sessions=sessions), 0, (0,))
+    again = make_card(_kept_spec(data_dir, 4, (1, 4), sessions), 0, (0,))
     session = again.session
     again.close()  # no graphs: kept, and a card of another batch size takes it with its buckets made anew
-    bigger = make_card(_spec(data_dir, warm_batch=8, buckets=(1, 8), sessions=sessions), 0, (0,))
+    bigger = make_card(_kept_spec(data_dir, 8, (1, 8), sessions), 0, (0,))
     assert bigger.session is session and sorted(bigger.buckets) == [1, 8]
     assert bigger.info.details["io_binding"]["input"] == again.info.details["io_binding"]["input"]
     bigger.close()
