@@ -6,6 +6,7 @@ every candidate made every card's session again (on a GPU each with its model up
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +81,7 @@ def _relu(path: Path, batch: int | str) -> Path:
 def test_a_session_is_kept_only_where_its_batch_dimension_is_dynamic(tmp_path, batch, kept):
     sessions = KeptSessions()
     spec = BackendSpec(RECORDS["onnxruntime"], _relu(tmp_path / "m.onnx", batch), "x", ("y",), (((4,), "float32"),),
-                       sessions=sessions)
+                       None, sessions=sessions)
     first = make_card(spec, 0, (0,))
     session = first.session
     first.close()
@@ -96,16 +97,16 @@ def test_the_io_binding_card_keeps_no_session_that_captured_graphs(data_dir):
     """A graph replays the addresses of the card's own buffers, which its close frees: such a session ends with it.
     (No graph is captured on the CPU provider: the card's setting stands for one.)"""
     sessions = KeptSessions()
-    card = make_card(_spec(data_dir, warm_batch=2, buckets=(1, 2), sessions=sessions), 0, (0,))
+    card = make_card(replace(_spec(data_dir, 2, (1, 2)), sessions=sessions), 0, (0,))
     assert card.keepable()
     card.settings["cuda_graph"] = True
     assert not card.keepable()
     card.close()
     assert sessions.take(card.kept_key) is None
-    again = make_card(_spec(data_dir, warm_batch=4, buckets=(1, 4), sessions=sessions), 0, (0,))
+    again = make_card(replace(_spec(data_dir, 4, (1, 4)), sessions=sessions), 0, (0,))
     session = again.session
     again.close()  # no graphs: kept, and a card of another batch size takes it with its buckets made anew
-    bigger = make_card(_spec(data_dir, warm_batch=8, buckets=(1, 8), sessions=sessions), 0, (0,))
+    bigger = make_card(replace(_spec(data_dir, 8, (1, 8)), sessions=sessions), 0, (0,))
     assert bigger.session is session and sorted(bigger.buckets) == [1, 8]
     assert bigger.info.details["io_binding"]["input"] == again.info.details["io_binding"]["input"]
     bigger.close()
