@@ -5,8 +5,8 @@ every candidate made every card's session again (on a GPU each with its model up
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,6 @@ from test_gpu_iobinding import _spec
 from harness.data.models import IR_VERSION
 from harness.run.cards import make_card
 from harness.run.cards.backends import RECORDS
-from harness.run.cards.gpu_iobinding import IoBindingSettings
 from harness.run.cards.kept_sessions import KeptSessions
 from harness.run.cards.spec import BackendSpec
 from harness.tune.search import by_session
@@ -94,26 +93,20 @@ def test_a_session_is_kept_only_where_its_batch_dimension_is_dynamic(tmp_path, b
     sessions.close()
 
 
-def _kept_spec(data_dir: Path, batch: int, buckets: tuple[int, ...],
-               sessions: KeptSessions) -> BackendSpec[IoBindingSettings]:
-    """The IO-binding card's spec on the CPU provider (test_gpu_iobinding's) with tune's kept sessions."""
-    return dataclasses.replace(_spec(data_dir, batch, buckets), sessions=sessions)
-
-
 def test_the_io_binding_card_keeps_no_session_that_captured_graphs(data_dir):
     """A graph replays the addresses of the card's own buffers, which its close frees: such a session ends with it.
     (No graph is captured on the CPU provider: the card's setting stands for one.)"""
     sessions = KeptSessions()
-    card = make_card(_kept_spec(data_dir, 2, (1, 2), sessions), 0, (0,))
+    card = make_card(replace(_spec(data_dir, 2, (1, 2)), sessions=sessions), 0, (0,))
     assert card.keepable()
     card.settings["cuda_graph"] = True
     assert not card.keepable()
     card.close()
     assert sessions.take(card.kept_key) is None
-    again = make_card(_kept_spec(data_dir, 4, (1, 4), sessions), 0, (0,))
+    again = make_card(replace(_spec(data_dir, 4, (1, 4)), sessions=sessions), 0, (0,))
     session = again.session
     again.close()  # no graphs: kept, and a card of another batch size takes it with its buckets made anew
-    bigger = make_card(_kept_spec(data_dir, 8, (1, 8), sessions), 0, (0,))
+    bigger = make_card(replace(_spec(data_dir, 8, (1, 8)), sessions=sessions), 0, (0,))
     assert bigger.session is session and sorted(bigger.buckets) == [1, 8]
     assert bigger.info.details["io_binding"]["input"] == again.info.details["io_binding"]["input"]
     bigger.close()
