@@ -31,10 +31,9 @@ def _spec(backend: str, settings: object) -> BackendSpec[object]:
 
 
 def test_the_spec_is_the_common_part_and_one_settings_value():
-    """`sessions` is tune's cache of kept sessions (issue 43), which the caller holds: no backend's setting."""
     assert [f.name for f in fields(BackendSpec)] == ["backend", "model_path", "input_name", "outputs", "output_specs",
                                                      "settings", "output_casts", "precision", "inference_precision",
-                                                     "sessions"]
+                                                     "sessions"]  # tune's cache of sessions (kept_sessions)
 
 
 def test_each_record_makes_its_own_settings_from_the_plan(monkeypatch):
