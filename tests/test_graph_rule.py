@@ -17,6 +17,7 @@ from harness.data import benchmarks
 from harness.records.layout import Layout, read_model_record
 from harness.run.cards.backends import RECORDS
 from harness.run.cards.gpu_iobinding import GRAPH_ENV, capture_hazards, cuda_settings, graph_rule
+from harness.run.cards.kept_sessions import KeptSessions
 from harness.tune import search
 
 
@@ -127,7 +128,7 @@ def test_tune_times_the_cards_with_the_outputs_asked(data_dir, monkeypatch):
     """Each candidate's benchmark record (what its cards return) carries --card-outputs."""
     seen = []
 
-    def measure(bench, data, model, backend, batch, requests, layout, options):
+    def measure(bench, data, model, candidate, sessions):
         seen.append((bench.card_outputs, tuple(dtype for _, dtype in bench.output_specs)))
         raise BatchDoesNotFit("recorded")  # the candidate's record is all this test reads
 
@@ -135,5 +136,5 @@ def test_tune_times_the_cards_with_the_outputs_asked(data_dir, monkeypatch):
     model = read_model_record(Layout(data_dir, benchmarks.get("resnet50")), "fp32")
     with pytest.raises(ApplianceError, match="no candidate fits"):
         search._time_all(benchmarks.get("ssd-mobilenet"), None, {"fp32": model},
-                         [("auto", "fp32", RECORDS["onnxruntime"], 1, 1, "")], "quantised")
+                         [("auto", "fp32", RECORDS["onnxruntime"], 1, 1, "")], "quantised", KeptSessions())
     assert seen == [("quantised", ("uint8", "uint8"))]
