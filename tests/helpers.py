@@ -137,3 +137,23 @@ def dotted_name(node: ast.expr) -> str:
     if isinstance(node, ast.Attribute):
         return f"{dotted_name(node.value)}.{node.attr}"
     return "?"
+
+
+def tuned_record(data_dir: Path, folder: Path, scenario: str, choice: dict[str, object]) -> tuple[Path, dict]:
+    """A tuned record (format 4) for ResNet50's fp32 model in `data_dir` choosing `choice` for `scenario`, written
+    to `folder`/r.json beside its user.conf; the record is returned too, for a test that writes it changed."""
+    import json
+
+    from harness.data import benchmarks
+    from harness.records import model_record
+    from harness.records.layout import Layout
+
+    sha = model_record.read(Layout(data_dir, benchmarks.get("resnet50")).record_for("fp32")).sha256
+    record = {"format": 4, "benchmark": "resnet50", "layouts": [choice["cards"]], "created_utc": "x", "host": {},
+              "method": "m", "user_conf": "r.user.conf", "measured": [],
+              "precisions": {"fp32": {"model_sha256": sha, "eligible": True, "why": "fp32"}},
+              "chosen": {scenario: choice}, "by_precision": {"fp32": {scenario: choice}}}
+    path = folder / "r.json"
+    path.write_text(json.dumps(record))
+    (folder / "r.user.conf").write_text("")
+    return path, record

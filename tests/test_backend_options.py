@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
-from helpers import manifest_json
+from helpers import manifest_json, tuned_record
 
 from harness.core.errors import DataError
 from harness.core.scenarios import Mode, Scenario
 from harness.data import benchmarks
 from harness.records import manifest as run_manifest
-from harness.records import model_record
 from harness.records.layout import Layout
 from harness.run.cards import backends
 from harness.run.loadgen_settings import Requested
@@ -52,16 +50,9 @@ def test_a_tuned_record_choosing_a_backend_not_here_is_one_line(data_dir, tmp_pa
     from harness.run import tuned_choice
     from harness.run.options import Auto
 
-    sha = model_record.read(Layout(data_dir, benchmarks.get("resnet50")).record_for("fp32")).sha256
     choice = {"precision": "fp32", "backend": "mystery", "batch_size": 8, "requests": 1, "cards": "auto",
               "why": "tuned", "provider_options": "", "max_wait_us": None, "server_qps": 900.0}
-    record = {"format": 4, "benchmark": "resnet50", "layouts": ["auto"], "created_utc": "x", "host": {},
-              "method": "m", "user_conf": "r.user.conf", "measured": [],
-              "precisions": {"fp32": {"model_sha256": sha, "eligible": True, "why": "fp32"}},
-              "chosen": {"Offline": choice}, "by_precision": {"fp32": {"Offline": choice}}}
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps(record))
-    (tmp_path / "r.user.conf").write_text("")
+    path, _ = tuned_record(data_dir, tmp_path, "Offline", choice)
     opts = RunOptions("resnet50", Requested(Scenario.OFFLINE, Mode.PERFORMANCE), data_dir, tmp_path,
                       backend=Auto.AUTO, tuned=path)
     with pytest.raises(DataError) as info:

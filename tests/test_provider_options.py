@@ -11,7 +11,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
-from helpers import appliance
+from helpers import appliance, tuned_record
 
 from harness.core.errors import ApplianceError
 from harness.run.cards import gpu_iobinding, onnxruntime_card, provider_options
@@ -103,24 +103,14 @@ def test_the_grid_times_provider_options_on_the_cuda_provider_only():
 def test_the_records_options_and_deadline_go_to_the_run_and_its_manifest(data_dir, tmp_path):
     """`run --tuned` takes the choice's provider options and Server deadline (resolve: what plan, the cards and
     the manifest's backend_choice get); --provider-options / --max-wait-us given win."""
-    from harness.data import benchmarks
-    from harness.records import model_record
-    from harness.records.layout import Layout
     from harness.run import tuned_choice
     from harness.run.loadgen_settings import Requested
     from harness.run.options import Auto, RunOptions
 
-    sha = model_record.read(Layout(data_dir, benchmarks.get("resnet50")).record_for("fp32")).sha256
     choice = {"precision": "fp32", "backend": "onnxruntime-cuda", "batch_size": 64, "requests": 1,
               "cards": "cuda:allx2", "why": "tuned", "provider_options": "prefer_nhwc=1", "max_wait_us": 750,
               "server_qps": 900.0, "confirmed_qps": 850.0}
-    record = {"format": 4, "benchmark": "resnet50", "layouts": ["cuda:allx2"], "created_utc": "x", "host": {},
-              "method": "m", "user_conf": "r.user.conf", "measured": [],
-              "precisions": {"fp32": {"model_sha256": sha, "eligible": True, "why": "fp32"}},
-              "chosen": {"Server": choice}, "by_precision": {"fp32": {"Server": choice}}}
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps(record))
-    (tmp_path / "r.user.conf").write_text("")
+    path, record = tuned_record(data_dir, tmp_path, "Server", choice)
     opts = RunOptions("resnet50", Requested("Server", "performance"), data_dir, tmp_path, backend=Auto.AUTO,
                       tuned=path)
     resolved, why = tuned_choice.resolve(opts)
