@@ -70,7 +70,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -281,6 +281,17 @@ def _no_graph() -> ort.RunOptions:
     return options
 
 
+@dataclass(frozen=True)
+class _WithSession:
+    """What an IO-binding card made with its session that the next card of its slot takes with it (tune's kept
+    sessions): the stream its provider options name, and what was decided making the session."""
+
+    copies: Copies
+    u8_converted: bool
+    graph_why: str
+    spinning: str | None
+
+
 class IoBindingCard(OnnxRuntimeCard):
     """A card whose batches run through IO binding on device-resident buffers, one bucket per batch size."""
 
@@ -361,18 +372,17 @@ class IoBindingCard(OnnxRuntimeCard):
             with loading():
                 copies.close()
 
-        return Kept(self.session, {"copies": copies, "u8_converted": self.u8_converted, "graph_why": self.graph_why,
-                                   "spinning": self.opts_spinning}, release)
+        return Kept(self.session, _WithSession(copies, self.u8_converted, self.graph_why, self.opts_spinning), release)
 
     def _session_settings(self) -> object:
         """Its settings less the batch and buckets, which differ between the batch sizes a kept session serves."""
         return dataclasses.replace(self.io, batch=0, buckets=())
 
     def _restore(self, kept: Kept) -> None:
-        copies = kept.state["copies"]
-        assert isinstance(copies, (HostCopies, CudaCopies))
-        self.copies, self.u8_converted = copies, bool(kept.state["u8_converted"])
-        self.graph_why, self.opts_spinning = str(kept.state["graph_why"]), cast(str | None, kept.state["spinning"])
+        state = kept.state
+        assert isinstance(state, _WithSession)  # left by a card of this class (the key holds its type)
+        self.copies, self.u8_converted, self.graph_why, self.opts_spinning = \
+            state.copies, state.u8_converted, state.graph_why, state.spinning
         self.settings["cuda_graph"] = False  # a kept session never has graphs (`keepable`)
 
     def _threads(self, cpus: tuple[int, ...], on_gpu: bool) -> tuple[int, bool]:

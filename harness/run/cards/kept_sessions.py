@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,11 +26,11 @@ __all__ = ["Kept", "KeptSessions"]
 
 @dataclass
 class Kept:
-    """A session left by a card that closed, what the next card of its slot needs to use it (`state`), and how to
-    end it (`release`) if none does."""
+    """A session left by a card that closed, what the next card of its slot needs to use it (`state`, of the card
+    class's own type; None: nothing), and how to end it (`release`) if none does."""
 
     session: ort.InferenceSession
-    state: dict[str, object] = field(default_factory=dict)
+    state: object = None
     release: Callable[[], None] = lambda: None
 
 
